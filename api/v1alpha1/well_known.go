@@ -1,0 +1,54 @@
+package v1alpha1
+
+// Condition types of a Sandbox.
+const (
+	// SandboxConditionReady is True when the pod runs, is Ready and has IPs.
+	SandboxConditionReady = "Ready"
+)
+
+// Reasons of the Ready condition of a Sandbox. Every not-ready state has its own reason so that a
+// client can tell waiting (PodPending, PodNotReady, PodNoIP) from final (Expired, PodFailed, PodSucceeded).
+const (
+	ReasonReady           = "DependenciesReady"
+	ReasonPodPending      = "PodPending"
+	ReasonPodNotReady     = "PodNotReady"
+	ReasonPodNoIP         = "PodNoIP"
+	ReasonPodCreating     = "PodCreating"
+	ReasonPodTerminating  = "PodTerminating"
+	ReasonPaused          = "SandboxPaused"
+	ReasonExpired         = "SandboxExpired"
+	ReasonPodFailed       = "PodFailed"
+	ReasonPodSucceeded    = "PodSucceeded"
+	ReasonPodNotOwned     = "PodNotOwned"
+	ReasonReconcilerError = "ReconcilerError"
+)
+
+// Label and annotation keys.
+const (
+	// SandboxNameHashLabel tracks the objects a Sandbox owns; the headless Service selects its pod by it.
+	SandboxNameHashLabel = "agents.x-k8s.io/sandbox-name-hash"
+	// SandboxNameLabel carries the Sandbox name on its pod (when it fits a label value) for humans and routers.
+	SandboxNameLabel = "agents.x-k8s.io/sandbox-name"
+)
+
+// Sandbox replicas bounds.
+const (
+	PausedReplicas  int32 = 0
+	RunningReplicas int32 = 1
+)
+
+// DesiredReplicas returns spec.replicas with its default (1) applied.
+func (s *Sandbox) DesiredReplicas() int32 {
+	if s.Spec.Replicas == nil {
+		return RunningReplicas
+	}
+	return *s.Spec.Replicas
+}
+
+// EffectiveShutdownPolicy returns spec.shutdownPolicy with its default (Retain) applied.
+func (s *Sandbox) EffectiveShutdownPolicy() ShutdownPolicy {
+	if s.Spec.ShutdownPolicy == nil {
+		return ShutdownPolicyRetain
+	}
+	return *s.Spec.ShutdownPolicy
+}
