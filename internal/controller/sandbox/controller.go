@@ -1,0 +1,146 @@
+// Package sandbox reconciles a Sandbox into its Pod, headless Service and PVCs, and reports
+// their state in the Sandbox status.
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// FieldOwner names this controller in managedFields.
+const FieldOwner = client.FieldOwner("agent-sandbox-controller")
+
+// DefaultClusterDomain is the DNS domain used in status.serviceFQDN unless configured.
+const DefaultClusterDomain = "cluster.local"
+
+// Reconciler drives one Sandbox: Pod (unless paused or expired), headless Service, PVCs, status.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads around the cache, for objects the cache deliberately does not hold
+	// (a same-named pod someone else created carries no tracking label).
+	APIReader     client.Reader
+	Recorder      record.EventRecorder
+	ClusterDomain string
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+	// MaxConcurrentReconciles bounds parallel reconciles (default 16).
+	MaxConcurrentReconciles int
+}
+
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile brings the children of one Sandbox in line with its spec and writes its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sb := &agentsv1alpha1.Sandbox{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sb.DeletionTimestamp.IsZero() {
+		// Children go with it through garbage collection.
+		return ctrl.Result{}, nil
+	}
+	original := sb.DeepCopy()
+	now := r.now()
+
+	if expired(sb, now) {
+		return r.reconcileExpired(ctx, sb, original)
+	}
+
+	obs, err := r.reconcileChildren(ctx, sb)
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace is going away and takes the sandbox with it; nothing to fix.
+		log.FromContext(ctx).V(1).Info("namespace is terminating; not creating children")
+		return ctrl.Result{}, nil
+	}
+	setStatus(sb, obs, err, r.clusterDomain())
+	if serr := r.writeStatus(ctx, original, sb); serr != nil {
+		return ctrl.Result{}, serr
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: untilExpiry(sb, now)}, nil
+}
+
+// observed is what the children looked like after this reconcile's writes.
+type observed struct {
+	pod            *corev1.Pod // owned pod, nil when none
+	podNotOwned    bool        // a pod with the sandbox's name exists and is not ours
+	service        *corev1.Service
+	serviceProblem string // why there is no service, when there is none
+}
+
+func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) (observed, error) {
+	var obs observed
+	if err := r.reconcilePVCs(ctx, sb); err != nil {
+		return obs, fmt.Errorf("persistent volume claims: %w", err)
+	}
+	svc, problem, err := r.reconcileService(ctx, sb)
+	if err != nil {
+		return obs, fmt.Errorf("service: %w", err)
+	}
+	obs.service, obs.serviceProblem = svc, problem
+	pod, notOwned, err := r.reconcilePod(ctx, sb)
+	obs.pod, obs.podNotOwned = pod, notOwned
+	if err != nil {
+		return obs, fmt.Errorf("pod: %w", err)
+	}
+	return obs, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) clusterDomain() string {
+	if r.ClusterDomain == "" {
+		return DefaultClusterDomain
+	}
+	return r.ClusterDomain
+}
+
+// SetupWithManager registers the reconciler; owned children re-trigger it, so deleting a child
+// recreates it and pod state changes reach the status.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	workers := r.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 16
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&agentsv1alpha1.Sandbox{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Named("sandbox").
+		Complete(r)
+}
+
+func ignoreAlreadyExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}

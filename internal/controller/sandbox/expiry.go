@@ -1,0 +1,100 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// expired reports whether spec.shutdownTime has come.
+func expired(sb *agentsv1alpha1.Sandbox, now time.Time) bool {
+	return sb.Spec.ShutdownTime != nil && !now.Before(sb.Spec.ShutdownTime.Time)
+}
+
+// untilExpiry is how long until spec.shutdownTime, so the reconcile is requeued exactly then
+// instead of polling; zero when no shutdown is set.
+func untilExpiry(sb *agentsv1alpha1.Sandbox, now time.Time) time.Duration {
+	if sb.Spec.ShutdownTime == nil {
+		return 0
+	}
+	if d := sb.Spec.ShutdownTime.Sub(now); d > 0 {
+		return d
+	}
+	return time.Millisecond
+}
+
+// reconcileExpired deletes the pod and Service of an expired Sandbox; with shutdownPolicy
+// Delete the Sandbox goes too (and its PVCs through garbage collection), with Retain it stays
+// with Ready=False/SandboxExpired and keeps its PVCs.
+func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv1alpha1.Sandbox) (ctrl.Result, error) {
+	if err := r.deleteOwnedChildren(ctx, sb); err != nil {
+		return ctrl.Result{}, err
+	}
+	if sb.EffectiveShutdownPolicy() == agentsv1alpha1.ShutdownPolicyDelete {
+		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, "Sandbox expired; deleting it")
+		err := r.Client.Delete(ctx, sb, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &sb.UID})
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	wasExpired := meta.IsStatusConditionPresentAndEqual(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady, metav1.ConditionFalse) &&
+		meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady).Reason == agentsv1alpha1.ReasonExpired
+	sb.Status.PodIPs = nil
+	sb.Status.Service = ""
+	sb.Status.ServiceFQDN = ""
+	sb.Status.Replicas = 0
+	sb.Status.LabelSelector = Selector(sb.Name)
+	meta.SetStatusCondition(&sb.Status.Conditions, metav1.Condition{
+		Type:               agentsv1alpha1.SandboxConditionReady,
+		Status:             metav1.ConditionFalse,
+		Reason:             agentsv1alpha1.ReasonExpired,
+		Message:            fmt.Sprintf("Sandbox expired at %s; its pod and service were deleted", sb.Spec.ShutdownTime.UTC().Format(time.RFC3339)),
+		ObservedGeneration: sb.Generation,
+	})
+	if !wasExpired {
+		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, "Sandbox expired; pod and service deleted, sandbox retained")
+	}
+	return ctrl.Result{}, r.writeStatus(ctx, original, sb)
+}
+
+func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) error {
+	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
+	pod := &corev1.Pod{}
+	if err := r.Client.Get(ctx, key, pod); err == nil {
+		if metav1.IsControlledBy(pod, sb) && pod.DeletionTimestamp.IsZero() {
+			if err := r.deletePod(ctx, pod); err != nil {
+				return err
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, key, svc); err == nil {
+		if metav1.IsControlledBy(svc, sb) && svc.DeletionTimestamp.IsZero() {
+			err := r.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
+			if client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+func (r *Reconciler) event(sb *agentsv1alpha1.Sandbox, eventType, reason, message string) {
+	if r.Recorder != nil {
+		r.Recorder.Event(sb, eventType, reason, message)
+	}
+}

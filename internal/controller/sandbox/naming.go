@@ -1,0 +1,43 @@
+package sandbox
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// NameHash is a short, label-safe stand-in for a Sandbox name (names may be longer than a label
+// value allows): FNV-1a 32-bit as 8 hex characters.
+func NameHash(name string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+// Selector is the label selector of the pod of the named Sandbox, as written in status.selector.
+func Selector(sandboxName string) string {
+	return agentsv1alpha1.SandboxNameHashLabel + "=" + NameHash(sandboxName)
+}
+
+// PVCName is the name of the claim made from a volume claim template for a Sandbox, as a
+// StatefulSet would name it.
+func PVCName(templateName, sandboxName string) string {
+	return templateName + "-" + sandboxName
+}
+
+// ServiceFQDN is the DNS name of the Sandbox's headless Service.
+func ServiceFQDN(service, namespace, clusterDomain string) string {
+	return fmt.Sprintf("%s.%s.svc.%s", service, namespace, clusterDomain)
+}
+
+// trackingLabels are the labels that tie a child object to its Sandbox.
+func trackingLabels(sb *agentsv1alpha1.Sandbox) map[string]string {
+	l := map[string]string{agentsv1alpha1.SandboxNameHashLabel: NameHash(sb.Name)}
+	if len(validation.IsValidLabelValue(sb.Name)) == 0 {
+		l[agentsv1alpha1.SandboxNameLabel] = sb.Name
+	}
+	return l
+}

@@ -1,0 +1,205 @@
+package sandbox
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// Pod annotations recording which template keys the controller put on the pod, so that keys
+// dropped from the template (for example a warm pool's label after adoption) are removed again
+// without touching keys others added.
+const (
+	propagatedLabelsAnnotation      = "agents.x-k8s.io/propagated-labels"
+	propagatedAnnotationsAnnotation = "agents.x-k8s.io/propagated-annotations"
+)
+
+// reconcilePod makes the owned pod exist (or not, when paused) and keeps its metadata in line
+// with the template. It returns the owned pod (nil when none) and whether a same-named pod that
+// this Sandbox does not control is in the way; such a pod is never touched.
+func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Pod, bool, error) {
+	pod, notOwned, err := r.getPod(ctx, sb)
+	if err != nil || notOwned {
+		return nil, notOwned, err
+	}
+
+	if sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas {
+		if pod != nil && pod.DeletionTimestamp.IsZero() {
+			if err := r.deletePod(ctx, pod); err != nil {
+				return pod, false, err
+			}
+		}
+		return pod, false, nil
+	}
+
+	if pod != nil {
+		if !pod.DeletionTimestamp.IsZero() {
+			// Resume right after a pause: the old pod must be gone before its name can be reused;
+			// its deletion event brings us back.
+			return pod, false, nil
+		}
+		return pod, false, r.syncPodMetadata(ctx, sb, pod)
+	}
+
+	pod = buildPod(sb)
+	if err := controllerutil.SetControllerReference(sb, pod, r.Client.Scheme()); err != nil {
+		return nil, false, err
+	}
+	if err := r.Client.Create(ctx, pod, FieldOwner); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, false, err
+		}
+		// The cache holds only tracked pods; look at the one in the way directly.
+		return r.getPodLive(ctx, sb)
+	}
+	return pod, false, nil
+}
+
+// getPod reads the sandbox's pod from the cache.
+func (r *Reconciler) getPod(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Pod, bool, error) {
+	pod := &corev1.Pod{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod)
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if !metav1.IsControlledBy(pod, sb) {
+		return nil, true, nil
+	}
+	return pod, false, nil
+}
+
+func (r *Reconciler) getPodLive(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Pod, bool, error) {
+	pod := &corev1.Pod{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod)
+	if err != nil {
+		// Gone in between: the next reconcile creates it.
+		return nil, false, client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(pod, sb) {
+		return nil, true, nil
+	}
+	return pod, false, nil
+}
+
+// deletePod deletes exactly the pod we saw, never a newer one with the same name.
+func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func buildPod(sb *agentsv1alpha1.Sandbox) *corev1.Pod {
+	labels, annotations := podMetadata(sb)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        sb.Name,
+			Namespace:   sb.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: *sb.Spec.PodTemplate.Spec.DeepCopy(),
+	}
+	withClaimVolumes(&pod.Spec, sb)
+	// Secure by default: untrusted code gets no API credentials unless the template asks.
+	if pod.Spec.AutomountServiceAccountToken == nil {
+		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+	return pod
+}
+
+// podMetadata is the labels and annotations the pod must carry: the template's, the tracking
+// labels (which the template cannot override), and the bookkeeping of propagated keys.
+func podMetadata(sb *agentsv1alpha1.Sandbox) (map[string]string, map[string]string) {
+	tmpl := sb.Spec.PodTemplate.Metadata
+	labels := map[string]string{}
+	for k, v := range tmpl.Labels {
+		labels[k] = v
+	}
+	for k, v := range trackingLabels(sb) {
+		labels[k] = v
+	}
+	annotations := map[string]string{}
+	for k, v := range tmpl.Annotations {
+		annotations[k] = v
+	}
+	if keys := sortedKeys(tmpl.Labels); keys != "" {
+		annotations[propagatedLabelsAnnotation] = keys
+	}
+	if keys := sortedKeys(tmpl.Annotations); keys != "" {
+		annotations[propagatedAnnotationsAnnotation] = keys
+	}
+	return labels, annotations
+}
+
+// syncPodMetadata applies template label/annotation changes to a running pod with one merge
+// patch. The pod spec is left alone: changing it would need a restart, which a stateful
+// sandbox must not get behind its user's back.
+func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.Sandbox, pod *corev1.Pod) error {
+	wantLabels, wantAnnotations := podMetadata(sb)
+	updated := pod.DeepCopy()
+	updated.Labels = mergeTracked(pod.Labels, wantLabels, splitKeys(pod.Annotations[propagatedLabelsAnnotation]))
+	prevAnnotations := splitKeys(pod.Annotations[propagatedAnnotationsAnnotation])
+	prevAnnotations = append(prevAnnotations, propagatedLabelsAnnotation, propagatedAnnotationsAnnotation)
+	updated.Annotations = mergeTracked(pod.Annotations, wantAnnotations, prevAnnotations)
+	if equality.Semantic.DeepEqual(pod.Labels, updated.Labels) && equality.Semantic.DeepEqual(pod.Annotations, updated.Annotations) {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), FieldOwner); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	*pod = *updated
+	return nil
+}
+
+// mergeTracked returns current with previously propagated keys that are no longer wanted
+// removed and every wanted key set.
+func mergeTracked(current, want map[string]string, previouslyPropagated []string) map[string]string {
+	out := make(map[string]string, len(current)+len(want))
+	for k, v := range current {
+		out[k] = v
+	}
+	for _, k := range previouslyPropagated {
+		if _, keep := want[k]; !keep {
+			delete(out, k)
+		}
+	}
+	for k, v := range want {
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+func splitKeys(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}

@@ -1,0 +1,180 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// Condition types beyond Ready.
+const (
+	// ConditionFinished is True once the pod has run to completion (Succeeded or Failed).
+	ConditionFinished = "Finished"
+)
+
+// setStatus fills sb.Status from what this reconcile observed. Conditions keep their
+// lastTransitionTime while their status does not change.
+func setStatus(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error, clusterDomain string) {
+	st := &sb.Status
+	st.LabelSelector = Selector(sb.Name)
+	live := obs.pod != nil && obs.pod.DeletionTimestamp.IsZero()
+	st.Replicas = 0
+	st.PodIPs = nil
+	if live {
+		st.Replicas = 1
+		st.PodIPs = podIPs(obs.pod)
+	}
+	st.Service, st.ServiceFQDN = "", ""
+	if obs.service != nil {
+		st.Service = obs.service.Name
+		st.ServiceFQDN = ServiceFQDN(obs.service.Name, sb.Namespace, clusterDomain)
+	}
+
+	ready := readyCondition(sb, obs, reconcileErr)
+	ready.Type = agentsv1alpha1.SandboxConditionReady
+	ready.ObservedGeneration = sb.Generation
+	meta.SetStatusCondition(&st.Conditions, ready)
+
+	if finished, ok := finishedCondition(obs.pod); ok {
+		finished.ObservedGeneration = sb.Generation
+		meta.SetStatusCondition(&st.Conditions, finished)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionFinished)
+	}
+}
+
+// readyCondition gives every not-ready state its own reason, so a client can tell "wait"
+// (PodPending, PodNotReady, PodNoIP) from "act" (SandboxPaused, PodFailed, PodNotOwned, error).
+func readyCondition(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error) metav1.Condition {
+	notReady := func(reason, format string, args ...any) metav1.Condition {
+		return metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	}
+	pod := obs.pod
+	switch {
+	case reconcileErr != nil:
+		return notReady(agentsv1alpha1.ReasonReconcilerError, "Error seen: %v", reconcileErr)
+	case obs.podNotOwned:
+		return notReady(agentsv1alpha1.ReasonPodNotOwned, "A pod named %q exists and is not controlled by this sandbox; delete or rename it", sb.Name)
+	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas && pod != nil:
+		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); its pod is terminating")
+	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas:
+		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); volumes and service are kept")
+	case pod == nil:
+		return notReady(agentsv1alpha1.ReasonPodCreating, "Pod is being created")
+	case !pod.DeletionTimestamp.IsZero():
+		return notReady(agentsv1alpha1.ReasonPodTerminating, "Previous pod is terminating; a new one follows once it is gone")
+	case pod.Status.Phase == corev1.PodFailed:
+		return notReady(agentsv1alpha1.ReasonPodFailed, "Pod failed%s", detail(pod.Status.Reason, pod.Status.Message))
+	case pod.Status.Phase == corev1.PodSucceeded:
+		return notReady(agentsv1alpha1.ReasonPodSucceeded, "Pod ran to completion")
+	case pod.Status.Phase != corev1.PodRunning:
+		return notReady(agentsv1alpha1.ReasonPodPending, "Pod is pending%s", pendingDetail(pod))
+	case !podReady(pod):
+		return notReady(agentsv1alpha1.ReasonPodNotReady, "Pod is running but not ready%s", notReadyDetail(pod))
+	case len(podIPs(pod)) == 0:
+		return notReady(agentsv1alpha1.ReasonPodNoIP, "Pod is ready but has no IP yet")
+	}
+	return metav1.Condition{Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonReady, Message: "Pod is ready"}
+}
+
+func finishedCondition(pod *corev1.Pod) (metav1.Condition, bool) {
+	if pod == nil {
+		return metav1.Condition{}, false
+	}
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		return metav1.Condition{Type: ConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodSucceeded, Message: "Pod ran to completion"}, true
+	case corev1.PodFailed:
+		return metav1.Condition{Type: ConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodFailed, Message: "Pod failed" + detail(pod.Status.Reason, pod.Status.Message)}, true
+	}
+	return metav1.Condition{}, false
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podIPs(pod *corev1.Pod) []string {
+	ips := make([]string, 0, len(pod.Status.PodIPs))
+	for _, ip := range pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	if len(ips) == 0 && pod.Status.PodIP != "" {
+		ips = append(ips, pod.Status.PodIP)
+	}
+	if len(ips) == 0 {
+		return nil
+	}
+	return ips
+}
+
+func pendingDetail(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return detail(c.Reason, c.Message)
+		}
+	}
+	if pod.Spec.NodeName == "" {
+		return ": not scheduled yet"
+	}
+	return waitingDetail(pod)
+}
+
+func notReadyDetail(pod *corev1.Pod) string {
+	var notReady []string
+	for _, cs := range pod.Status.ContainerStatuses {
+		if !cs.Ready {
+			notReady = append(notReady, cs.Name)
+		}
+	}
+	sort.Strings(notReady)
+	if len(notReady) == 0 {
+		return ""
+	}
+	return ": containers not ready: " + strings.Join(notReady, ", ") + waitingDetail(pod)
+}
+
+func waitingDetail(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return fmt.Sprintf(" (container %s: %s)", cs.Name, w.Reason)
+		}
+	}
+	return ""
+}
+
+func detail(reason, message string) string {
+	switch {
+	case reason != "" && message != "":
+		return fmt.Sprintf(": %s: %s", reason, message)
+	case reason != "":
+		return ": " + reason
+	case message != "":
+		return ": " + message
+	}
+	return ""
+}
+
+// writeStatus writes the status subresource only when it changed. This controller is the sole
+// writer of Sandbox status, so a merge patch without a resourceVersion is safe and spares
+// conflicts.
+func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alpha1.Sandbox) error {
+	if equality.Semantic.DeepEqual(original.Status, sb.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, sb, client.MergeFrom(original), FieldOwner))
+}

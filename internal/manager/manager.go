@@ -1,0 +1,122 @@
+// Package manager builds the agent-sandbox controller manager: the scheme, the cache scoped to
+// the objects we own, and the reconcilers. cmd/controller and the integration tests share it so
+// that tests exercise the wiring that ships.
+package manager
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	extensionsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+)
+
+// Options configures the manager. The zero value is usable: no metrics or probe listeners,
+// no leader election.
+type Options struct {
+	MetricsAddr          string // "0" or "" disables
+	ProbeAddr            string // "" disables
+	LeaderElection       bool
+	LeaderElectionID     string
+	LeaderElectionNS     string
+	ClusterDomain        string
+	SandboxWorkers       int
+	SkipNameValidation   bool // tests start several managers in one process
+	GracefulShutdownSecs int
+}
+
+// NewScheme returns a scheme with the core Kubernetes kinds and ours.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, agentsv1alpha1.AddToScheme, extensionsv1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// New builds a manager with every reconciler registered.
+func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	metricsAddr := opts.MetricsAddr
+	if metricsAddr == "" {
+		metricsAddr = "0"
+	}
+	leaderID := opts.LeaderElectionID
+	if leaderID == "" {
+		leaderID = "agent-sandbox-controller.agents.x-k8s.io"
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              leaderID,
+		LeaderElectionNamespace:       opts.LeaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOptions(),
+		Client: client.Options{Cache: &client.CacheOptions{
+			// Events are written, never read; don't start an informer for them.
+			DisableFor: []client.Object{&corev1.Event{}},
+		}},
+	}
+	if opts.SkipNameValidation {
+		skip := true
+		mgrOpts.Controller.SkipNameValidation = &skip
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := (&sandbox.Reconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorderFor("sandbox-controller"),
+		ClusterDomain:           opts.ClusterDomain,
+		MaxConcurrentReconciles: opts.SandboxWorkers,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up sandbox controller: %w", err)
+	}
+	if opts.ProbeAddr != "" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+// cacheOptions limits the pod, service and PVC informers to objects a Sandbox made, so that the
+// controller's memory follows the number of sandboxes, not the size of the cluster.
+func cacheOptions() cache.Options {
+	tracked, err := labels.NewRequirement(agentsv1alpha1.SandboxNameHashLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key; cannot fail
+	}
+	byTracking := cache.ByObject{Label: labels.NewSelector().Add(*tracked)}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:                   byTracking,
+		&corev1.Service{}:               byTracking,
+		&corev1.PersistentVolumeClaim{}: byTracking,
+	}}
+}

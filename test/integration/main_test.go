@@ -1,0 +1,84 @@
+// Package integration tests the controllers against a real kube-apiserver, etcd and
+// kube-controller-manager (for garbage collection). Run through `make test`, which builds the
+// binaries and sets KUBEBUILDER_ASSETS.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	k8s client.Client // a direct (uncached) client: what a user or kubectl sees
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	var err error
+	env, err = testenv.Start(testenv.Options{ControllerManager: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration: starting control plane:", err)
+		return 1
+	}
+	k8s = env.Client
+
+	mgr, err := manager.New(env.Config, manager.Options{SkipNameValidation: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration: building manager:", err)
+		_ = env.Stop()
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(ctx) }()
+
+	code := m.Run()
+
+	cancel()
+	if err := <-mgrDone; err != nil {
+		fmt.Fprintln(os.Stderr, "integration: manager:", err)
+		code = 1
+	}
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: stopping control plane:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(goleakOptions()...); err != nil {
+			fmt.Fprintln(os.Stderr, "integration: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// goleakOptions ignores process-wide goroutines that client libraries start once and never stop.
+func goleakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntil"),
+		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
+	}
+}
+
+func zapLevel() zapLevelT {
+	if os.Getenv("TEST_VERBOSE_CONTROLLER") != "" {
+		return -2
+	}
+	return 2 // errors only: keep `go test` output readable
+}

@@ -1,0 +1,341 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+)
+
+func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
+	ns := newNamespace(t)
+	sb := aSandbox(ns, "agent-1").withHomeVolume().
+		withPodLabels("team", "blue").withPodAnnotations("note", "hello").create(t)
+
+	pod := waitForPod(t, ns, "agent-1")
+	if !metav1.IsControlledBy(pod, sb) {
+		t.Errorf("pod owner references = %v, want controller reference to the sandbox", pod.OwnerReferences)
+	}
+	if pod.Labels["team"] != "blue" || pod.Labels[agentsv1alpha1.SandboxNameHashLabel] != sandbox.NameHash("agent-1") {
+		t.Errorf("pod labels = %v, want template label team=blue and the tracking label", pod.Labels)
+	}
+	if pod.Annotations["note"] != "hello" {
+		t.Errorf("pod annotations = %v, want template annotation note=hello", pod.Annotations)
+	}
+	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken = %v, want false by default", pod.Spec.AutomountServiceAccountToken)
+	}
+	var claimName string
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "home" && v.PersistentVolumeClaim != nil {
+			claimName = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	if claimName != "home-agent-1" {
+		t.Errorf("pod volume home claim = %q, want home-agent-1", claimName)
+	}
+
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-agent-1"}}
+	eventually(t, "PVC home-agent-1 exists", exists(pvc, true))
+	if !metav1.IsControlledBy(pvc, sb) || pvc.Labels["purpose"] != "home" {
+		t.Errorf("PVC owners=%v labels=%v, want owned by the sandbox with the template's labels", pvc.OwnerReferences, pvc.Labels)
+	}
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-1"}}
+	eventually(t, "service exists", exists(svc, true))
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("service clusterIP = %q, want None (headless)", svc.Spec.ClusterIP)
+	}
+	if svc.Spec.Selector[agentsv1alpha1.SandboxNameHashLabel] != sandbox.NameHash("agent-1") {
+		t.Errorf("service selector = %v, want the tracking label", svc.Spec.Selector)
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8888 {
+		t.Errorf("service ports = %v, want the container port 8888", svc.Spec.Ports)
+	}
+
+	eventually(t, "Ready=False/PodPending before the kubelet reports", readyIs(t, ns, "agent-1", metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending))
+	setPodStatus(t, pod, running("10.1.2.3"))
+	eventually(t, "Ready=True", readyIs(t, ns, "agent-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+
+	got := getSandbox(t, ns, "agent-1").Status
+	want := agentsv1alpha1.SandboxStatus{
+		Service:       "agent-1",
+		ServiceFQDN:   "agent-1." + ns + ".svc.cluster.local",
+		Replicas:      1,
+		LabelSelector: agentsv1alpha1.SandboxNameHashLabel + "=" + sandbox.NameHash("agent-1"),
+		PodIPs:        []string{"10.1.2.3"},
+	}
+	got.Conditions = nil
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("status = %+v, want %+v", got, want)
+	}
+}
+
+func TestSandboxReadyReasonFollowsPodState(t *testing.T) {
+	cases := []struct {
+		name       string
+		pod        podState
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		{"unschedulable", podState{phase: corev1.PodPending, unschedulable: true}, metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending},
+		{"running, not ready", podState{phase: corev1.PodRunning, ips: []string{"10.0.0.9"}}, metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotReady},
+		{"ready, no IP", podState{phase: corev1.PodRunning, ready: true}, metav1.ConditionFalse, agentsv1alpha1.ReasonPodNoIP},
+		{"failed", podState{phase: corev1.PodFailed, reason: "Evicted"}, metav1.ConditionFalse, agentsv1alpha1.ReasonPodFailed},
+		{"succeeded", podState{phase: corev1.PodSucceeded}, metav1.ConditionFalse, agentsv1alpha1.ReasonPodSucceeded},
+		{"ready with IP", running("10.0.0.8"), metav1.ConditionTrue, agentsv1alpha1.ReasonReady},
+	}
+	ns := newNamespace(t)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("state-%d", i)
+			aSandbox(ns, name).create(t)
+			setPodStatus(t, waitForPod(t, ns, name), tc.pod)
+			eventually(t, "Ready reason", readyIs(t, ns, name, tc.wantStatus, tc.wantReason))
+		})
+	}
+}
+
+func TestSandboxFinishedConditionWhenPodCompletes(t *testing.T) {
+	ns := newNamespace(t)
+	aSandbox(ns, "done").create(t)
+	setPodStatus(t, waitForPod(t, ns, "done"), podState{phase: corev1.PodSucceeded})
+	eventually(t, "Finished=True/PodSucceeded", func() string {
+		c := meta.FindStatusCondition(getSandbox(t, ns, "done").Status.Conditions, sandbox.ConditionFinished)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != agentsv1alpha1.ReasonPodSucceeded {
+			return fmt.Sprintf("Finished condition = %+v", c)
+		}
+		return ""
+	})
+}
+
+func TestSandboxPauseAndResumeKeepVolumesAndService(t *testing.T) {
+	ns := newNamespace(t)
+	sb := aSandbox(ns, "persist").withHomeVolume().create(t)
+	firstPod := waitForPod(t, ns, "persist")
+	setPodStatus(t, firstPod, running("10.0.1.1"))
+	eventually(t, "Ready=True", readyIs(t, ns, "persist", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+
+	patchReplicas(t, sb, 0)
+	eventually(t, "pod deleted on pause", exists(podOf(ns, "persist"), false))
+	eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "persist", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
+	paused := getSandbox(t, ns, "persist").Status
+	if paused.Replicas != 0 || len(paused.PodIPs) != 0 || paused.Service != "persist" {
+		t.Errorf("paused status = %+v, want replicas 0, no pod IPs, service kept", paused)
+	}
+	eventually(t, "PVC kept while paused", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-persist"}}, true))
+	eventually(t, "service kept while paused", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "persist"}}, true))
+
+	patchReplicas(t, sb, 1)
+	newPod := waitForPod(t, ns, "persist")
+	if newPod.UID == firstPod.UID {
+		t.Fatalf("resume kept the old pod %s, want a new one", newPod.UID)
+	}
+	if v := newPod.Spec.Volumes; len(v) != 1 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "home-persist" {
+		t.Errorf("resumed pod volumes = %+v, want the same PVC home-persist", v)
+	}
+	setPodStatus(t, newPod, running("10.0.1.2"))
+	eventually(t, "Ready=True after resume", readyIs(t, ns, "persist", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+}
+
+func TestSandboxScaleSubresourcePauses(t *testing.T) {
+	ns := newNamespace(t)
+	sb := aSandbox(ns, "scaled").create(t)
+	waitForPod(t, ns, "scaled")
+
+	// What `kubectl scale sandbox scaled --replicas=0` does.
+	scale := &autoscalingv1.Scale{}
+	if err := k8s.SubResource("scale").Get(context.Background(), sb, scale); err != nil {
+		t.Fatalf("reading scale subresource: %v", err)
+	}
+	if scale.Spec.Replicas != 1 {
+		t.Errorf("scale spec.replicas = %d, want the default 1", scale.Spec.Replicas)
+	}
+	scale.Spec.Replicas = 0
+	if err := k8s.SubResource("scale").Update(context.Background(), sb, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatalf("scaling to 0: %v", err)
+	}
+	eventually(t, "pod deleted", exists(podOf(ns, "scaled"), false))
+	eventually(t, "scale reports 0 replicas and the selector", func() string {
+		got := &autoscalingv1.Scale{}
+		if err := k8s.SubResource("scale").Get(context.Background(), sb, got); err != nil {
+			return err.Error()
+		}
+		if got.Status.Replicas != 0 || got.Status.Selector != sandbox.Selector("scaled") {
+			return fmt.Sprintf("scale status = %+v", got.Status)
+		}
+		return ""
+	})
+}
+
+func TestSandboxExpiry(t *testing.T) {
+	cases := []struct {
+		name          string
+		policy        agentsv1alpha1.ShutdownPolicy
+		wantSandbox   bool
+		wantPVCRemain bool
+	}{
+		{"Retain keeps the sandbox and its volumes", agentsv1alpha1.ShutdownPolicyRetain, true, true},
+		{"Delete removes the sandbox and, through GC, its volumes", agentsv1alpha1.ShutdownPolicyDelete, false, false},
+	}
+	ns := newNamespace(t)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("expiring-%d", i)
+			sb := aSandbox(ns, name).withHomeVolume().withShutdown(time.Now().Add(3*time.Second), tc.policy).create(t)
+			setPodStatus(t, waitForPod(t, ns, name), running("10.0.2.1"))
+
+			eventually(t, "pod deleted at shutdownTime", exists(podOf(ns, name), false))
+			eventually(t, "service deleted at shutdownTime", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, false))
+			eventually(t, "sandbox presence", exists(&agentsv1alpha1.Sandbox{ObjectMeta: sb.ObjectMeta}, tc.wantSandbox))
+			eventually(t, "PVC presence", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, tc.wantPVCRemain))
+			if tc.wantSandbox {
+				eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
+				st := getSandbox(t, ns, name).Status
+				if len(st.PodIPs) != 0 || st.Service != "" || st.ServiceFQDN != "" {
+					t.Errorf("expired status = %+v, want no pod IPs and no service", st)
+				}
+			}
+		})
+	}
+}
+
+func TestSandboxAlreadyExpiredNeverStartsAPod(t *testing.T) {
+	ns := newNamespace(t)
+	aSandbox(ns, "late").withShutdown(time.Now().Add(-time.Minute), agentsv1alpha1.ShutdownPolicyRetain).create(t)
+	eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, "late", metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
+	if err := exists(podOf(ns, "late"), false)(); err != "" {
+		t.Errorf("an expired sandbox got a pod: %s", err)
+	}
+}
+
+func TestSandboxDeletionCascadesToChildren(t *testing.T) {
+	ns := newNamespace(t)
+	sb := aSandbox(ns, "cascade").withHomeVolume().create(t)
+	waitForPod(t, ns, "cascade")
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade"}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-cascade"}}
+	eventually(t, "service exists", exists(svc, true))
+	eventually(t, "PVC exists", exists(pvc, true))
+
+	if err := k8s.Delete(context.Background(), sb); err != nil {
+		t.Fatalf("deleting sandbox: %v", err)
+	}
+	eventually(t, "pod garbage-collected", exists(podOf(ns, "cascade"), false))
+	eventually(t, "service garbage-collected", exists(svc, false))
+	eventually(t, "PVC garbage-collected", exists(pvc, false))
+}
+
+func TestSandboxRecreatesDeletedChildren(t *testing.T) {
+	ns := newNamespace(t)
+	aSandbox(ns, "healer").create(t)
+	pod := waitForPod(t, ns, "healer")
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "healer"}}
+	eventually(t, "service exists", exists(svc, true))
+
+	oldPod, oldSvc := pod.UID, svc.UID
+	if err := k8s.Delete(context.Background(), pod); err != nil {
+		t.Fatalf("deleting pod: %v", err)
+	}
+	if err := k8s.Delete(context.Background(), svc); err != nil {
+		t.Fatalf("deleting service: %v", err)
+	}
+	eventually(t, "pod recreated", func() string {
+		p := podOf(ns, "healer")
+		if msg := exists(p, true)(); msg != "" {
+			return msg
+		}
+		if p.UID == oldPod {
+			return "still the old pod"
+		}
+		return ""
+	})
+	eventually(t, "service recreated", func() string {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "healer"}}
+		if msg := exists(s, true)(); msg != "" {
+			return msg
+		}
+		if s.UID == oldSvc {
+			return "still the old service"
+		}
+		return ""
+	})
+}
+
+func TestSandboxNeverTouchesAPodItDoesNotOwn(t *testing.T) {
+	ns := newNamespace(t)
+	foreign := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken", Labels: map[string]string{"owner": "someone-else"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "other:1"}}},
+	}
+	if err := k8s.Create(context.Background(), foreign); err != nil {
+		t.Fatalf("creating foreign pod: %v", err)
+	}
+	sb := aSandbox(ns, "taken").create(t)
+	eventually(t, "Ready=False/PodNotOwned", readyIs(t, ns, "taken", metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotOwned))
+
+	patchReplicas(t, sb, 0) // a pause must not delete someone else's pod either
+	eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "taken", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
+	after := podOf(ns, "taken")
+	if msg := exists(after, true)(); msg != "" {
+		t.Fatalf("foreign pod: %s", msg)
+	}
+	if after.ResourceVersion != foreign.ResourceVersion || len(after.OwnerReferences) != 0 {
+		t.Errorf("foreign pod changed: resourceVersion %s→%s, owners %v", foreign.ResourceVersion, after.ResourceVersion, after.OwnerReferences)
+	}
+}
+
+func TestSandboxPodMetadataFollowsTemplate(t *testing.T) {
+	ns := newNamespace(t)
+	aSandbox(ns, "meta").withPodLabels("a", "1", "b", "2").create(t)
+	pod := waitForPod(t, ns, "meta")
+
+	// Someone else labels the pod; that label must survive template edits.
+	patched := pod.DeepCopy()
+	patched.Labels["external"] = "yes"
+	if err := k8s.Patch(context.Background(), patched, client.MergeFrom(pod)); err != nil {
+		t.Fatalf("labelling pod: %v", err)
+	}
+
+	latest := getSandbox(t, ns, "meta")
+	latest.Spec.PodTemplate.Metadata.Labels = map[string]string{"a": "changed", "c": "3"}
+	if err := k8s.Update(context.Background(), latest); err != nil {
+		t.Fatalf("updating template labels: %v", err)
+	}
+	eventually(t, "pod labels follow the template", func() string {
+		p := podOf(ns, "meta")
+		if msg := exists(p, true)(); msg != "" {
+			return msg
+		}
+		l := p.Labels
+		if l["a"] != "changed" || l["c"] != "3" || l["external"] != "yes" || l[agentsv1alpha1.SandboxNameHashLabel] == "" {
+			return fmt.Sprintf("labels = %v", l)
+		}
+		if _, stale := l["b"]; stale {
+			return fmt.Sprintf("label b removed from the template is still on the pod: %v", l)
+		}
+		return ""
+	})
+	if p := podOf(ns, "meta"); exists(p, true)() == "" && p.UID != pod.UID {
+		t.Errorf("metadata change recreated the pod")
+	}
+}
+
+func patchReplicas(t *testing.T, sb *agentsv1alpha1.Sandbox, n int32) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+	obj := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: sb.Name}}
+	if err := k8s.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("setting replicas to %d: %v", n, err)
+	}
+}
