@@ -5,11 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 )
 
@@ -22,13 +25,23 @@ func main() {
 	fs.StringVar(&opts.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the pod's namespace).")
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", sandbox.DefaultClusterDomain, "Cluster DNS domain used in status.serviceFQDN.")
 	fs.IntVar(&opts.SandboxWorkers, "sandbox-workers", 16, "Sandboxes reconciled in parallel.")
+	fs.IntVar(&opts.ClaimWorkers, "claim-workers", 32, "SandboxClaims reconciled in parallel.")
+	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", 250*time.Millisecond, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
+	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")
+	routerLabels := fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nRuns the agent-sandbox controllers (Sandbox) against the cluster in --kubeconfig,\n$KUBECONFIG or the in-cluster config.\n\nFlags:\n", os.Args[0])
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nRuns the agent-sandbox controllers (Sandbox, SandboxTemplate, SandboxWarmPool, SandboxClaim) against the cluster in --kubeconfig,\n$KUBECONFIG or the in-cluster config.\n\nFlags:\n", os.Args[0])
 		fs.PrintDefaults()
 	}
 	flag.Parse()
+	labels, err := parseLabels(*routerLabels)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "--router-pod-labels:", err)
+		os.Exit(2)
+	}
+	opts.Router.PodLabels = labels
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
@@ -47,4 +60,22 @@ func main() {
 		log.Error(err, "manager exited")
 		os.Exit(1)
 	}
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("at least one label is required")
+	}
+	return out, nil
 }

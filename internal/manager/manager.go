@@ -4,7 +4,9 @@
 package manager
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,7 +22,12 @@ import (
 
 	extensionsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
 // Options configures the manager. The zero value is usable: no metrics or probe listeners,
@@ -33,8 +40,12 @@ type Options struct {
 	LeaderElectionNS     string
 	ClusterDomain        string
 	SandboxWorkers       int
+	ClaimWorkers         int
 	SkipNameValidation   bool // tests start several managers in one process
-	GracefulShutdownSecs int
+	// Router is who may reach sandboxes under a template's default NetworkPolicy.
+	Router sandboxtemplate.RouterPeer
+	// RefillQuiet is how long pool refills wait after the last claim (default 250ms).
+	RefillQuiet time.Duration
 }
 
 // NewScheme returns a scheme with the core Kubernetes kinds and ours.
@@ -86,6 +97,14 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
+	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("registering cache indexes: %w", err)
+	}
+	quiet := opts.RefillQuiet
+	if quiet == 0 {
+		quiet = 250 * time.Millisecond
+	}
+	pacer := warmpool.NewPacer(quiet)
 	if err := (&sandbox.Reconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
@@ -94,6 +113,30 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		MaxConcurrentReconciles: opts.SandboxWorkers,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandbox controller: %w", err)
+	}
+	if err := (&sandboxtemplate.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("sandboxtemplate-controller"),
+		Router:   opts.Router,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up sandboxtemplate controller: %w", err)
+	}
+	if err := (&sandboxwarmpool.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
+		Pacer:    pacer,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
+	}
+	if err := (&sandboxclaim.Reconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorderFor("sandboxclaim-controller"),
+		Queue:                   warmpool.NewQueue(),
+		Pacer:                   pacer,
+		MaxConcurrentReconciles: opts.ClaimWorkers,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}
 	if opts.ProbeAddr != "" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

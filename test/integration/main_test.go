@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -37,7 +38,10 @@ func run(m *testing.M) int {
 	}
 	k8s = env.Client
 
-	mgr, err := manager.New(env.Config, manager.Options{SkipNameValidation: true})
+	mgrConfig := rest.CopyConfig(env.Config)
+	mgrConfig.QPS, mgrConfig.Burst = 500, 1000
+	mgrConfig.Wrap(controllerWrites.wrap)
+	mgr, err := manager.New(mgrConfig, manager.Options{SkipNameValidation: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: building manager:", err)
 		_ = env.Stop()

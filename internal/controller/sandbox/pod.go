@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
@@ -24,6 +25,12 @@ const (
 	propagatedLabelsAnnotation      = "agents.x-k8s.io/propagated-labels"
 	propagatedAnnotationsAnnotation = "agents.x-k8s.io/propagated-annotations"
 )
+
+// mirroredSandboxLabels are Sandbox labels copied to its pod.
+var mirroredSandboxLabels = []string{
+	extv1alpha1.WarmPoolLabel,
+	extv1alpha1.ClaimUIDLabel,
+}
 
 // reconcilePod makes the owned pod exist (or not, when paused) and keeps its metadata in line
 // with the template. It returns the owned pod (nil when none) and whether a same-named pod that
@@ -127,8 +134,20 @@ func buildPod(sb *agentsv1alpha1.Sandbox) *corev1.Pod {
 // labels (which the template cannot override), and the bookkeeping of propagated keys.
 func podMetadata(sb *agentsv1alpha1.Sandbox) (map[string]string, map[string]string) {
 	tmpl := sb.Spec.PodTemplate.Metadata
-	labels := map[string]string{}
+	propagated := map[string]string{}
 	for k, v := range tmpl.Labels {
+		propagated[k] = v
+	}
+	// Pool membership and claim identity live in the Sandbox's own labels so that adopting a
+	// warm Sandbox changes only its metadata (no new generation, no status rewrite); they are
+	// mirrored onto the pod so the pool's selector and per-claim queries find it.
+	for _, k := range mirroredSandboxLabels {
+		if v, ok := sb.Labels[k]; ok {
+			propagated[k] = v
+		}
+	}
+	labels := map[string]string{}
+	for k, v := range propagated {
 		labels[k] = v
 	}
 	for k, v := range trackingLabels(sb) {
@@ -138,7 +157,7 @@ func podMetadata(sb *agentsv1alpha1.Sandbox) (map[string]string, map[string]stri
 	for k, v := range tmpl.Annotations {
 		annotations[k] = v
 	}
-	if keys := sortedKeys(tmpl.Labels); keys != "" {
+	if keys := sortedKeys(propagated); keys != "" {
 		annotations[propagatedLabelsAnnotation] = keys
 	}
 	if keys := sortedKeys(tmpl.Annotations); keys != "" {

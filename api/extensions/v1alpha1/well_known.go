@@ -1,0 +1,55 @@
+package v1alpha1
+
+// Labels and annotations the extension controllers put on the Sandboxes (and, through the pod
+// template, the pods) they make.
+const (
+	// TemplateRefHashLabel is NameHash(template name); the template's NetworkPolicy selects pods by it.
+	TemplateRefHashLabel = "agents.x-k8s.io/sandbox-template-ref-hash"
+	// TemplateRefAnnotation is the name of the template a Sandbox was made from.
+	TemplateRefAnnotation = "agents.x-k8s.io/sandbox-template-ref"
+	// TemplateHashLabel is a hash of the template spec a Sandbox was made from; a pool member
+	// whose hash differs from the template's current one is stale.
+	TemplateHashLabel = "agents.x-k8s.io/sandbox-template-hash"
+	// WarmPoolLabel is NameHash(pool name) on a pool's unclaimed members and their pods.
+	WarmPoolLabel = "agents.x-k8s.io/warm-pool-sandbox"
+	// ClaimUIDLabel is the UID of the claim that owns a Sandbox.
+	ClaimUIDLabel = "agents.x-k8s.io/claim-uid"
+	// LaunchTypeLabel says how a claimed Sandbox was obtained: warm (adopted) or cold (created).
+	LaunchTypeLabel = "agents.x-k8s.io/launch-type"
+)
+
+// Launch types.
+const (
+	LaunchTypeWarm = "warm"
+	LaunchTypeCold = "cold"
+)
+
+// Condition types and reasons of a SandboxClaim.
+const (
+	ClaimConditionReady    = "Ready"
+	ClaimConditionFinished = "Finished"
+
+	ReasonTemplateNotFound         = "TemplateNotFound"
+	ReasonEnvVarsInjectionRejected = "EnvVarsInjectionRejected"
+	ReasonInvalidMetadata          = "InvalidMetadata"
+	ReasonClaimExpired             = "ClaimExpired"
+	ReasonSandboxNotReady          = "SandboxNotReady"
+	ReasonSandboxNotOwned          = "SandboxNotOwned"
+	ReasonWarmPoolNotFound         = "WarmPoolNotFound"
+)
+
+// EffectiveWarmPool returns spec.warmpool with its default applied.
+func (c *SandboxClaim) EffectiveWarmPool() WarmPoolPolicy {
+	if c.Spec.WarmPool == nil || *c.Spec.WarmPool == "" {
+		return WarmPoolPolicyDefault
+	}
+	return *c.Spec.WarmPool
+}
+
+// EffectiveUpdateStrategy returns spec.updateStrategy.type with its default applied.
+func (p *SandboxWarmPool) EffectiveUpdateStrategy() SandboxWarmPoolUpdateStrategyType {
+	if p.Spec.UpdateStrategy.Type == "" {
+		return OnReplenishSandboxWarmPoolUpdateStrategyType
+	}
+	return p.Spec.UpdateStrategy.Type
+}

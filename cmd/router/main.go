@@ -1,0 +1,55 @@
+// Command sandbox-router is the one stable endpoint in front of every sandbox: it routes each
+// request by its X-Sandbox-* headers to the sandbox pod's IP, taken from a watch cache.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/router"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run returns the exit code: 0 on a clean stop or --help, 2 on bad flags, 1 on failure.
+func run(args []string, stderr io.Writer) int {
+	// An own FlagSet: client libraries register flags (--kubeconfig) on flag.CommandLine.
+	fs := flag.NewFlagSet("sandbox-router", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: sandbox-router [flags]\n\n"+
+			"Routes requests by X-Sandbox-ID / X-Sandbox-Namespace / X-Sandbox-Port to the sandbox's pod.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	opts := router.DefaultOptions()
+	opts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(stderr, "sandbox-router:", err)
+		return 2
+	}
+	log, err := router.NewLogger(stderr, opts.LogLevel, opts.LogFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "sandbox-router:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := router.Run(ctx, opts, log); err != nil {
+		log.Error("sandbox-router failed", "err", err)
+		return 1
+	}
+	return 0
+}

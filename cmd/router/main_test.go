@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestRunFlags(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{"help", []string{"--help"}, 0, "--auth-mode"},
+		{"short help", []string{"-h"}, 0, "X-Sandbox-ID"},
+		{"unknown flag", []string{"--bogus"}, 2, "flag provided but not defined"},
+		{"bad auth mode", []string{"--auth-mode", "allow-all"}, 2, "--auth-mode must be"},
+		{"bad log level", []string{"--log-level", "loud"}, 2, "--log-level must be"},
+		{"no cluster", []string{"--kubeconfig", "/nonexistent/kubeconfig", "--listen", "127.0.0.1:0", "--probe-listen", ""}, 1, "kubeconfig"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := run(tt.args, &out); code != tt.wantCode {
+				t.Fatalf("exit %d, want %d; output:\n%s", code, tt.wantCode, out.String())
+			}
+			if !strings.Contains(out.String(), tt.wantOut) {
+				t.Fatalf("output lacks %q:\n%s", tt.wantOut, out.String())
+			}
+		})
+	}
+}

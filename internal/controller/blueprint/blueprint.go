@@ -1,0 +1,69 @@
+// Package blueprint turns a SandboxTemplate into Sandboxes: the one place where the template's
+// pod spec, volume claims, secure defaults and identifying labels are applied, shared by the
+// warm pool and claim controllers so a warm Sandbox and a cold one are built the same way.
+package blueprint
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+)
+
+// Public resolvers used when a template's secure-default NetworkPolicy blocks cluster DNS.
+var defaultNameservers = []string{"8.8.8.8", "1.1.1.1"}
+
+// Hash identifies the parts of a template that shape a sandbox's pod and volumes; metadata-only
+// edits do not change it, so they never make warm sandboxes stale.
+func Hash(tmpl *extv1alpha1.SandboxTemplate) string {
+	data, _ := json.Marshal(struct {
+		Spec corev1.PodSpec                                  `json:"spec"`
+		VCTs []agentsv1alpha1.PersistentVolumeClaimTemplate `json:"vcts,omitempty"`
+	}{tmpl.Spec.PodTemplate.Spec, tmpl.Spec.VolumeClaimTemplates})
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// NewSandbox returns an unnamed Sandbox built from the template, in the template's namespace.
+func NewSandbox(tmpl *extv1alpha1.SandboxTemplate) *agentsv1alpha1.Sandbox {
+	sb := &agentsv1alpha1.Sandbox{}
+	sb.Namespace = tmpl.Namespace
+	sb.Labels = map[string]string{
+		extv1alpha1.TemplateRefHashLabel: sandbox.NameHash(tmpl.Name),
+		extv1alpha1.TemplateHashLabel:    Hash(tmpl),
+	}
+	sb.Annotations = map[string]string{extv1alpha1.TemplateRefAnnotation: tmpl.Name}
+	sb.Spec.PodTemplate = *tmpl.Spec.PodTemplate.DeepCopy()
+	for _, v := range tmpl.Spec.VolumeClaimTemplates {
+		sb.Spec.VolumeClaimTemplates = append(sb.Spec.VolumeClaimTemplates, *v.DeepCopy())
+	}
+	meta := &sb.Spec.PodTemplate.Metadata
+	if meta.Labels == nil {
+		meta.Labels = map[string]string{}
+	}
+	// The template's NetworkPolicy selects the pods by this label.
+	meta.Labels[extv1alpha1.TemplateRefHashLabel] = sandbox.NameHash(tmpl.Name)
+	applySecureDefaults(&sb.Spec.PodTemplate.Spec, tmpl)
+	return sb
+}
+
+// applySecureDefaults: no API credentials unless asked; and where the template relies on the
+// secure-default NetworkPolicy (which blocks private ranges, cluster DNS included), public
+// resolvers so names still resolve.
+func applySecureDefaults(spec *corev1.PodSpec, tmpl *extv1alpha1.SandboxTemplate) {
+	if spec.AutomountServiceAccountToken == nil {
+		spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+	managed := tmpl.Spec.NetworkPolicyManagement != extv1alpha1.NetworkPolicyManagementUnmanaged
+	if managed && tmpl.Spec.NetworkPolicy == nil && spec.DNSPolicy == "" && spec.DNSConfig == nil {
+		spec.DNSPolicy = corev1.DNSNone
+		spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: defaultNameservers}
+	}
+}

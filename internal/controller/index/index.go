@@ -1,0 +1,42 @@
+// Package index declares the cache field indexes the reconcilers share, so that finding a
+// claim's Sandbox, a pool's members or a template's users is a map lookup, not a List.
+package index
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+const (
+	// SandboxControllerUID indexes Sandboxes by the UID of their controller (pool or claim).
+	SandboxControllerUID = "metadata.controllerUID"
+	// ClaimTemplate indexes SandboxClaims by spec.sandboxTemplateRef.name.
+	ClaimTemplate = "spec.sandboxTemplateRef.name"
+	// PoolTemplate indexes SandboxWarmPools by spec.sandboxTemplateRef.name.
+	PoolTemplate = "spec.sandboxTemplateRef.name"
+)
+
+// Register adds every index to the manager's cache.
+func Register(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &agentsv1alpha1.Sandbox{}, SandboxControllerUID, func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil {
+			return []string{string(ref.UID)}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &extv1alpha1.SandboxClaim{}, ClaimTemplate, func(o client.Object) []string {
+		return []string{o.(*extv1alpha1.SandboxClaim).Spec.TemplateRef.Name}
+	}); err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &extv1alpha1.SandboxWarmPool{}, PoolTemplate, func(o client.Object) []string {
+		return []string{o.(*extv1alpha1.SandboxWarmPool).Spec.TemplateRef.Name}
+	})
+}

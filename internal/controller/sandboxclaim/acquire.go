@@ -1,0 +1,204 @@
+package sandboxclaim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
+)
+
+// Event reasons.
+const (
+	ReasonAdopted     = "SandboxAdopted"
+	ReasonProvisioned = "SandboxProvisioned"
+)
+
+// maxAdoptAttempts bounds how many warm candidates one reconcile tries before a cold start.
+const maxAdoptAttempts = 5
+
+// acquire gets the claim a Sandbox: warm when the policy and the claim allow it and a ready
+// member is queued, cold otherwise. It returns the launch type.
+func (r *Reconciler) acquire(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, string, error) {
+	tmpl := &extv1alpha1.SandboxTemplate{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.TemplateRef.Name}, tmpl)
+	if apierrors.IsNotFound(err) {
+		return nil, "", &userError{extv1alpha1.ReasonTemplateNotFound,
+			fmt.Sprintf("SandboxTemplate %q not found; the claim proceeds once it exists", claim.Spec.TemplateRef.Name)}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata); err != nil {
+		return nil, "", err
+	}
+	// Validate env against the template before touching any warm sandbox.
+	if _, err := injectEnv(tmpl.Spec.PodTemplate.Spec.DeepCopy(), tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
+		return nil, "", err
+	}
+	// Env is part of the container spec, which a running warm pod cannot take on: claims with
+	// env start cold (documented in docs/claims.md).
+	if claim.EffectiveWarmPool() != extv1alpha1.WarmPoolPolicyNone && len(claim.Spec.Env) == 0 {
+		sb, err := r.adopt(ctx, claim, tmpl)
+		if err != nil || sb != nil {
+			return sb, extv1alpha1.LaunchTypeWarm, err
+		}
+	}
+	sb, err := r.createCold(ctx, claim, tmpl)
+	return sb, extv1alpha1.LaunchTypeCold, err
+}
+
+// adopt takes over a ready warm Sandbox: one optimistic-locked patch moves its ownership to the
+// claim. It returns nil when no candidate could be taken.
+func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate) (*agentsv1alpha1.Sandbox, error) {
+	accept := r.acceptFor(ctx, claim, blueprint.Hash(tmpl))
+	for attempt := 0; attempt < maxAdoptAttempts; attempt++ {
+		cand, ok := r.Queue.Pop(claim.Namespace, tmpl.Name, accept)
+		if !ok {
+			return nil, nil
+		}
+		sb := &agentsv1alpha1.Sandbox{}
+		if err := r.Client.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
+			continue
+		}
+		err := r.takeOver(ctx, claim, sb)
+		if apierrors.IsConflict(err) {
+			// Our cached copy was stale (e.g. a status write); retry once on the live object
+			// unless someone else took it.
+			if err = r.APIReader.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
+				continue
+			}
+			err = r.takeOver(ctx, claim, sb)
+		}
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.event(claim, corev1.EventTypeNormal, ReasonAdopted, "Adopted warm Sandbox %q from pool %q", sb.Name, cand.Pool)
+		return sb, nil
+	}
+	log.FromContext(ctx).V(1).Info("no warm sandbox could be adopted; starting cold")
+	return nil, nil
+}
+
+// acceptFor filters queued candidates by the claim's warmpool policy, and skips stale members
+// of Recreate pools (their pool is replacing them).
+func (r *Reconciler) acceptFor(ctx context.Context, claim *extv1alpha1.SandboxClaim, hash string) func(warmpool.Candidate) bool {
+	policy := claim.EffectiveWarmPool()
+	return func(c warmpool.Candidate) bool {
+		if policy != extv1alpha1.WarmPoolPolicyDefault && c.Pool != string(policy) {
+			return false
+		}
+		if c.TemplateHash == hash {
+			return true
+		}
+		pool := &extv1alpha1.SandboxWarmPool{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: c.Pool}, pool); err != nil {
+			return false
+		}
+		return pool.EffectiveUpdateStrategy() != extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType
+	}
+}
+
+// adoptable: an unclaimed, ready pool member.
+func adoptable(sb *agentsv1alpha1.Sandbox) bool {
+	owner := metav1.GetControllerOf(sb)
+	return sb.DeletionTimestamp.IsZero() && owner != nil &&
+		owner.Kind == "SandboxWarmPool" && owner.APIVersion == extv1alpha1.GroupVersion.String() &&
+		meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady) &&
+		len(sb.Status.PodIPs) > 0
+}
+
+// takeOver is the whole adoption: ownership, labels and annotations in one optimistic-locked
+// merge patch. Only metadata changes (unless the claim adds pod metadata), so the Sandbox keeps
+// its generation and its pod keeps running untouched.
+func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) error {
+	patched := sb.DeepCopy()
+	delete(patched.Labels, extv1alpha1.WarmPoolLabel)
+	stampClaim(patched, claim, extv1alpha1.LaunchTypeWarm)
+	patched.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1alpha1.GroupVersion.WithKind("SandboxClaim"))}
+	mergePodMetadata(&patched.Spec.PodTemplate.Metadata, claim.Spec.AdditionalPodMetadata)
+	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), sandbox.FieldOwner); err != nil {
+		return err
+	}
+	*sb = *patched
+	return nil
+}
+
+// createCold builds the claim's own Sandbox from the template, named after the claim.
+func (r *Reconciler) createCold(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate) (*agentsv1alpha1.Sandbox, error) {
+	sb := blueprint.NewSandbox(tmpl)
+	sb.Name = claim.Name
+	stampClaim(sb, claim, extv1alpha1.LaunchTypeCold)
+	if _, err := injectEnv(&sb.Spec.PodTemplate.Spec, tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
+		return nil, err
+	}
+	mergePodMetadata(&sb.Spec.PodTemplate.Metadata, claim.Spec.AdditionalPodMetadata)
+	if err := controllerutil.SetControllerReference(claim, sb, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	err := r.Client.Create(ctx, sb, sandbox.FieldOwner)
+	if apierrors.IsAlreadyExists(err) {
+		existing := &agentsv1alpha1.Sandbox{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); err != nil {
+			return nil, err
+		}
+		if !ownedBy(existing, claim) {
+			return nil, &userError{extv1alpha1.ReasonSandboxNotOwned,
+				fmt.Sprintf("a Sandbox named %q exists and is not owned by this claim; delete it or use another claim name", sb.Name)}
+		}
+		return existing, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.event(claim, corev1.EventTypeNormal, ReasonProvisioned, "Created Sandbox %q from template %q", sb.Name, tmpl.Name)
+	return sb, nil
+}
+
+// stampClaim marks a Sandbox as the claim's and copies the claim's own labels and annotations,
+// so tenants can query Sandboxes by the labels they put on claims.
+func stampClaim(sb *agentsv1alpha1.Sandbox, claim *extv1alpha1.SandboxClaim, launch string) {
+	if sb.Labels == nil {
+		sb.Labels = map[string]string{}
+	}
+	if sb.Annotations == nil {
+		sb.Annotations = map[string]string{}
+	}
+	for k, v := range claim.Labels {
+		if !systemKey(k) {
+			sb.Labels[k] = v
+		}
+	}
+	for k, v := range claim.Annotations {
+		if !systemKey(k) && k != corev1.LastAppliedConfigAnnotation {
+			sb.Annotations[k] = v
+		}
+	}
+	sb.Labels[extv1alpha1.ClaimUIDLabel] = string(claim.UID)
+	sb.Labels[extv1alpha1.LaunchTypeLabel] = launch
+}
+
+func ownedBy(sb *agentsv1alpha1.Sandbox, claim *extv1alpha1.SandboxClaim) bool {
+	return metav1.IsControlledBy(sb, claim)
+}
+
+// systemKey reports keys reserved for the controllers.
+func systemKey(k string) bool {
+	return strings.HasPrefix(k, "agents.x-k8s.io/") || strings.HasPrefix(k, "extensions.agents.x-k8s.io/")
+}

@@ -1,0 +1,178 @@
+// Package sandboxclaim gives each SandboxClaim a Sandbox: adopted from a warm pool when one is
+// ready (the fast path), otherwise created from the claim's template.
+package sandboxclaim
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
+)
+
+// Reconciler binds claims to Sandboxes and mirrors their state.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Queue     *warmpool.Queue
+	Pacer     *warmpool.Pacer
+	// MaxConcurrentReconciles bounds parallel reconciles (default 32).
+	MaxConcurrentReconciles int
+	Now                     func() time.Time
+
+	firstSeen sync.Map // claim namespace/name -> time the controller first saw it (latency metric)
+}
+
+// userError is bad input on the claim: reported as a condition, never retried in a hot loop.
+type userError struct {
+	reason, message string
+}
+
+func (e *userError) Error() string { return e.message }
+
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxclaims/finalizers,verbs=update
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile gets the claim a Sandbox (once), enforces its lifecycle and mirrors its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	claim := &extv1alpha1.SandboxClaim{}
+	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.firstSeen.Delete(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !claim.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	r.firstSeen.LoadOrStore(req.NamespacedName, r.now())
+	original := claim.DeepCopy()
+
+	sb, err := r.boundSandbox(ctx, claim)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if at, due := expiry(claim, sb, r.now()); due {
+		return r.expire(ctx, claim, original, sb, at)
+	}
+
+	var launch string
+	if sb == nil {
+		done := r.Pacer.ClaimStarted()
+		sb, launch, err = r.acquire(ctx, claim)
+		done()
+	}
+	var uerr *userError
+	switch {
+	case errors.As(err, &uerr):
+		setUserError(claim, uerr)
+		return ctrl.Result{}, r.writeStatus(ctx, original, claim)
+	case err != nil:
+		setReconcileError(claim, err)
+		if serr := r.writeStatus(ctx, original, claim); serr != nil {
+			return ctrl.Result{}, serr
+		}
+		return ctrl.Result{}, err
+	}
+	if launch != "" {
+		observeLaunch(launch)
+	}
+	mirrorSandbox(claim, sb)
+	r.observeReady(original, claim, sb)
+	if err := r.writeStatus(ctx, original, claim); err != nil {
+		return ctrl.Result{}, err
+	}
+	if at, ok := expiry(claim, sb, r.now()); ok || !at.IsZero() {
+		return ctrl.Result{RequeueAfter: max(at.Sub(r.now()), time.Millisecond)}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// boundSandbox finds the claim's Sandbox: the one its status names, else any Sandbox it
+// controls (a crash between adopting and writing status leaves exactly that).
+func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, error) {
+	if name := claim.Status.SandboxStatus.Name; name != "" {
+		sb := &agentsv1alpha1.Sandbox{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, sb)
+		if err == nil && ownedBy(sb, claim) {
+			return sb, nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	list := &agentsv1alpha1.SandboxList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(claim.Namespace),
+		client.MatchingFields{index.SandboxControllerUID: string(claim.UID)}); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp.IsZero() {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) event(claim *extv1alpha1.SandboxClaim, eventType, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(claim, eventType, reason, format, args...)
+	}
+}
+
+// SetupWithManager registers the reconciler. Sandbox events do double duty: they re-trigger
+// the owning claim, and they keep the warm queue current so adoption needs no List.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	workers := r.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 32
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&extv1alpha1.SandboxClaim{}).
+		Owns(&agentsv1alpha1.Sandbox{}).
+		Watches(&agentsv1alpha1.Sandbox{}, warmQueueFeeder(r.Queue)).
+		Watches(&extv1alpha1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Named("sandboxclaim").
+		Complete(r)
+}
+
+// unboundClaimsOfTemplate wakes claims waiting for a template that just appeared or changed.
+func (r *Reconciler) unboundClaimsOfTemplate(ctx context.Context, o client.Object) []reconcile.Request {
+	claims := &extv1alpha1.SandboxClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ClaimTemplate: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range claims.Items {
+		if claims.Items[i].Status.SandboxStatus.Name == "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
+		}
+	}
+	return reqs
+}

@@ -1,0 +1,83 @@
+package sandboxclaim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// expiry returns when the claim ends — the earlier of spec.lifecycle.shutdownTime and the
+// mirrored Finished condition's time plus ttlSecondsAfterFinished — and whether that has come.
+// The zero time means never.
+func expiry(claim *extv1alpha1.SandboxClaim, _ *agentsv1alpha1.Sandbox, now time.Time) (time.Time, bool) {
+	lc := claim.Spec.Lifecycle
+	if lc == nil {
+		return time.Time{}, false
+	}
+	var at time.Time
+	if lc.ShutdownTime != nil {
+		at = lc.ShutdownTime.Time
+	}
+	if lc.TTLSecondsAfterFinished != nil {
+		if f := meta.FindStatusCondition(claim.Status.Conditions, extv1alpha1.ClaimConditionFinished); f != nil && f.Status == metav1.ConditionTrue {
+			ttlAt := f.LastTransitionTime.Add(time.Duration(*lc.TTLSecondsAfterFinished) * time.Second)
+			if at.IsZero() || ttlAt.Before(at) {
+				at = ttlAt
+			}
+		}
+	}
+	return at, !at.IsZero() && !now.Before(at)
+}
+
+// expire ends the claim per shutdownPolicy: Delete and DeleteForeground delete the claim (the
+// Sandbox, Pod and PVCs follow through garbage collection; foreground keeps the claim visible
+// until they are gone); Retain deletes the Sandbox and keeps the claim, marked expired.
+func (r *Reconciler) expire(ctx context.Context, claim, original *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, at time.Time) (ctrl.Result, error) {
+	policy := claim.Spec.Lifecycle.ShutdownPolicy
+	if !claimExpired(original) {
+		r.event(claim, corev1.EventTypeNormal, extv1alpha1.ReasonClaimExpired, "Claim expired at %s (shutdownPolicy %s)", at.UTC().Format(time.RFC3339), policyOrDefault(policy))
+	}
+	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
+		Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionFalse, Reason: extv1alpha1.ReasonClaimExpired,
+		Message: fmt.Sprintf("Claim expired at %s; its sandbox is being deleted", at.UTC().Format(time.RFC3339)), ObservedGeneration: claim.Generation,
+	})
+	claim.Status.SandboxStatus.PodIPs = nil
+	switch policy {
+	case extv1alpha1.ShutdownPolicyDelete:
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, claim,
+			client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &claim.UID}))
+	case extv1alpha1.ShutdownPolicyDeleteForeground:
+		if err := r.writeStatus(ctx, original, claim); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, claim,
+			client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &claim.UID}))
+	}
+	if sb != nil && sb.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID}); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.writeStatus(ctx, original, claim)
+}
+
+func claimExpired(claim *extv1alpha1.SandboxClaim) bool {
+	c := meta.FindStatusCondition(claim.Status.Conditions, extv1alpha1.ClaimConditionReady)
+	return c != nil && c.Reason == extv1alpha1.ReasonClaimExpired
+}
+
+func policyOrDefault(p extv1alpha1.ShutdownPolicy) extv1alpha1.ShutdownPolicy {
+	if p == "" {
+		return extv1alpha1.ShutdownPolicyRetain
+	}
+	return p
+}

@@ -1,0 +1,119 @@
+package sandboxclaim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// injectEnv applies the claim's env to the pod spec under the template's policy: Disallowed
+// rejects any env, Allowed adds but never overrides, Overrides may replace. Each variable
+// targets containerName, or the first container.
+func injectEnv(spec *corev1.PodSpec, policy extv1alpha1.EnvVarsInjectionPolicy, env []extv1alpha1.EnvVar) (*corev1.PodSpec, error) {
+	if len(env) == 0 {
+		return spec, nil
+	}
+	reject := func(format string, args ...any) error {
+		return &userError{extv1alpha1.ReasonEnvVarsInjectionRejected, fmt.Sprintf(format, args...)}
+	}
+	if policy == "" || policy == extv1alpha1.EnvVarsInjectionPolicyDisallowed {
+		return nil, reject("the template's envVarsInjectionPolicy is Disallowed; remove spec.env or allow it on the template")
+	}
+	for _, e := range env {
+		c := findContainer(spec, e.ContainerName)
+		if c == nil {
+			return nil, reject("env %s targets container %q, which the template does not have", e.Name, e.ContainerName)
+		}
+		i := envIndex(c.Env, e.Name)
+		switch {
+		case i < 0:
+			c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		case policy == extv1alpha1.EnvVarsInjectionPolicyOverrides:
+			c.Env[i] = corev1.EnvVar{Name: e.Name, Value: e.Value}
+		default:
+			return nil, reject("env %s is already set by the template on container %q and the policy Allowed does not permit overriding it", e.Name, c.Name)
+		}
+	}
+	return spec, nil
+}
+
+func findContainer(spec *corev1.PodSpec, name string) *corev1.Container {
+	if name == "" {
+		if len(spec.Containers) == 0 {
+			return nil
+		}
+		return &spec.Containers[0]
+	}
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == name {
+			return &spec.Containers[i]
+		}
+	}
+	for i := range spec.InitContainers {
+		if spec.InitContainers[i].Name == name {
+			return &spec.InitContainers[i]
+		}
+	}
+	return nil
+}
+
+func envIndex(env []corev1.EnvVar, name string) int {
+	for i := range env {
+		if env[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// validatePodMetadata checks additionalPodMetadata the way the API server would check pod
+// metadata, so a bad key or value becomes a condition on the claim, not a pod that never comes.
+func validatePodMetadata(md agentsv1alpha1.PodMetadata) error {
+	var problems []string
+	for k, v := range md.Labels {
+		for _, msg := range validation.IsQualifiedName(k) {
+			problems = append(problems, fmt.Sprintf("label key %q: %s", k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(v) {
+			problems = append(problems, fmt.Sprintf("label %s value %q: %s", k, v, msg))
+		}
+		if systemKey(k) {
+			problems = append(problems, fmt.Sprintf("label key %q is reserved for the controller", k))
+		}
+	}
+	for k := range md.Annotations {
+		for _, msg := range validation.IsQualifiedName(strings.ToLower(k)) {
+			problems = append(problems, fmt.Sprintf("annotation key %q: %s", k, msg))
+		}
+		if systemKey(k) {
+			problems = append(problems, fmt.Sprintf("annotation key %q is reserved for the controller", k))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	sort.Strings(problems)
+	return &userError{extv1alpha1.ReasonInvalidMetadata, "spec.additionalPodMetadata: " + strings.Join(problems, "; ")}
+}
+
+// mergePodMetadata adds the claim's pod labels and annotations to the Sandbox's pod template.
+func mergePodMetadata(dst *agentsv1alpha1.PodMetadata, add agentsv1alpha1.PodMetadata) {
+	if len(add.Labels) > 0 && dst.Labels == nil {
+		dst.Labels = map[string]string{}
+	}
+	for k, v := range add.Labels {
+		dst.Labels[k] = v
+	}
+	if len(add.Annotations) > 0 && dst.Annotations == nil {
+		dst.Annotations = map[string]string{}
+	}
+	for k, v := range add.Annotations {
+		dst.Annotations[k] = v
+	}
+}

@@ -1,0 +1,62 @@
+package sandboxclaim
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+)
+
+// mirrorSandbox copies what integrators poll — status.sandbox.name and .podIPs — and the
+// Sandbox's Ready and Finished conditions onto the claim.
+func mirrorSandbox(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) {
+	claim.Status.SandboxStatus.Name = sb.Name
+	claim.Status.SandboxStatus.PodIPs = append([]string(nil), sb.Status.PodIPs...)
+	if len(claim.Status.SandboxStatus.PodIPs) == 0 {
+		claim.Status.SandboxStatus.PodIPs = nil
+	}
+	ready := metav1.Condition{Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionFalse,
+		Reason: extv1alpha1.ReasonSandboxNotReady, Message: "Waiting for the Sandbox controller to report on " + sb.Name}
+	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c != nil {
+		ready.Status, ready.Reason, ready.Message = c.Status, c.Reason, c.Message
+	}
+	ready.ObservedGeneration = claim.Generation
+	meta.SetStatusCondition(&claim.Status.Conditions, ready)
+
+	if f := meta.FindStatusCondition(sb.Status.Conditions, sandbox.ConditionFinished); f != nil {
+		meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
+			Type: extv1alpha1.ClaimConditionFinished, Status: f.Status, Reason: f.Reason, Message: f.Message,
+			LastTransitionTime: f.LastTransitionTime, ObservedGeneration: claim.Generation,
+		})
+	} else {
+		meta.RemoveStatusCondition(&claim.Status.Conditions, extv1alpha1.ClaimConditionFinished)
+	}
+}
+
+func setUserError(claim *extv1alpha1.SandboxClaim, err *userError) {
+	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
+		Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionFalse,
+		Reason: err.reason, Message: err.message, ObservedGeneration: claim.Generation,
+	})
+}
+
+func setReconcileError(claim *extv1alpha1.SandboxClaim, err error) {
+	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
+		Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionFalse,
+		Reason: agentsv1alpha1.ReasonReconcilerError, Message: "Error seen: " + err.Error(), ObservedGeneration: claim.Generation,
+	})
+}
+
+// writeStatus writes the claim status only when it changed; this controller is its only writer.
+func (r *Reconciler) writeStatus(ctx context.Context, original, claim *extv1alpha1.SandboxClaim) error {
+	if equality.Semantic.DeepEqual(original.Status, claim.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, claim, client.MergeFrom(original)))
+}

@@ -1,0 +1,166 @@
+// Package sandboxtemplate keeps one NetworkPolicy per SandboxTemplate, shared by every sandbox
+// made from it.
+package sandboxtemplate
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+)
+
+// RouterPeer identifies the sandbox router's pods, the only ingress the secure default allows.
+type RouterPeer struct {
+	Namespace string            // matched through the kubernetes.io/metadata.name label
+	PodLabels map[string]string // the router pods' labels
+}
+
+// DefaultRouterPeer is where `config/` deploys the router.
+var DefaultRouterPeer = RouterPeer{Namespace: "agent-sandbox-system", PodLabels: map[string]string{"app": "sandbox-router"}}
+
+// ReasonPolicyConflict is the event reason when a NetworkPolicy of our name is not ours.
+const ReasonPolicyConflict = "NetworkPolicyConflict"
+
+// Reconciler keeps the template's NetworkPolicy.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	Router   RouterPeer
+}
+
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+
+// PolicyName is the name of a template's NetworkPolicy.
+func PolicyName(template string) string { return template + "-network-policy" }
+
+// Reconcile creates, updates or deletes the template's NetworkPolicy.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tmpl := &extv1alpha1.SandboxTemplate{}
+	if err := r.Client.Get(ctx, req.NamespacedName, tmpl); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tmpl.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	current := &networkingv1.NetworkPolicy{}
+	key := types.NamespacedName{Namespace: tmpl.Namespace, Name: PolicyName(tmpl.Name)}
+	err := r.Client.Get(ctx, key, current)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	found := err == nil
+	if found && !metav1.IsControlledBy(current, tmpl) {
+		// Never overwrite what someone else made; say so where the user looks.
+		r.Recorder.Eventf(tmpl, corev1.EventTypeWarning, ReasonPolicyConflict,
+			"NetworkPolicy %s exists and is not owned by this template; leaving it alone", key.Name)
+		return ctrl.Result{}, nil
+	}
+
+	if tmpl.Spec.NetworkPolicyManagement == extv1alpha1.NetworkPolicyManagementUnmanaged {
+		if found {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
+		}
+		return ctrl.Result{}, nil
+	}
+
+	desired := r.desiredSpec(tmpl)
+	if !found {
+		np := &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+			Spec:       desired,
+		}
+		if err := controllerutil.SetControllerReference(tmpl, np, r.Client.Scheme()); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("creating NetworkPolicy: %w", err)
+		}
+		return ctrl.Result{}, nil
+	}
+	if equality.Semantic.DeepEqual(current.Spec, desired) {
+		return ctrl.Result{}, nil
+	}
+	updated := current.DeepCopy()
+	updated.Spec = desired
+	return ctrl.Result{}, r.Client.Update(ctx, updated)
+}
+
+// desiredSpec is the user's rules verbatim, or the secure default when none are given; the
+// pod selector and policy types are always ours, so both directions default to deny.
+func (r *Reconciler) desiredSpec(tmpl *extv1alpha1.SandboxTemplate) networkingv1.NetworkPolicySpec {
+	spec := networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
+			extv1alpha1.TemplateRefHashLabel: sandbox.NameHash(tmpl.Name),
+		}},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+	}
+	if np := tmpl.Spec.NetworkPolicy; np != nil {
+		spec.Ingress = deepCopyIngress(np.Ingress)
+		spec.Egress = deepCopyEgress(np.Egress)
+		return spec
+	}
+	spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.router().Namespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: r.router().PodLabels},
+	}}}}
+	spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{
+			"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", // RFC 1918
+			"169.254.0.0/16", // link-local, cloud metadata servers
+			"100.64.0.0/10",  // carrier-grade NAT, used by some pod networks
+		}}},
+		{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fc00::/7", "fe80::/10"}}},
+	}}}
+	return spec
+}
+
+func (r *Reconciler) router() RouterPeer {
+	if r.Router.Namespace == "" {
+		return DefaultRouterPeer
+	}
+	return r.Router
+}
+
+func deepCopyIngress(in []networkingv1.NetworkPolicyIngressRule) []networkingv1.NetworkPolicyIngressRule {
+	if in == nil {
+		return nil
+	}
+	out := make([]networkingv1.NetworkPolicyIngressRule, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+func deepCopyEgress(in []networkingv1.NetworkPolicyEgressRule) []networkingv1.NetworkPolicyEgressRule {
+	if in == nil {
+		return nil
+	}
+	out := make([]networkingv1.NetworkPolicyEgressRule, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+// SetupWithManager registers the reconciler; edits or deletion of the policy bring it back.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&extv1alpha1.SandboxTemplate{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		Named("sandboxtemplate").
+		Complete(r)
+}

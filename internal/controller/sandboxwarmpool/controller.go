@@ -1,0 +1,163 @@
+// Package sandboxwarmpool keeps a SandboxWarmPool's number of ready, unclaimed Sandboxes.
+package sandboxwarmpool
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
+)
+
+// Event reasons.
+const (
+	ReasonTemplateNotFound = "TemplateNotFound"
+	ReasonCreateFailed     = "SandboxCreateFailed"
+)
+
+// Reconciler keeps spec.replicas Sandboxes built from the pool's template.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	// Pacer holds refills back while claims are being served (nil: never).
+	Pacer *warmpool.Pacer
+	// MaxBatch bounds the creates or deletes of one reconcile (default 50).
+	MaxBatch int
+
+	expect expectations
+}
+
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools/finalizers,verbs=update
+// +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile creates, replaces and removes members until the pool matches its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pool := &extv1alpha1.SandboxWarmPool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.expect.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	members, err := r.members(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	m := classify(pool, members, nil, &r.expect)
+
+	tmpl := &extv1alpha1.SandboxTemplate{}
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl)
+	if apierrors.IsNotFound(err) {
+		r.Recorder.Eventf(pool, corev1.EventTypeWarning, ReasonTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
+		return ctrl.Result{}, r.writeStatus(ctx, pool, m)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	m = classify(pool, members, tmpl, &r.expect)
+
+	var result ctrl.Result
+	var errs []error
+	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
+		errs = append(errs, r.deleteMembers(ctx, pool, m.stale))
+		m = classify(pool, members, tmpl, &r.expect)
+	}
+	desired := int(pool.Spec.Replicas)
+	switch have := m.count(); {
+	case have < desired:
+		if wait := r.Pacer.Wait(); wait > 0 {
+			result.RequeueAfter = wait // claims first; the pool catches up right after
+			break
+		}
+		errs = append(errs, r.createMembers(ctx, pool, tmpl, min(desired-have, r.maxBatch())))
+	case have > desired && !r.expect.pendingCreates(req.NamespacedName):
+		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch()))))
+	}
+	errs = append(errs, r.writeStatus(ctx, pool, m))
+	return result, joinErrs(errs)
+}
+
+func (r *Reconciler) members(ctx context.Context, pool *extv1alpha1.SandboxWarmPool) ([]agentsv1alpha1.Sandbox, error) {
+	list := &agentsv1alpha1.SandboxList{}
+	err := r.Client.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingFields{index.SandboxControllerUID: string(pool.UID)})
+	return list.Items, err
+}
+
+func (r *Reconciler) maxBatch() int {
+	if r.MaxBatch <= 0 {
+		return 50
+	}
+	return r.MaxBatch
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, m membership) error {
+	status := extv1alpha1.SandboxWarmPoolStatus{
+		Replicas:      int32(len(m.active)),
+		ReadyReplicas: int32(m.ready),
+		Selector:      extv1alpha1.WarmPoolLabel + "=" + poolHash(pool),
+	}
+	if pool.Status == status {
+		return nil
+	}
+	original := pool.DeepCopy()
+	pool.Status = status
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, pool, client.MergeFrom(original)))
+}
+
+// SetupWithManager registers the reconciler: member changes (including a claim taking one
+// over) and template edits bring the pool back.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&extv1alpha1.SandboxWarmPool{}).
+		Owns(&agentsv1alpha1.Sandbox{}).
+		Watches(&extv1alpha1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
+		Named("sandboxwarmpool").
+		Complete(r)
+}
+
+func (r *Reconciler) poolsOfTemplate(ctx context.Context, o client.Object) []reconcile.Request {
+	pools := &extv1alpha1.SandboxWarmPoolList{}
+	if err := r.Client.List(ctx, pools, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PoolTemplate: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(pools.Items))
+	for _, p := range pools.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+	}
+	return reqs
+}
+
+func joinErrs(errs []error) error {
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return fmt.Errorf("%v (and %d more)", out[0], len(out)-1)
+}
+

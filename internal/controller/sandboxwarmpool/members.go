@@ -1,0 +1,157 @@
+package sandboxwarmpool
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+)
+
+// membership is the pool's members sorted by what the reconcile does with them.
+type membership struct {
+	active  []*agentsv1alpha1.Sandbox // not being deleted
+	stale   []*agentsv1alpha1.Sandbox // active, built from an older template revision
+	ready   int
+	pending int // creates issued but not yet in the cache
+}
+
+func (m membership) count() int { return len(m.active) + m.pending }
+
+// surplus picks n members to remove: not-ready ones first, then the newest.
+func (m membership) surplus(n int) []*agentsv1alpha1.Sandbox {
+	sorted := append([]*agentsv1alpha1.Sandbox(nil), m.active...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		ri, rj := isReady(sorted[i]), isReady(sorted[j])
+		if ri != rj {
+			return !ri
+		}
+		return sorted[j].CreationTimestamp.Before(&sorted[i].CreationTimestamp)
+	})
+	if n > len(sorted) {
+		n = len(sorted)
+	}
+	return sorted[:n]
+}
+
+// classify sorts the cached members; tmpl may be nil when the template is missing.
+func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbox, tmpl *extv1alpha1.SandboxTemplate, exp *expectations) membership {
+	key := client.ObjectKeyFromObject(pool)
+	pendingDeletes := exp.observe(key, members)
+	var m membership
+	m.pending = exp.unseenCreates(key)
+	hash := ""
+	if tmpl != nil {
+		hash = blueprint.Hash(tmpl)
+	}
+	for i := range members {
+		sb := &members[i]
+		if !sb.DeletionTimestamp.IsZero() || pendingDeletes[sb.UID] {
+			continue
+		}
+		m.active = append(m.active, sb)
+		if isReady(sb) {
+			m.ready++
+		}
+		if tmpl != nil && isStale(sb, pool, hash) {
+			m.stale = append(m.stale, sb)
+		}
+	}
+	return m
+}
+
+func isStale(sb *agentsv1alpha1.Sandbox, pool *extv1alpha1.SandboxWarmPool, hash string) bool {
+	return sb.Labels[extv1alpha1.TemplateHashLabel] != hash ||
+		sb.Annotations[extv1alpha1.TemplateRefAnnotation] != pool.Spec.TemplateRef.Name
+}
+
+func isReady(sb *agentsv1alpha1.Sandbox) bool {
+	return meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
+}
+
+func poolHash(pool *extv1alpha1.SandboxWarmPool) string { return sandbox.NameHash(pool.Name) }
+
+// NewMember builds an unnamed pool member from the template.
+func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate) *agentsv1alpha1.Sandbox {
+	sb := blueprint.NewSandbox(tmpl)
+	sb.GenerateName = pool.Name + "-"
+	sb.Labels[extv1alpha1.WarmPoolLabel] = poolHash(pool)
+	return sb
+}
+
+// createMembers creates n members in parallel (bounded) and records each as expected.
+func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, n int) error {
+	key := client.ObjectKeyFromObject(pool)
+	return forEachParallel(n, func(int) error {
+		sb := NewMember(pool, tmpl)
+		if err := controllerutil.SetControllerReference(pool, sb, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Create(ctx, sb, sandbox.FieldOwner); err != nil {
+			if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				r.Recorder.Eventf(pool, corev1.EventTypeWarning, ReasonCreateFailed, "creating a warm sandbox: %v", err)
+			}
+			return err
+		}
+		r.expect.created(key, sb.Name)
+		return nil
+	})
+}
+
+// deleteMembers deletes exactly the members given (UID precondition: never a claimed one that
+// reused a name) and records each as expected to disappear.
+func (r *Reconciler) deleteMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, victims []*agentsv1alpha1.Sandbox) error {
+	key := client.ObjectKeyFromObject(pool)
+	return forEachParallel(len(victims), func(i int) error {
+		sb := victims[i]
+		if !metav1.IsControlledBy(sb, pool) {
+			return nil
+		}
+		// A claim may take the member over between our read and this delete: the resourceVersion
+		// precondition makes the delete fail rather than remove a claimed sandbox.
+		err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		if err == nil {
+			r.expect.deleted(key, sb.UID)
+		}
+		return err
+	})
+}
+
+// forEachParallel runs fn for 0..n-1 with at most 8 in flight and returns the first error.
+func forEachParallel(n int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		slots = make(chan struct{}, 8)
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func(i int) {
+			defer func() { <-slots; wg.Done() }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	return first
+}

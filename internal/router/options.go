@@ -1,0 +1,149 @@
+package router
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// EnvAuthToken is read for the shared token when --auth-token-file is not set.
+const EnvAuthToken = "ROUTER_AUTH_TOKEN"
+
+// Options are the router's settings; BindFlags maps them to command-line flags.
+type Options struct {
+	Listen      string
+	ProbeListen string
+
+	Kubeconfig         string
+	Namespace          string
+	KubeAPIQPS         float64
+	KubeAPIBurst       int
+	AllowLoopbackPodIP bool
+
+	AuthMode             string
+	AuthTokenFile        string
+	TokenReviewTTL       time.Duration
+	TokenReviewCacheSize int
+	TokenReviewAudiences string // comma-separated
+
+	DialTimeout           time.Duration
+	ResponseHeaderTimeout time.Duration
+	DialRetries           int
+	ReadHeaderTimeout     time.Duration
+	IdleTimeout           time.Duration
+	MaxHeaderBytes        int
+	ShutdownTimeout       time.Duration
+
+	AccessLog bool
+	LogLevel  string
+	LogFormat string
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		Listen:                ":8080",
+		ProbeListen:           ":8081",
+		KubeAPIQPS:            50,
+		KubeAPIBurst:          100,
+		AuthMode:              AuthModeNone,
+		TokenReviewTTL:        30 * time.Second,
+		TokenReviewCacheSize:  2048,
+		DialTimeout:           5 * time.Second,
+		DialRetries:           2,
+		ReadHeaderTimeout:     10 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		MaxHeaderBytes:        1 << 20,
+		ShutdownTimeout:       30 * time.Second,
+		AccessLog:             true,
+		LogLevel:              "info",
+		LogFormat:             "json",
+		ResponseHeaderTimeout: 0,
+	}
+}
+
+// BindFlags registers every option on fs, with o's current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Listen, "listen", o.Listen, "Address of the proxy port (HTTP/1.1 and h2c).")
+	fs.StringVar(&o.ProbeListen, "probe-listen", o.ProbeListen, "Address serving /healthz, /readyz and /metrics; empty disables it.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, then in-cluster.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only route to Sandboxes in this namespace; empty watches all namespaces.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side QPS limit towards the API server (TokenReviews, the watch).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst towards the API server.")
+	fs.BoolVar(&o.AllowLoopbackPodIP, "allow-loopback-pod-ip", o.AllowLoopbackPodIP, "Route to loopback pod IPs (single-machine tests only).")
+	fs.StringVar(&o.AuthMode, "auth-mode", o.AuthMode, "Authentication of callers: none, token (shared bearer token) or tokenreview (Kubernetes TokenReview).")
+	fs.StringVar(&o.AuthTokenFile, "auth-token-file", o.AuthTokenFile, "File holding the shared token for --auth-mode token; default: $"+EnvAuthToken+".")
+	fs.DurationVar(&o.TokenReviewTTL, "tokenreview-ttl", o.TokenReviewTTL, "How long a TokenReview outcome is cached.")
+	fs.IntVar(&o.TokenReviewCacheSize, "tokenreview-cache-size", o.TokenReviewCacheSize, "Most TokenReview outcomes cached.")
+	fs.StringVar(&o.TokenReviewAudiences, "tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences a token must be valid for; empty: the API server's.")
+	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Timeout to connect to a sandbox pod.")
+	fs.DurationVar(&o.ResponseHeaderTimeout, "response-header-timeout", o.ResponseHeaderTimeout, "Longest wait for a sandbox's response headers (504 after); 0: no limit.")
+	fs.IntVar(&o.DialRetries, "dial-retries", o.DialRetries, "Retries after a refused connection, for requests without a body; 0 disables.")
+	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", o.ReadHeaderTimeout, "Longest time a client may take to send request headers.")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "Idle keep-alive connections from clients are closed after this.")
+	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", o.MaxHeaderBytes, "Largest request header block accepted.")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "On SIGTERM, how long in-flight requests may take to finish.")
+	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log one line per proxied request.")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error.")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json or text.")
+}
+
+// Validate reports the first inconsistent setting.
+func (o *Options) Validate() error {
+	switch o.AuthMode {
+	case AuthModeNone, AuthModeToken, AuthModeTokenReview:
+	default:
+		return fmt.Errorf("--auth-mode must be none, token or tokenreview, not %q", o.AuthMode)
+	}
+	if o.Listen == "" {
+		return errors.New("--listen must not be empty")
+	}
+	if o.Namespace != "" && !isDNS1123Label(o.Namespace) {
+		return fmt.Errorf("--namespace %q is not a valid namespace name", o.Namespace)
+	}
+	if o.AuthMode == AuthModeTokenReview && o.TokenReviewCacheSize < 1 {
+		return errors.New("--tokenreview-cache-size must be at least 1")
+	}
+	if _, err := ParseLevel(o.LogLevel); err != nil {
+		return err
+	}
+	if o.LogFormat != "json" && o.LogFormat != "text" {
+		return fmt.Errorf("--log-format must be json or text, not %q", o.LogFormat)
+	}
+	return nil
+}
+
+// Audiences splits --tokenreview-audiences.
+func (o *Options) Audiences() []string {
+	var out []string
+	for _, a := range strings.Split(o.TokenReviewAudiences, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// SharedToken reads the token of --auth-mode token: the file when set, else the environment.
+// Surrounding whitespace (a trailing newline in a Secret file) is dropped.
+func (o *Options) SharedToken() (string, error) {
+	if o.AuthTokenFile != "" {
+		b, err := os.ReadFile(o.AuthTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("reading --auth-token-file: %w", err)
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", errors.New("--auth-token-file is empty")
+		}
+		return t, nil
+	}
+	t := strings.TrimSpace(os.Getenv(EnvAuthToken))
+	if t == "" {
+		return "", errors.New("--auth-mode token needs --auth-token-file or $" + EnvAuthToken)
+	}
+	return t, nil
+}

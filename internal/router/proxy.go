@@ -1,0 +1,301 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// ProxyOptions configure a Proxy. Zero values take the defaults noted.
+type ProxyOptions struct {
+	Resolver Resolver // required
+	Metrics  *Metrics // optional
+	Logger   *slog.Logger
+
+	DialTimeout           time.Duration // default 5s
+	ResponseHeaderTimeout time.Duration // 0: none; exec streams may take long to answer
+	DialRetries           int           // extra attempts after a refused dial; 0 disables
+	RetryBackoff          time.Duration // first retry delay, doubled each time; default 50ms
+}
+
+// Proxy forwards a routed request to its Sandbox's pod, streaming both ways.
+type Proxy struct {
+	resolver Resolver
+	metrics  *Metrics
+	log      *slog.Logger
+	rp       *httputil.ReverseProxy
+	h1, h2c  *http.Transport
+}
+
+// NewProxy builds the proxy and its two upstream transports: HTTP/1.1 and HTTP/2 over cleartext
+// with prior knowledge (h2c). Inbound HTTP/2 goes out as h2c so that gRPC (HTTP/2 with trailers)
+// passes end to end; everything else, including WebSocket upgrades, goes out as HTTP/1.1.
+func NewProxy(o ProxyOptions) *Proxy {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 50 * time.Millisecond
+	}
+	p := &Proxy{resolver: o.Resolver, metrics: o.Metrics, log: o.Logger}
+	p.h1 = newTransport(o, false)
+	p.h2c = newTransport(o, true)
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: rewrite,
+		Transport: &retryTransport{h1: p.h1, h2c: p.h2c, resolver: o.Resolver, metrics: o.Metrics,
+			retries: max(o.DialRetries, 0), backoff: o.RetryBackoff},
+		FlushInterval: -1, // flush every write: exec output and SSE must not sit in a buffer
+		ErrorHandler:  p.proxyError,
+		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		BufferPool:    bufferPool{},
+	}
+	return p
+}
+
+func newTransport(o ProxyOptions, h2c bool) *http.Transport {
+	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	var protos http.Protocols
+	if h2c {
+		protos.SetUnencryptedHTTP2(true) // alone: prior-knowledge h2c for http:// URLs
+	} else {
+		protos.SetHTTP1(true)
+	}
+	return &http.Transport{
+		Proxy:                 nil, // never an environment proxy: targets are pod IPs
+		DialContext:           d.DialContext,
+		Protocols:             &protos,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass bodies through byte for byte
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second, // notice dead upstream connections
+			PingTimeout:     15 * time.Second,
+		},
+	}
+}
+
+// Close drops idle upstream connections.
+func (p *Proxy) Close() {
+	p.h1.CloseIdleConnections()
+	p.h2c.CloseIdleConnections()
+}
+
+// routeCtx carries the resolved route from ServeHTTP to the rewrite, transport and error hooks.
+type routeCtx struct {
+	route Route
+	host  string // ip:port
+}
+
+type routeCtxKey struct{}
+
+func routeFrom(ctx context.Context) *routeCtx {
+	rc, _ := ctx.Value(routeCtxKey{}).(*routeCtx)
+	return rc
+}
+
+// ServeHTTP validates the routing headers, resolves the Sandbox from the cache and forwards.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		// A CONNECT would make the router a tunnel to wherever the pod lets it reach.
+		writeDetail(w, http.StatusMethodNotAllowed, "CONNECT is not supported.")
+		return
+	}
+	route, err := ParseRoute(r.Header)
+	if err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	target, err := p.resolver.Resolve(route.Namespace, route.Name)
+	if err != nil {
+		p.resolveError(w, route, err)
+		return
+	}
+	rc := &routeCtx{route: route, host: netip.AddrPortFrom(target.Addr, route.Port).String()}
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		// Let the upstream's response stream back while the client is still sending (exec with
+		// stdin); by default net/http would hold the response until the body is consumed.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeCtxKey{}, rc)))
+}
+
+func (p *Proxy) resolveError(w http.ResponseWriter, route Route, err error) {
+	var re *ResolveError
+	switch {
+	case errors.As(err, &re) && errors.Is(re, ErrNotFound):
+		writeDetail(w, http.StatusNotFound, re.Error())
+	case errors.As(err, &re) && errors.Is(re, ErrNotReady):
+		w.Header().Set("Retry-After", "1")
+		writeDetail(w, http.StatusServiceUnavailable, re.Error())
+	default:
+		p.log.Error("resolving sandbox", "namespace", route.Namespace, "sandbox", route.Name, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeDetail(w, http.StatusServiceUnavailable, "Could not resolve the backend sandbox: "+route.Name)
+	}
+}
+
+// rewrite points the outbound request at the pod. Path (escaped form included) and query are
+// kept as sent; Host becomes the pod address and the original goes in X-Forwarded-Host.
+func rewrite(pr *httputil.ProxyRequest) {
+	rc := routeFrom(pr.In.Context())
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = rc.host
+	pr.Out.URL.User = nil
+	pr.Out.Host = ""
+	pr.SetXForwarded()
+	// The caller's credentials are for the router, never for the sandbox.
+	pr.Out.Header.Del("Authorization")
+}
+
+// Reasons of sandbox_router_upstream_errors_total.
+const (
+	upstreamDial     = "dial"
+	upstreamTimeout  = "timeout"
+	upstreamCanceled = "canceled"
+	upstreamOther    = "other"
+)
+
+func classify(err error) string {
+	var op *net.OpError
+	var ne net.Error
+	switch {
+	case errors.As(err, &op) && op.Op == "dial":
+		return upstreamDial
+	case errors.Is(err, context.Canceled):
+		return upstreamCanceled
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return upstreamTimeout
+	}
+	return upstreamOther
+}
+
+func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	id := ""
+	if rc := routeFrom(r.Context()); rc != nil {
+		id = rc.route.Name
+	}
+	reason := classify(err)
+	p.metrics.upstreamError(reason)
+	switch reason {
+	case upstreamDial:
+		p.log.Warn("sandbox unreachable", "sandbox", id, "err", err)
+		writeDetail(w, http.StatusBadGateway, "Could not connect to the backend sandbox: "+id)
+	case upstreamTimeout:
+		p.log.Warn("sandbox timed out", "sandbox", id, "err", err)
+		writeDetail(w, http.StatusGatewayTimeout, "Timed out waiting for the backend sandbox: "+id)
+	case upstreamCanceled:
+		// The client went away; nobody reads this answer.
+		p.log.Debug("client canceled", "sandbox", id)
+		w.WriteHeader(http.StatusBadGateway)
+	default:
+		p.log.Warn("proxying failed", "sandbox", id, "err", err)
+		writeDetail(w, http.StatusBadGateway, "Error proxying to the backend sandbox: "+id)
+	}
+}
+
+// retryTransport picks the upstream protocol and retries failed dials. Only requests without a
+// body are retried, so nothing is ever sent twice; dial timeouts are not retried, since they
+// already took the whole dial timeout.
+type retryTransport struct {
+	h1, h2c  http.RoundTripper
+	resolver Resolver
+	metrics  *Metrics
+	retries  int
+	backoff  time.Duration
+}
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rt := t.h1
+	if req.ProtoMajor == 2 {
+		rt = t.h2c
+	}
+	delay := t.backoff
+	for attempt := 0; ; attempt++ {
+		resp, err := rt.RoundTrip(req)
+		if err == nil || attempt >= t.retries || !retryable(req, err) {
+			return resp, err
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-req.Context().Done():
+			timer.Stop()
+			return nil, err
+		case <-timer.C:
+		}
+		delay *= 2
+		t.metrics.retry()
+		// The pod may have been replaced meanwhile; follow the cache, and stop if the Sandbox is
+		// gone or no longer ready.
+		if next, ok := t.reresolve(req); ok {
+			req = next
+		} else {
+			return nil, err
+		}
+	}
+}
+
+func retryable(req *http.Request, err error) bool {
+	if req.Body != nil && req.Body != http.NoBody {
+		return false
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return false
+	}
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+func (t *retryTransport) reresolve(req *http.Request) (*http.Request, bool) {
+	rc := routeFrom(req.Context())
+	if rc == nil {
+		return req, true
+	}
+	target, err := t.resolver.Resolve(rc.route.Namespace, rc.route.Name)
+	if err != nil {
+		return nil, false
+	}
+	host := netip.AddrPortFrom(target.Addr, rc.route.Port).String()
+	if host == req.URL.Host {
+		return req, true
+	}
+	next := req.Clone(req.Context())
+	next.URL.Host = host
+	return next, true
+}
+
+// writeDetail writes the router's error shape, {"detail": msg}.
+func writeDetail(w http.ResponseWriter, code int, msg string) {
+	body, _ := json.Marshal(struct {
+		Detail string `json:"detail"`
+	}{msg})
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// bufferPool recycles the 32 KiB copy buffers of httputil.ReverseProxy.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

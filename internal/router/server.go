@@ -1,0 +1,273 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// ParseLevel maps --log-level to a slog level.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", s)
+	}
+	return l, nil
+}
+
+// NewLogger builds the process logger and routes client-go's and controller-runtime's logs into
+// it, so every line has one format.
+func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	l, err := ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
+	if format == "text" {
+		h = slog.NewTextHandler(w, opts)
+	}
+	log := slog.New(h)
+	klog.SetSlogLogger(log)
+	ctrllog.SetLogger(logr.FromSlogHandler(h))
+	return log, nil
+}
+
+// HandlerOptions assemble the proxy port's handler.
+type HandlerOptions struct {
+	Proxy     http.Handler
+	Auth      Authenticator // nil: no authentication
+	Metrics   *Metrics      // optional
+	Logger    *slog.Logger
+	AccessLog bool
+}
+
+// NewHandler stacks the proxy port: the gateway health check, metrics and access log,
+// authentication, then routing.
+func NewHandler(o HandlerOptions) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	var access *slog.Logger
+	if o.AccessLog {
+		access = o.Logger.With("logger", "access")
+	}
+	h := requireAuth(o.Auth, o.Metrics, o.Logger, o.Proxy)
+	h = instrument(o.Metrics, access, h)
+	return healthShortcut(h)
+}
+
+// healthShortcut answers GET /healthz without routing headers on the proxy port itself, for load
+// balancer and Gateway health checks; with X-Sandbox-ID the path belongs to the sandbox.
+func healthShortcut(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !hasSandboxID(r.Header) {
+			writeOK(w)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeOK(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+}
+
+// instrument counts, times and (when access is set) logs every request that reaches next.
+func instrument(m *Metrics, access *slog.Logger, next http.Handler) http.Handler {
+	if m == nil && access == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		if m != nil {
+			m.inflight.Inc()
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		// Deferred so that a stream aborted with http.ErrAbortHandler is still counted.
+		defer func() {
+			code := sw.status
+			if code == 0 {
+				code = http.StatusOK
+			}
+			elapsed := time.Since(start)
+			if m != nil {
+				method := methodLabel(r.Method)
+				m.inflight.Dec()
+				m.requests.WithLabelValues(codeLabel(code), method).Inc()
+				m.duration.WithLabelValues(method).Observe(elapsed.Seconds())
+			}
+			if access != nil {
+				access.LogAttrs(r.Context(), slog.LevelInfo, "request",
+					slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()),
+					slog.String("proto", r.Proto), slog.Int("code", code), slog.Duration("duration", elapsed),
+					slog.String("sandbox", r.Header.Get(HeaderSandboxID)),
+					slog.String("namespace", r.Header.Get(HeaderSandboxNamespace)),
+					slog.String("port", r.Header.Get(HeaderSandboxPort)),
+					slog.String("remote", r.RemoteAddr))
+			}
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// probeHandler serves the router's own endpoints, kept off the proxy port so that they never
+// shadow a sandbox path.
+func probeHandler(ready func() bool, m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeOK(w) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			writeDetail(w, http.StatusServiceUnavailable, "Sandbox cache not synced or shutting down.")
+			return
+		}
+		writeOK(w)
+	})
+	if m != nil {
+		mux.Handle("GET /metrics", m.Handler())
+	}
+	return mux
+}
+
+// RESTConfig loads the API client configuration: --kubeconfig, else $KUBECONFIG or
+// ~/.kube/config, else the in-cluster service account.
+func (o *Options) RESTConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading Kubernetes client config: %w", err)
+	}
+	cfg.QPS = float32(o.KubeAPIQPS)
+	cfg.Burst = o.KubeAPIBurst
+	cfg.UserAgent = "sandbox-router"
+	return cfg, nil
+}
+
+func (o *Options) authenticator(cfg *rest.Config, log *slog.Logger) (Authenticator, error) {
+	switch o.AuthMode {
+	case AuthModeToken:
+		t, err := o.SharedToken()
+		if err != nil {
+			return nil, err
+		}
+		return NewStaticTokenAuthenticator(t)
+	case AuthModeTokenReview:
+		c, err := authnv1client.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return NewTokenReviewAuthenticator(&KubeTokenReviewer{Client: c.TokenReviews(), Audiences: o.Audiences()},
+			o.TokenReviewTTL, o.TokenReviewCacheSize), nil
+	default:
+		log.Warn("--auth-mode none: any client that can reach the router can use every sandbox; use token or tokenreview outside development")
+		return nil, nil
+	}
+}
+
+// Run serves until ctx ends, then drains: /readyz fails first, in-flight requests get up to
+// --shutdown-timeout. Upgraded (WebSocket) connections end with the process.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cfg, err := o.RESTConfig()
+	if err != nil {
+		return err
+	}
+	auth, err := o.authenticator(cfg, log)
+	if err != nil {
+		return err
+	}
+	cache := NewSandboxCache(o.AllowLoopbackPodIP)
+	informers, err := cache.Attach(ctx, cfg, o.Namespace)
+	if err != nil {
+		return err
+	}
+	metrics := NewMetrics(cache.Len)
+	proxy := NewProxy(ProxyOptions{Resolver: cache, Metrics: metrics, Logger: log,
+		DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries})
+	defer proxy.Close()
+
+	var stopping atomic.Bool
+	ready := func() bool { return cache.HasSynced() && !stopping.Load() }
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	servers := []*http.Server{{
+		Addr:              o.Listen,
+		Handler:           NewHandler(HandlerOptions{Proxy: proxy, Auth: auth, Metrics: metrics, Logger: log, AccessLog: o.AccessLog}),
+		Protocols:         &protos,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		ErrorLog:          errLog,
+		// No ReadTimeout/WriteTimeout: exec streams and WebSockets last as long as they last.
+	}}
+	if o.ProbeListen != "" {
+		servers = append(servers, &http.Server{Addr: o.ProbeListen, Handler: probeHandler(ready, metrics),
+			ReadHeaderTimeout: 5 * time.Second, ErrorLog: errLog})
+	}
+	// Listen before serving so that a taken port fails the start, not a goroutine later.
+	listeners := make([]net.Listener, len(servers))
+	for i, s := range servers {
+		if listeners[i], err = net.Listen("tcp", s.Addr); err != nil {
+			for _, l := range listeners[:i] {
+				_ = l.Close()
+			}
+			return fmt.Errorf("listening on %s: %w", s.Addr, err)
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return informers.Start(gctx) })
+	g.Go(func() error {
+		if toolscache.WaitForCacheSync(gctx.Done(), cache.HasSynced) {
+			log.Info("sandbox cache synced", "sandboxes", cache.Len(), "namespace", o.Namespace)
+		}
+		return nil
+	})
+	for i, s := range servers {
+		log.Info("serving", "addr", listeners[i].Addr().String())
+		g.Go(func() error {
+			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serving %s: %w", s.Addr, err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		stopping.Store(true)
+		log.Info("shutting down", "timeout", o.ShutdownTimeout.String())
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), o.ShutdownTimeout)
+		defer cancel()
+		var errs []error
+		for _, s := range servers {
+			if err := s.Shutdown(sctx); err != nil {
+				errs = append(errs, fmt.Errorf("shutting down %s: %w", s.Addr, err))
+				_ = s.Close()
+			}
+		}
+		return errors.Join(errs...)
+	})
+	return g.Wait()
+}

@@ -1,0 +1,209 @@
+package router
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestHealthShortcut(t *testing.T) {
+	_, port := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "sandbox "+r.URL.Path)
+	}))
+	router := newRouter(t, routerOpts{resolver: &stubResolver{targets: map[string]Target{"default/sb": loopback}}})
+	client := h1Client(t)
+	tests := []struct {
+		name     string
+		method   string
+		id       string
+		wantCode int
+		wantBody string
+	}{
+		{"gateway health check", "GET", "", 200, `{"status":"ok"}` + "\n"},
+		{"head health check", "HEAD", "", 200, ""},
+		{"sandbox's own /healthz", "GET", "sb", 200, "sandbox /healthz"},
+		{"post is not a health check", "POST", "", 400, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := client.Do(routed(t, tt.method, router.URL+"/healthz", tt.id, port, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(t, resp)
+			if resp.StatusCode != tt.wantCode || (tt.wantBody != "" && body != tt.wantBody) {
+				t.Fatalf("got %d %q, want %d %q", resp.StatusCode, body, tt.wantCode, tt.wantBody)
+			}
+		})
+	}
+}
+
+func TestProbeEndpoints(t *testing.T) {
+	var mu sync.Mutex
+	ready := false
+	m := NewMetrics(func() int { return 3 })
+	srv := httptest.NewServer(probeHandler(func() bool { mu.Lock(); defer mu.Unlock(); return ready }, m))
+	t.Cleanup(srv.Close)
+	client := h1Client(t)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, readAll(t, resp)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("healthz = %d", code)
+	}
+	if code, _ := get("/readyz"); code != 503 {
+		t.Fatalf("readyz before sync = %d", code)
+	}
+	mu.Lock()
+	ready = true
+	mu.Unlock()
+	if code, _ := get("/readyz"); code != 200 {
+		t.Fatalf("readyz after sync = %d", code)
+	}
+	m.requests.WithLabelValues("200", "GET").Inc()
+	m.upstreamError(upstreamDial)
+	m.duration.WithLabelValues("GET").Observe(0.001)
+	code, body := get("/metrics")
+	if code != 200 {
+		t.Fatalf("metrics = %d", code)
+	}
+	for _, want := range []string{
+		`sandbox_router_requests_total{code="200",method="GET"} 1`,
+		`sandbox_router_upstream_errors_total{reason="dial"} 1`,
+		`sandbox_router_cache_sandboxes 3`,
+		`sandbox_router_request_duration_seconds_bucket`,
+		`sandbox_router_inflight_requests 0`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if code, _ := get("/other"); code != 404 {
+		t.Fatalf("unknown path = %d", code)
+	}
+}
+
+// The access log names the route and status and never carries the caller's token.
+func TestAccessLogOmitsToken(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	a, _ := NewStaticTokenAuthenticator("very-secret-token")
+	h := NewHandler(HandlerOptions{
+		Proxy:     NewProxy(ProxyOptions{Resolver: &stubResolver{}}),
+		Auth:      a,
+		Logger:    log,
+		AccessLog: true,
+	})
+	for _, tok := range []string{"very-secret-token", "wrong-secret-token"} {
+		req := httptest.NewRequest("GET", "/p?q=1", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set(HeaderSandboxID, "missing")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if strings.Contains(out, "secret-token") {
+		t.Fatalf("token logged: %s", out)
+	}
+	for _, want := range []string{`"sandbox":"missing"`, `"code":404`, `"code":401`, `"path":"/p"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("access log lacks %s: %s", want, out)
+		}
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestOptions(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	o := DefaultOptions()
+	o.BindFlags(fs)
+	if err := fs.Parse([]string{"--namespace", "team", "--auth-mode", "tokenreview", "--tokenreview-ttl", "5s",
+		"--tokenreview-audiences", "a, b,,", "--listen", ":9000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if o.Namespace != "team" || o.TokenReviewTTL != 5*time.Second || o.Listen != ":9000" || o.ProbeListen != ":8081" {
+		t.Fatalf("parsed %+v", o)
+	}
+	if got := o.Audiences(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Fatalf("audiences = %q", got)
+	}
+	bad := []func(*Options){
+		func(o *Options) { o.AuthMode = "allow-all" },
+		func(o *Options) { o.Listen = "" },
+		func(o *Options) { o.Namespace = "Bad_NS" },
+		func(o *Options) { o.LogLevel = "loud" },
+		func(o *Options) { o.LogFormat = "xml" },
+		func(o *Options) { o.AuthMode = AuthModeTokenReview; o.TokenReviewCacheSize = 0 },
+	}
+	for i, mutate := range bad {
+		o := DefaultOptions()
+		mutate(&o)
+		if err := o.Validate(); err == nil {
+			t.Errorf("case %d: invalid options accepted: %+v", i, o)
+		}
+	}
+}
+
+func TestSharedToken(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvAuthToken, "from-env")
+	tests := []struct {
+		file    string
+		want    string
+		wantErr bool
+	}{
+		{file, "from-file", false},
+		{"", "from-env", false},
+		{empty, "", true},
+		{filepath.Join(dir, "absent"), "", true},
+	}
+	for _, tt := range tests {
+		o := Options{AuthTokenFile: tt.file}
+		got, err := o.SharedToken()
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("file %q: got %q, %v", tt.file, got, err)
+		}
+	}
+	t.Setenv(EnvAuthToken, "")
+	if _, err := (&Options{}).SharedToken(); err == nil {
+		t.Error("no token source accepted")
+	}
+}
