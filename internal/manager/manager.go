@@ -33,15 +33,15 @@ import (
 // Options configures the manager. The zero value is usable: no metrics or probe listeners,
 // no leader election.
 type Options struct {
-	MetricsAddr          string // "0" or "" disables
-	ProbeAddr            string // "" disables
-	LeaderElection       bool
-	LeaderElectionID     string
-	LeaderElectionNS     string
-	ClusterDomain        string
-	SandboxWorkers       int
-	ClaimWorkers         int
-	SkipNameValidation   bool // tests start several managers in one process
+	MetricsAddr        string // "0" or "" disables
+	ProbeAddr          string // "" disables
+	LeaderElection     bool
+	LeaderElectionID   string
+	LeaderElectionNS   string
+	ClusterDomain      string
+	SandboxWorkers     int
+	ClaimWorkers       int
+	SkipNameValidation bool // tests start several managers in one process
 	// Router is who may reach sandboxes under a template's default NetworkPolicy.
 	Router sandboxtemplate.RouterPeer
 	// RefillQuiet is how long pool refills wait after the last claim (default 250ms).

@@ -33,7 +33,7 @@ func aTemplate(ns, name string) *extv1alpha1.SandboxTemplate {
 func aPool(ns, name, template string, replicas int32) *extv1alpha1.SandboxWarmPool {
 	return &extv1alpha1.SandboxWarmPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: extv1alpha1.SandboxWarmPoolSpec{Replicas: replicas, TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}},
+		Spec:       extv1alpha1.SandboxWarmPoolSpec{Replicas: replicas, TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}},
 	}
 }
 

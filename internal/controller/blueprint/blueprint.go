@@ -23,7 +23,7 @@ var defaultNameservers = []string{"8.8.8.8", "1.1.1.1"}
 // edits do not change it, so they never make warm sandboxes stale.
 func Hash(tmpl *extv1alpha1.SandboxTemplate) string {
 	data, _ := json.Marshal(struct {
-		Spec corev1.PodSpec                                  `json:"spec"`
+		Spec corev1.PodSpec                                 `json:"spec"`
 		VCTs []agentsv1alpha1.PersistentVolumeClaimTemplate `json:"vcts,omitempty"`
 	}{tmpl.Spec.PodTemplate.Spec, tmpl.Spec.VolumeClaimTemplates})
 	h := fnv.New64a()

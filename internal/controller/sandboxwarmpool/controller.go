@@ -160,4 +160,3 @@ func joinErrs(errs []error) error {
 	}
 	return fmt.Errorf("%v (and %d more)", out[0], len(out)-1)
 }
-

@@ -81,7 +81,9 @@ func (e *expectations) unseenCreates(pool types.NamespacedName) int {
 	return len(e.creates[pool])
 }
 
-func (e *expectations) pendingCreates(pool types.NamespacedName) bool { return e.unseenCreates(pool) > 0 }
+func (e *expectations) pendingCreates(pool types.NamespacedName) bool {
+	return e.unseenCreates(pool) > 0
+}
 
 func (e *expectations) forget(pool types.NamespacedName) {
 	e.mu.Lock()
