@@ -1,0 +1,147 @@
+// Command sandboxd is the runtime daemon inside a sandbox pod. It serves the
+// command, file and watch API plus the legacy python-runtime API on one
+// port (HTTP/1.1 and h2c). See docs/sandboxd-api.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		os.Exit(2)
+	}
+	// Commands must not inherit the token.
+	_ = os.Unsetenv("SANDBOXD_TOKEN")
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := sandboxd.Run(ctx, cfg); err != nil {
+		cfg.Logger.Error("sandboxd failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+// parseConfig reads flags, falling back to SANDBOXD_* environment variables
+// (and the python runtime's variables) for anything not given on the command line.
+func parseConfig(args []string, getenv func(string) string, out io.Writer) (sandboxd.Config, error) {
+	env := func(keys ...string) string {
+		for _, k := range keys {
+			if v := getenv(k); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	fset := flag.NewFlagSet("sandboxd", flag.ContinueOnError)
+	fset.SetOutput(out)
+	fset.Usage = func() {
+		fmt.Fprintf(out, "Usage: sandboxd [flags]\n\nThe runtime daemon of an agent sandbox. Every flag also reads SANDBOXD_<NAME> from the environment.\n\nFlags:\n")
+		fset.PrintDefaults()
+	}
+	listen := fset.String("listen", or(env("SANDBOXD_LISTEN"), ":8888"), "address to serve HTTP/1.1 and h2c on (SANDBOXD_LISTEN)")
+	root := fset.String("root", or(env("SANDBOXD_ROOT", "SANDBOX_BASE_DIR"), "/workspace"), "sandbox root for files and working directories; created if missing (SANDBOXD_ROOT)")
+	token := fset.String("token", "", "bearer token required on every endpoint but /healthz and GET /; prefer SANDBOXD_TOKEN or --token-file")
+	tokenFile := fset.String("token-file", env("SANDBOXD_TOKEN_FILE"), "file holding the bearer token (SANDBOXD_TOKEN_FILE)")
+	execTimeout := fset.String("exec-timeout", or(env("SANDBOXD_EXEC_TIMEOUT"), legacySeconds(env("SANDBOX_EXEC_TIMEOUT_SECONDS")), "300s"), "default command timeout (SANDBOXD_EXEC_TIMEOUT)")
+	maxOutput := fset.Int64("max-output", 10<<20, "bytes kept per output stream of a buffered command (SANDBOXD_MAX_OUTPUT)")
+	shutdownTimeout := fset.String("shutdown-timeout", or(env("SANDBOXD_SHUTDOWN_TIMEOUT"), "10s"), "grace period for requests and commands on SIGTERM (SANDBOXD_SHUTDOWN_TIMEOUT)")
+	logLevel := fset.String("log-level", or(env("SANDBOXD_LOG_LEVEL"), "info"), "debug, info, warn or error (SANDBOXD_LOG_LEVEL)")
+	logFormat := fset.String("log-format", or(env("SANDBOXD_LOG_FORMAT"), "json"), "json or text (SANDBOXD_LOG_FORMAT)")
+	if v := env("SANDBOXD_MAX_OUTPUT"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return sandboxd.Config{}, fmt.Errorf("SANDBOXD_MAX_OUTPUT: %w", err)
+		}
+		*maxOutput = n
+	}
+	if err := fset.Parse(args); err != nil {
+		return sandboxd.Config{}, err
+	}
+	if fset.NArg() > 0 {
+		return sandboxd.Config{}, fmt.Errorf("unexpected arguments: %v", fset.Args())
+	}
+
+	cfg := sandboxd.Config{Listen: *listen, Root: *root, MaxOutput: *maxOutput, Version: version}
+	var err error
+	if cfg.ExecTimeout, err = positiveDuration("exec-timeout", *execTimeout); err != nil {
+		return cfg, err
+	}
+	if cfg.ShutdownTimeout, err = positiveDuration("shutdown-timeout", *shutdownTimeout); err != nil {
+		return cfg, err
+	}
+	if cfg.MaxOutput <= 0 {
+		return cfg, errors.New("max-output must be positive")
+	}
+	cfg.Token = or(*token, env("SANDBOXD_TOKEN"))
+	if cfg.Token == "" && *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return cfg, fmt.Errorf("token-file: %w", err)
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return cfg, fmt.Errorf("log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch *logFormat {
+	case "json":
+		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	case "text":
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	default:
+		return cfg, fmt.Errorf("log-format must be json or text, not %q", *logFormat)
+	}
+	return cfg, nil
+}
+
+func or(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// legacySeconds converts the python runtime's SANDBOX_EXEC_TIMEOUT_SECONDS.
+func legacySeconds(v string) string {
+	if v == "" {
+		return ""
+	}
+	return v + "s"
+}
+
+func positiveDuration(name, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s must be positive", name)
+	}
+	return d, nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestParseConfig(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, listen, root, token string, execTimeout, shutdown time.Duration, maxOut int64)
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			check: func(t *testing.T, listen, root, token string, et, sd time.Duration, mo int64) {
+				if listen != ":8888" || root != "/workspace" || token != "" || et != 300*time.Second || sd != 10*time.Second || mo != 10<<20 {
+					t.Fatalf("%q %q %q %v %v %d", listen, root, token, et, sd, mo)
+				}
+			},
+		},
+		{
+			name: "env fallbacks",
+			env: map[string]string{
+				"SANDBOXD_LISTEN": ":9999", "SANDBOXD_ROOT": "/r", "SANDBOXD_TOKEN": "tok",
+				"SANDBOXD_EXEC_TIMEOUT": "5s", "SANDBOXD_SHUTDOWN_TIMEOUT": "1s", "SANDBOXD_MAX_OUTPUT": "77",
+			},
+			check: func(t *testing.T, listen, root, token string, et, sd time.Duration, mo int64) {
+				if listen != ":9999" || root != "/r" || token != "tok" || et != 5*time.Second || sd != time.Second || mo != 77 {
+					t.Fatalf("%q %q %q %v %v %d", listen, root, token, et, sd, mo)
+				}
+			},
+		},
+		{
+			name: "python runtime variables",
+			env:  map[string]string{"SANDBOX_EXEC_TIMEOUT_SECONDS": "42", "SANDBOX_BASE_DIR": "/app"},
+			check: func(t *testing.T, listen, root, token string, et, sd time.Duration, mo int64) {
+				if et != 42*time.Second || root != "/app" {
+					t.Fatalf("%v %q", et, root)
+				}
+			},
+		},
+		{
+			name: "flags beat env",
+			args: []string{"--listen", "127.0.0.1:1", "--root=/x", "--token", "flag", "--exec-timeout", "2m", "--max-output", "5"},
+			env:  map[string]string{"SANDBOXD_LISTEN": ":9999", "SANDBOXD_TOKEN": "env", "SANDBOXD_MAX_OUTPUT": "77"},
+			check: func(t *testing.T, listen, root, token string, et, sd time.Duration, mo int64) {
+				if listen != "127.0.0.1:1" || root != "/x" || token != "flag" || et != 2*time.Minute || mo != 5 {
+					t.Fatalf("%q %q %q %v %d", listen, root, token, et, mo)
+				}
+			},
+		},
+		{
+			name: "token file",
+			args: []string{"--token-file", tokenFile},
+			check: func(t *testing.T, listen, root, token string, et, sd time.Duration, mo int64) {
+				if token != "from-file" {
+					t.Fatalf("token %q", token)
+				}
+			},
+		},
+		{name: "bad duration", args: []string{"--exec-timeout", "soon"}, wantErr: "exec-timeout"},
+		{name: "zero duration", args: []string{"--shutdown-timeout", "0s"}, wantErr: "shutdown-timeout must be positive"},
+		{name: "bad max output env", env: map[string]string{"SANDBOXD_MAX_OUTPUT": "lots"}, wantErr: "SANDBOXD_MAX_OUTPUT"},
+		{name: "bad log level", args: []string{"--log-level", "loud"}, wantErr: "log-level"},
+		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected arguments"},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string { return tc.env[k] }
+			cfg, err := parseConfig(tc.args, getenv, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Logger == nil {
+				t.Fatal("no logger")
+			}
+			tc.check(t, cfg.Listen, cfg.Root, cfg.Token, cfg.ExecTimeout, cfg.ShutdownTimeout, cfg.MaxOutput)
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out strings.Builder
+	_, err := parseConfig([]string{"--help"}, func(string) string { return "" }, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err %v", err)
+	}
+	for _, f := range []string{"-listen", "-root", "-token", "-exec-timeout", "-max-output", "-shutdown-timeout"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("help lacks %s", f)
+		}
+	}
+}

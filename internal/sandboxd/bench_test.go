@@ -1,0 +1,68 @@
+package sandboxd
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func BenchmarkExecRoundTrip(b *testing.B) {
+	e := newEnv(b)
+	body := []byte(`{"argv":["true"]}`)
+	client := e.ts.Client()
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := client.Post(e.ts.URL+"/v1/exec", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(out), `"exitCode":0`) {
+			b.Fatalf("%d %s", resp.StatusCode, out)
+		}
+	}
+}
+
+var mib = bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+
+func BenchmarkFileWrite1MiB(b *testing.B) {
+	e := newEnv(b)
+	client := e.ts.Client()
+	b.SetBytes(int64(len(mib)))
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequestWithContext(context.Background(), "PUT", e.ts.URL+"/v1/files/bench/blob", bytes.NewReader(mib))
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}
+
+func BenchmarkFileRead1MiB(b *testing.B) {
+	e := newEnv(b)
+	e.writeFile("bench/blob", string(mib))
+	client := e.ts.Client()
+	b.SetBytes(int64(len(mib)))
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := client.Get(e.ts.URL + "/v1/files/bench/blob")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if n != int64(len(mib)) {
+			b.Fatalf("read %d bytes", n)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package sandboxd
+
+import (
+	"bytes"
+	"context"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+)
+
+// cappedBuffer keeps the first max bytes written and remembers whether more
+// arrived.
+type cappedBuffer struct {
+	max       int64
+	buf       bytes.Buffer
+	truncated bool
+}
+
+func (b *cappedBuffer) write(p []byte) {
+	room := b.max - int64(b.buf.Len())
+	if int64(len(p)) > room {
+		p = p[:max(room, 0)]
+		b.truncated = true
+	}
+	b.buf.Write(p)
+}
+
+// wantsNDJSON reports whether the client asked for a streamed response.
+func wantsNDJSON(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && mt == wire.ContentTypeNDJSON {
+			return true
+		}
+	}
+	return false
+}
+
+// handleExec serves POST /v1/exec, buffered or (Accept: application/x-ndjson)
+// streamed.
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	var req wire.ExecRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if req.TTY {
+		s.writeErr(w, badRequest("tty is only supported on /v1/exec/ws"))
+		return
+	}
+	sp, err := s.buildSpec(&req, s.cfg.ExecTimeout)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if wantsNDJSON(r) {
+		s.execStream(w, r, sp)
+		return
+	}
+	res := s.execBuffered(r.Context(), sp, "buffered")
+	writeJSON(w, http.StatusOK, res)
+}
+
+// execBuffered runs sp to completion and collects its output.
+func (s *Server) execBuffered(ctx context.Context, sp *execSpec, mode string) wire.ExecResult {
+	out := [2]*cappedBuffer{{max: sp.maxOutput}, {max: sp.maxOutput}}
+	res := s.run(ctx, sp, false, func(i int, p []byte) { out[i].write(p) }, nil)
+	s.metrics.observeExec(mode, res)
+	return wire.ExecResult{
+		Stdout:          out[0].buf.String(),
+		Stderr:          out[1].buf.String(),
+		ExitCode:        res.exitCode,
+		TimedOut:        res.timedOut,
+		StdoutTruncated: out[0].truncated,
+		StderrTruncated: out[1].truncated,
+		DurationMs:      res.duration.Milliseconds(),
+	}
+}
+
+// frameStream turns emit callbacks from the output readers into an ordered
+// channel of frames for a single writer, and stops blocking the readers
+// once the writer gave up (client gone).
+type frameStream struct {
+	ch       chan wire.Frame
+	gone     chan struct{}
+	goneOnce sync.Once
+}
+
+func newFrameStream() *frameStream {
+	return &frameStream{ch: make(chan wire.Frame, 64), gone: make(chan struct{})}
+}
+
+var streamFrameTypes = [2]string{wire.FrameStdout, wire.FrameStderr}
+
+func (fs *frameStream) emit(i int, p []byte) {
+	f := wire.Frame{Type: streamFrameTypes[i], Data: bytes.Clone(p)}
+	select {
+	case fs.ch <- f:
+	case <-fs.gone:
+	}
+}
+
+func (fs *frameStream) abandon() { fs.goneOnce.Do(func() { close(fs.gone) }) }
+
+// ndjsonWriter writes one JSON line per frame and flushes when nothing else
+// is queued, so output reaches the client as it is produced.
+type ndjsonWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startNDJSON(w http.ResponseWriter) *ndjsonWriter {
+	w.Header().Set("Content-Type", wire.ContentTypeNDJSON)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	nw := &ndjsonWriter{w: w, rc: http.NewResponseController(w)}
+	_ = nw.rc.Flush()
+	return nw
+}
+
+func (nw *ndjsonWriter) write(v any, flush bool) error {
+	b := append(marshal(v), '\n')
+	if _, err := nw.w.Write(b); err != nil {
+		return err
+	}
+	if flush {
+		return nw.rc.Flush()
+	}
+	return nil
+}
+
+// execStream runs sp and streams its output as NDJSON frames.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *execSpec) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	nw := startNDJSON(w)
+	fs := newFrameStream()
+	var res result
+	go func() {
+		res = s.run(ctx, sp, false, fs.emit, nil)
+		close(fs.ch)
+	}()
+	for f := range fs.ch {
+		if err := nw.write(f, len(fs.ch) == 0); err != nil {
+			fs.abandon()
+			cancel() // nobody is listening: kill the command
+		}
+	}
+	s.metrics.observeExec("stream", res)
+	_ = nw.write(wire.Frame{Type: wire.FrameExit, ExitCode: res.exitCode, TimedOut: res.timedOut}, true)
+}

@@ -1,0 +1,565 @@
+// Package sandboxd is the runtime daemon that runs inside a sandbox pod: it
+// runs commands (buffered, streamed as NDJSON, interactive over WebSocket,
+// or in the background), moves files under one root directory, watches it,
+// and serves the legacy python-runtime API, all on one HTTP port that
+// speaks HTTP/1.1 and h2c.
+package sandboxd
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// Listen is the address Run listens on (default ":8888").
+	Listen string
+	// Root is the directory all file paths and working directories live in
+	// (default "/workspace"); it is created if missing.
+	Root string
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every endpoint except /healthz and GET /.
+	Token string
+	// ExecTimeout is the default timeout of buffered and streamed commands
+	// and of the legacy /execute (default 300s).
+	ExecTimeout time.Duration
+	// MaxOutput caps each output stream of a buffered command (default 10 MiB).
+	MaxOutput int64
+	// ShutdownTimeout is how long Run waits for requests and foreground
+	// commands before killing them (default 10s).
+	ShutdownTimeout time.Duration
+	// ProcessLogBytes is the ring buffer size per stream of a background
+	// process (default 1 MiB).
+	ProcessLogBytes int
+	// KillGrace is the time between SIGTERM and SIGKILL when a process
+	// group is killed (default 2s).
+	KillGrace time.Duration
+	// Shell runs "command" strings as Shell -c (default "/bin/sh").
+	Shell string
+	// Version is reported by /metadata.
+	Version string
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = ":8888"
+	}
+	if c.Root == "" {
+		c.Root = "/workspace"
+	}
+	if c.ExecTimeout <= 0 {
+		c.ExecTimeout = 300 * time.Second
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = 10 << 20
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.ProcessLogBytes <= 0 {
+		c.ProcessLogBytes = 1 << 20
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = 2 * time.Second
+	}
+	if c.Shell == "" {
+		c.Shell = "/bin/sh"
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Server is the sandboxd HTTP handler. Create it with New and release it
+// with Close.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	res       resolver
+	root      *os.Root // every file operation goes through it
+	startTime time.Time
+	hostname  string
+	metrics   *metrics
+	procs     *processTable
+	routes    []route
+
+	mu       sync.Mutex
+	running  map[*command]struct{} // foreground commands, killed on shutdown
+	draining bool                  // shutting down: no new commands
+	closed   bool
+	execWG   sync.WaitGroup // foreground commands in flight
+}
+
+// New validates cfg, creates the root directory if needed, and returns a
+// Server ready to serve.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := os.MkdirAll(cfg.Root, 0o755); err != nil {
+		return nil, fmt.Errorf("create root: %w", err)
+	}
+	abs, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("root: %w", err)
+	}
+	// The resolver compares real paths, so the root itself must be one.
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("root: %w", err)
+	}
+	root, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("open root: %w", err)
+	}
+	host, _ := os.Hostname()
+	s := &Server{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		res:       resolver{root: real},
+		root:      root,
+		startTime: time.Now().UTC(),
+		hostname:  host,
+		running:   map[*command]struct{}{},
+	}
+	s.cfg.Root = real
+	s.procs = newProcessTable(s)
+	s.metrics = newMetrics(s.procs)
+	s.routes = s.buildRoutes()
+	return s, nil
+}
+
+// Close kills every running command (foreground and background), waits for
+// them to be reaped and releases the root. The handler must not be used
+// afterwards.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.killForeground()
+	s.procs.closeAll()
+	s.execWG.Wait()
+	return s.root.Close()
+}
+
+// Serve serves on ln until ctx is done, then shuts down gracefully: it stops
+// accepting, waits up to ShutdownTimeout for requests and commands, then
+// kills what is left. It closes the Server before returning.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true) // h2c with prior knowledge
+	hs := &http.Server{
+		Handler:           s,
+		Protocols:         &protos,
+		ReadHeaderTimeout: 15 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("sandboxd listening", "addr", ln.Addr().String(), "root", s.cfg.Root, "auth", s.cfg.Token != "")
+
+	select {
+	case err := <-errc:
+		_ = s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	shutErr := hs.Shutdown(sctx)
+	// Shutdown does not track hijacked (WebSocket) connections; wait for the
+	// commands they run as well, within the same deadline. From here on a
+	// new command is killed at once, which also keeps execWG.Add from racing
+	// with the Wait below.
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	execDone := make(chan struct{})
+	go func() { s.execWG.Wait(); close(execDone) }()
+	select {
+	case <-execDone:
+	case <-sctx.Done():
+	}
+	if shutErr != nil || sctx.Err() != nil {
+		// Time is up: kill what still runs, end watch and follow streams,
+		// and let the handlers write their final frames before closing.
+		s.log.Warn("shutdown timeout: killing running commands")
+		s.killForeground()
+		cancelBase()
+		kctx, kcancel := context.WithTimeout(context.Background(), s.cfg.KillGrace+2*time.Second)
+		defer kcancel()
+		if err := hs.Shutdown(kctx); err != nil {
+			_ = hs.Close()
+		}
+		select {
+		case <-execDone:
+		case <-kctx.Done():
+		}
+	}
+	cancelBase()
+	<-errc
+	err := s.Close()
+	s.log.Info("sandboxd stopped")
+	return err
+}
+
+// Run creates a Server from cfg, listens on cfg.Listen and serves until ctx
+// is done.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		_ = s.Close()
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
+
+// trackForeground registers a running foreground command so shutdown can
+// kill it and wait for it. It returns false when the server is closing; the
+// caller then kills the command itself.
+func (s *Server) trackForeground(c *command) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.draining {
+		return false
+	}
+	s.running[c] = struct{}{}
+	s.execWG.Add(1) // under mu: never concurrent with Close's Wait at zero
+	return true
+}
+
+func (s *Server) untrackForeground(c *command) {
+	s.mu.Lock()
+	_, ok := s.running[c]
+	delete(s.running, c)
+	s.mu.Unlock()
+	if ok {
+		s.execWG.Done()
+	}
+}
+
+func (s *Server) killForeground() {
+	s.mu.Lock()
+	cmds := make([]*command, 0, len(s.running))
+	for c := range s.running {
+		cmds = append(cmds, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cmds {
+		go c.terminate(s.cfg.KillGrace)
+	}
+}
+
+// ---- routing ----
+
+// route is one endpoint. With prefix set, the pattern is a prefix and the
+// rest of the (decoded, uncleaned) URL path is the file path argument. We do
+// our own routing because http.ServeMux cleans paths and redirects "..",
+// which would turn an escape attempt into a redirect instead of a 403.
+type route struct {
+	method  string
+	pattern string // exact path, or prefix ending in "/" when prefix is set
+	prefix  bool
+	name    string // metrics label
+	public  bool   // no token needed
+	h       func(w http.ResponseWriter, r *http.Request, arg string)
+}
+
+func (s *Server) buildRoutes() []route {
+	exact := func(method, p string, h http.HandlerFunc) route {
+		return route{method: method, pattern: p, name: p, h: func(w http.ResponseWriter, r *http.Request, _ string) { h(w, r) }}
+	}
+	file := func(method, p string, h func(http.ResponseWriter, *http.Request, string)) route {
+		return route{method: method, pattern: p, prefix: true, name: p + "{path}", h: h}
+	}
+	rs := []route{
+		exact("GET", "/", s.handleLegacyRoot),
+		exact("GET", "/healthz", s.handleHealth),
+		exact("GET", "/metadata", s.handleMetadata),
+		exact("GET", "/metrics", s.handleMetrics),
+		exact("POST", "/v1/exec", s.handleExec),
+		exact("GET", "/v1/exec/ws", s.handleExecWS),
+		exact("POST", "/v1/processes", s.handleStartProcess),
+		exact("GET", "/v1/processes", s.handleListProcesses),
+		{method: "GET", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.handleProcessGet},
+		{method: "POST", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}/signal", h: s.handleProcessPost},
+		{method: "DELETE", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.handleProcessDelete},
+		file("GET", "/v1/files/", s.handleGetFile),
+		file("PUT", "/v1/files/", s.handlePutFile),
+		file("DELETE", "/v1/files/", s.handleDeleteFile),
+		file("POST", "/v1/mkdir/", s.handleMkdir),
+		file("GET", "/v1/stat/", s.handleStat),
+		file("GET", "/v1/list/", s.handleList),
+		file("GET", "/v1/watch/", s.handleWatch),
+		exact("POST", "/execute", s.handleLegacyExecute),
+		exact("POST", "/upload", s.handleLegacyUpload),
+		file("GET", "/download/", s.handleLegacyDownload),
+		file("GET", "/list/", s.handleLegacyList),
+		file("GET", "/exists/", s.handleLegacyExists),
+	}
+	for i := range rs {
+		if rs[i].pattern == "/" || rs[i].pattern == "/healthz" {
+			rs[i].public = true
+		}
+	}
+	return rs
+}
+
+// match finds the route for r. It returns the route, the path argument, and
+// the methods allowed on the path when only the method did not match.
+func (s *Server) match(r *http.Request) (*route, string, []string) {
+	p := r.URL.Path
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	var allowed []string
+	for i := range s.routes {
+		rt := &s.routes[i]
+		arg, ok := "", false
+		switch {
+		case !rt.prefix:
+			ok = p == rt.pattern
+		case strings.HasPrefix(p, rt.pattern):
+			arg, ok = p[len(rt.pattern):], true
+		case p == strings.TrimSuffix(rt.pattern, "/"): // "/v1/list" lists the root
+			ok = true
+		}
+		if !ok {
+			continue
+		}
+		if rt.method == method {
+			return rt, arg, nil
+		}
+		allowed = append(allowed, rt.method)
+	}
+	return nil, "", allowed
+}
+
+// ServeHTTP routes, authenticates, instruments and logs one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	rt, arg, allowed := s.match(r)
+	name := "unmatched"
+	if rt != nil {
+		name = rt.name
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panic", "route", name, "panic", fmt.Sprint(v))
+			if !sw.wrote {
+				writeError(sw, http.StatusInternalServerError, "internal error")
+			}
+		}
+		code := sw.status
+		if code == 0 {
+			code = http.StatusOK
+		}
+		d := time.Since(start)
+		s.metrics.observeRequest(name, r.Method, code, d)
+		s.log.Debug("request", "method", r.Method, "route", name, "status", code, "duration", d)
+	}()
+
+	switch {
+	case rt == nil && len(allowed) > 0:
+		slices.Sort(allowed)
+		sw.Header().Set("Allow", strings.Join(slices.Compact(allowed), ", "))
+		writeError(sw, http.StatusMethodNotAllowed, "method not allowed")
+	case rt == nil:
+		writeError(sw, http.StatusNotFound, "not found")
+	case !rt.public && !s.authorized(r):
+		sw.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
+		writeError(sw, http.StatusUnauthorized, "unauthorized")
+	default:
+		rt.h(sw, r, arg)
+	}
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	const pfx = "Bearer "
+	if len(h) < len(pfx) || !strings.EqualFold(h[:len(pfx)], pfx) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(h[len(pfx):]), []byte(s.cfg.Token)) == 1
+}
+
+// statusWriter records the status code. Unwrap keeps http.ResponseController
+// and the WebSocket hijack working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote || code == http.StatusSwitchingProtocols {
+		w.status = code
+	}
+	if code >= 200 {
+		w.wrote = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush lets code that type-asserts http.Flusher keep working.
+func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// ---- small endpoints and helpers ----
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, wire.Health{Status: "ok"})
+}
+
+// capabilities lets clients feature-detect instead of parsing versions.
+var capabilities = []string{
+	"exec", "exec.stream", "exec.ws", "pty", "processes",
+	"files", "files.tar", "watch", "legacy", "h2c", "metrics",
+}
+
+func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, wire.Metadata{
+		Version:      s.cfg.Version,
+		Hostname:     s.hostname,
+		Root:         s.cfg.Root,
+		PID:          os.Getpid(),
+		StartTime:    s.startTime,
+		Capabilities: capabilities,
+	})
+}
+
+// marshal encodes v like the python runtime did: compact, no HTML escaping,
+// no trailing newline.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(`{"error":"encoding response failed"}`)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b := marshal(v)
+	w.Header().Set("Content-Type", wire.ContentTypeJSON)
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, wire.Error{Error: msg})
+}
+
+// apiError carries an HTTP status with a client-facing message.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// writeErr maps an error to a status: apiError as given, resolver and file
+// system errors to 403/400/404/409, anything else to 500.
+func (s *Server) writeErr(w http.ResponseWriter, err error) {
+	status, msg := errorStatus(err)
+	if status >= 500 {
+		s.log.Error("request failed", "error", err)
+	}
+	writeError(w, status, msg)
+}
+
+func errorStatus(err error) (int, string) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.msg
+	case errors.Is(err, errEscape), isRootEscape(err):
+		return http.StatusForbidden, errEscape.Error()
+	case errors.Is(err, errInvalidPath):
+		return http.StatusBadRequest, errInvalidPath.Error()
+	case errors.Is(err, os.ErrNotExist):
+		return http.StatusNotFound, "not found"
+	case errors.Is(err, os.ErrPermission):
+		return http.StatusForbidden, "permission denied"
+	case errors.Is(err, os.ErrExist):
+		return http.StatusConflict, "already exists"
+	case errors.Is(err, syscall.ENOTDIR):
+		return http.StatusConflict, "a parent of the path is not a directory"
+	case errors.Is(err, syscall.EISDIR):
+		return http.StatusConflict, "path is a directory"
+	case errors.Is(err, syscall.ELOOP):
+		return http.StatusBadRequest, "too many levels of symbolic links"
+	}
+	return http.StatusInternalServerError, err.Error()
+}
+
+// isRootEscape recognises os.Root's own refusal, which only happens when a
+// path changed under us between resolve and use.
+func isRootEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// decodeJSON reads a JSON request body of at most 16 MiB.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 16<<20))
+	if err := dec.Decode(v); err != nil {
+		return badRequest("invalid JSON body: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package sandboxd
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// writeTar streams the directory rel as a tar archive whose entry names are
+// relative to rel. Symlinks are stored as links and never followed, so the
+// archive cannot leak anything outside the root.
+func (s *Server) writeTar(w http.ResponseWriter, r *http.Request, rel string) {
+	w.Header().Set("Content-Type", "application/x-tar")
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	tw := tar.NewWriter(w)
+	err := fs.WalkDir(s.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == rel {
+				return err
+			}
+			s.log.Warn("tar: skipping unreadable entry", "path", p, "error", err)
+			return nil
+		}
+		if p == rel {
+			return nil
+		}
+		name := p
+		if rel != "." {
+			name = strings.TrimPrefix(p, rel+"/")
+		}
+		return s.addTarEntry(tw, p, name, d)
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		// The status line is gone; cut the stream so the client sees a
+		// broken archive rather than a silently short one.
+		s.log.Error("tar download failed", "path", rel, "error", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
+	info, err := d.Info()
+	if err != nil {
+		return nil // vanished meanwhile
+	}
+	link := ""
+	switch {
+	case info.Mode()&fs.ModeSymlink != 0:
+		if link, err = s.root.Readlink(p); err != nil {
+			return nil
+		}
+	case info.IsDir(), info.Mode().IsRegular():
+	default:
+		return nil // sockets, fifos and devices do not travel
+	}
+	hdr, err := tar.FileInfoHeader(info, link)
+	if err != nil {
+		return err
+	}
+	hdr.Name = filepath.ToSlash(name)
+	if info.IsDir() {
+		hdr.Name += "/"
+	}
+	hdr.Uname, hdr.Gname = "", ""
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return nil
+	}
+	f, err := s.root.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// Copy exactly the size announced in the header, even if the file grows.
+	_, err = io.CopyN(tw, f, hdr.Size)
+	return err
+}
+
+// extractTar serves PUT /v1/files/{path} with a tar body: entries are
+// extracted under path (created if needed). Entry names that climb out of
+// path, or resolve outside the root through a symlink (including one made by
+// an earlier entry of the same archive), are refused with 400; entries
+// extracted before the bad one stay.
+func (s *Server) extractTar(w http.ResponseWriter, r *http.Request, arg string) {
+	dest, err := s.res.resolve(arg, true)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if err := s.root.MkdirAll(dest, 0o755); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	if err := s.untar(tar.NewReader(r.Body), dest); err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	info, err := s.statInfo(dest)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+type dirMeta struct {
+	rel   string
+	mode  fs.FileMode
+	mtime time.Time
+}
+
+func (s *Server) untar(tr *tar.Reader, dest string) error {
+	var dirs []dirMeta
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return badRequest("reading tar: %v", err)
+		}
+		target, err := s.tarTarget(dest, hdr.Name)
+		if err != nil {
+			return err
+		}
+		mode := hdr.FileInfo().Mode().Perm()
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := s.root.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+			if target != dest { // leave the destination's own mode alone
+				dirs = append(dirs, dirMeta{target, mode, hdr.ModTime})
+			}
+		case tar.TypeReg, tar.TypeRegA:
+			if err := s.writeFileAtomic(target, tr, mode); err != nil {
+				return err
+			}
+			_ = s.root.Chtimes(target, hdr.ModTime, hdr.ModTime)
+		case tar.TypeSymlink:
+			// The link may point anywhere: every later use of it goes
+			// through the resolver, which refuses to follow it out.
+			if err := s.replaceWith(target, func() error { return s.root.Symlink(hdr.Linkname, target) }); err != nil {
+				return err
+			}
+		case tar.TypeLink:
+			old, err := s.tarTarget(dest, hdr.Linkname)
+			if err != nil {
+				return err
+			}
+			if err := s.replaceWith(target, func() error { return s.root.Link(old, target) }); err != nil {
+				return err
+			}
+		default:
+			// Devices, fifos and the like are not ours to create.
+		}
+	}
+	// Directory modes and times last: a read-only directory must not stop
+	// its own entries from being written, and writing bumps mtimes.
+	for _, d := range slices.Backward(dirs) {
+		_ = s.root.Chmod(d.rel, d.mode)
+		_ = s.root.Chtimes(d.rel, d.mtime, d.mtime)
+	}
+	return nil
+}
+
+// tarTarget maps an entry name to a root-relative path under dest. A leading
+// "/" is dropped, as tar(1) does.
+func (s *Server) tarTarget(dest, name string) (string, error) {
+	clean, err := cleanRel(strings.TrimLeft(name, "/"))
+	if err != nil {
+		return "", &apiError{http.StatusBadRequest, fmt.Sprintf("tar entry %q: %v", name, err)}
+	}
+	if clean == "" {
+		return dest, nil
+	}
+	target, err := s.res.resolve(path.Join(filepath.ToSlash(dest), clean), false)
+	if err != nil {
+		return "", &apiError{http.StatusBadRequest, fmt.Sprintf("tar entry %q: %v", name, err)}
+	}
+	return target, nil
+}
+
+// replaceWith removes whatever non-directory sits at target, creates the
+// parent, then runs create.
+func (s *Server) replaceWith(target string, create func() error) error {
+	if err := s.mkdirParents(filepath.Dir(target)); err != nil {
+		return err
+	}
+	if fi, err := s.root.Lstat(target); err == nil {
+		if fi.IsDir() {
+			return &apiError{http.StatusConflict, fmt.Sprintf("%s: is a directory", displayPath(target))}
+		}
+		if err := s.root.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return create()
+}

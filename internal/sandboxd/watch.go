@@ -1,0 +1,141 @@
+package sandboxd
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+)
+
+// handleWatch serves GET /v1/watch/{path}[?recursive=true]: an NDJSON stream
+// of file system events until the client goes away. The response headers
+// are flushed once the watch is in place, so a client may start changing
+// files as soon as it has them.
+func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string) {
+	rel, err := s.res.resolve(arg, true)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	abs := filepath.Join(s.cfg.Root, rel)
+	fi, err := s.root.Stat(rel)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	defer watcher.Close()
+
+	recursive := queryBool(r, "recursive") && fi.IsDir()
+	// A single file is watched through its directory (fsnotify loses a file
+	// watch when an editor replaces the file) and events are filtered.
+	only := ""
+	if fi.IsDir() {
+		err = s.addWatches(watcher, abs, recursive)
+	} else {
+		only = abs
+		err = watcher.Add(filepath.Dir(abs))
+	}
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	nw := startNDJSON(w)
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-watcher.Events:
+			if !ok {
+				return
+			}
+			if only != "" && ev.Name != only {
+				continue
+			}
+			if recursive && ev.Has(fsnotify.Create) {
+				// New directories join the watch; errors just mean it vanished.
+				if fi, err := s.root.Lstat(s.relOf(ev.Name)); err == nil && fi.IsDir() {
+					_ = s.addWatches(watcher, ev.Name, true)
+				}
+			}
+			if err := s.writeEvents(nw, ev, len(watcher.Events) == 0); err != nil {
+				return
+			}
+		case err, ok := <-watcher.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				if nw.write(wire.WatchEvent{Op: wire.OpOverflow}, true) != nil {
+					return
+				}
+				continue
+			}
+			s.log.Warn("watch error", "error", err)
+		}
+	}
+}
+
+// addWatches watches dir and, when recursive, every directory below it.
+// Symlinked directories are not followed.
+func (s *Server) addWatches(w *fsnotify.Watcher, dir string, recursive bool) error {
+	if !recursive {
+		return w.Add(dir)
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if err := w.Add(p); err != nil && p == dir {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+var watchOps = []struct {
+	op   fsnotify.Op
+	name string
+}{
+	{fsnotify.Create, wire.OpCreate},
+	{fsnotify.Write, wire.OpWrite},
+	{fsnotify.Remove, wire.OpRemove},
+	{fsnotify.Rename, wire.OpRename},
+	{fsnotify.Chmod, wire.OpChmod},
+}
+
+// writeEvents writes one line per operation in ev.
+func (s *Server) writeEvents(nw *ndjsonWriter, ev fsnotify.Event, flush bool) error {
+	p := displayPath(s.relOf(ev.Name))
+	for _, o := range watchOps {
+		if ev.Has(o.op) {
+			if err := nw.write(wire.WatchEvent{Op: o.name, Path: p}, flush); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// relOf turns an absolute path under the root into a root-relative one.
+func (s *Server) relOf(abs string) string {
+	rel, err := filepath.Rel(s.cfg.Root, abs)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return abs
+	}
+	return rel
+}

@@ -1,0 +1,251 @@
+// Package wire holds the JSON shapes sandboxd speaks on the wire, shared by
+// the daemon and the Go SDK. docs/sandboxd-api.md is the prose reference.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Content types used by sandboxd.
+const (
+	ContentTypeJSON   = "application/json"
+	ContentTypeNDJSON = "application/x-ndjson"
+	ContentTypeTar    = "application/x-tar"
+	ContentTypeOctet  = "application/octet-stream"
+)
+
+// ExecRequest describes a command for POST /v1/exec, POST /v1/processes and
+// the first message of GET /v1/exec/ws. Exactly one of Argv and Command is set.
+type ExecRequest struct {
+	// Argv is executed directly; Argv[0] is looked up in PATH (the request's
+	// PATH when Env sets one).
+	Argv []string `json:"argv,omitempty"`
+	// Command is run through /bin/sh -c.
+	Command string `json:"command,omitempty"`
+	// Env is added to (and overrides) the daemon's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd is relative to the sandbox root (a leading "/" also means the root).
+	Cwd string `json:"cwd,omitempty"`
+	// TimeoutSeconds bounds the run; 0 means the server default (buffered and
+	// NDJSON exec) or no limit (WebSocket sessions, background processes).
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
+	// Stdin and StdinBase64 are mutually exclusive; stdin is closed after it.
+	Stdin       string `json:"stdin,omitempty"`
+	StdinBase64 string `json:"stdinBase64,omitempty"`
+	// MaxOutputBytes caps each of stdout and stderr in buffered mode; it can
+	// only lower the server's limit.
+	MaxOutputBytes int64 `json:"maxOutputBytes,omitempty"`
+	// TTY, Cols and Rows request a pseudo-terminal (WebSocket only).
+	TTY  bool   `json:"tty,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+}
+
+// ExecResult is the response of a buffered POST /v1/exec.
+type ExecResult struct {
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	ExitCode        int    `json:"exitCode"`
+	TimedOut        bool   `json:"timedOut"`
+	StdoutTruncated bool   `json:"stdoutTruncated"`
+	StderrTruncated bool   `json:"stderrTruncated"`
+	DurationMs      int64  `json:"durationMs"`
+}
+
+// Frame types. Server to client: stdout, stderr, exit, error. Client to
+// server (WebSocket only): stdin, stdin_eof, signal, resize.
+const (
+	FrameStdout   = "stdout"
+	FrameStderr   = "stderr"
+	FrameExit     = "exit"
+	FrameError    = "error"
+	FrameStdin    = "stdin"
+	FrameStdinEOF = "stdin_eof"
+	FrameSignal   = "signal"
+	FrameResize   = "resize"
+)
+
+// Frame is one NDJSON line or one WebSocket text message. Data is raw bytes
+// and travels as standard base64. Only the fields that belong to Type are
+// written (see MarshalJSON), so an exit frame always carries exitCode and
+// timedOut, even when they are zero.
+type Frame struct {
+	Type     string `json:"type"`
+	Data     []byte `json:"data,omitempty"`
+	ExitCode int    `json:"exitCode,omitempty"`
+	TimedOut bool   `json:"timedOut,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	Cols     uint16 `json:"cols,omitempty"`
+	Rows     uint16 `json:"rows,omitempty"`
+}
+
+// MarshalJSON writes only the fields relevant to f.Type.
+func (f Frame) MarshalJSON() ([]byte, error) {
+	switch f.Type {
+	case FrameStdout, FrameStderr, FrameStdin:
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Data []byte `json:"data"`
+		}{f.Type, f.Data})
+	case FrameExit:
+		return json.Marshal(struct {
+			Type     string `json:"type"`
+			ExitCode int    `json:"exitCode"`
+			TimedOut bool   `json:"timedOut"`
+		}{f.Type, f.ExitCode, f.TimedOut})
+	case FrameError:
+		return json.Marshal(struct {
+			Type  string `json:"type"`
+			Error string `json:"error"`
+		}{f.Type, f.Error})
+	case FrameSignal:
+		return json.Marshal(struct {
+			Type   string `json:"type"`
+			Signal string `json:"signal"`
+		}{f.Type, f.Signal})
+	case FrameResize:
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Cols uint16 `json:"cols"`
+			Rows uint16 `json:"rows"`
+		}{f.Type, f.Cols, f.Rows})
+	default:
+		type plain Frame // drop the method to avoid recursion
+		return json.Marshal(plain(f))
+	}
+}
+
+// Error is the body of every non-2xx response of the /v1 API.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Metadata is the body of GET /metadata.
+type Metadata struct {
+	Version      string    `json:"version"`
+	Hostname     string    `json:"hostname"`
+	Root         string    `json:"root"`
+	PID          int       `json:"pid"`
+	StartTime    time.Time `json:"startTime"`
+	Capabilities []string  `json:"capabilities"`
+}
+
+// FileInfo describes one file system entry. Stat and list describe the entry
+// itself: a symlink has IsSymlink set and LinkTarget filled, and is not
+// followed.
+type FileInfo struct {
+	Name       string    `json:"name"`
+	Path       string    `json:"path"` // relative to the root, slash-separated, "." for the root
+	Size       int64     `json:"size"`
+	Mode       string    `json:"mode"` // permission bits in octal, e.g. "0644"
+	ModTime    time.Time `json:"modTime"`
+	IsDir      bool      `json:"isDir"`
+	IsSymlink  bool      `json:"isSymlink"`
+	LinkTarget string    `json:"linkTarget,omitempty"`
+}
+
+// ListResponse is the body of GET /v1/list/{path}.
+type ListResponse struct {
+	Entries []FileInfo `json:"entries"`
+}
+
+// WatchEvent is one NDJSON line of GET /v1/watch/{path}.
+type WatchEvent struct {
+	Op   string `json:"op"` // create, write, remove, rename, chmod, or overflow
+	Path string `json:"path"`
+}
+
+// Watch operations.
+const (
+	OpCreate   = "create"
+	OpWrite    = "write"
+	OpRemove   = "remove"
+	OpRename   = "rename"
+	OpChmod    = "chmod"
+	OpOverflow = "overflow" // the kernel dropped events; rescan if it matters
+)
+
+// StartProcessResponse is the body of POST /v1/processes.
+type StartProcessResponse struct {
+	ID  string `json:"id"`
+	PID int    `json:"pid"`
+}
+
+// Process describes a background process.
+type Process struct {
+	ID        string     `json:"id"`
+	PID       int        `json:"pid"`
+	Argv      []string   `json:"argv,omitempty"`
+	Command   string     `json:"command,omitempty"`
+	Cwd       string     `json:"cwd"`
+	StartedAt time.Time  `json:"startedAt"`
+	Running   bool       `json:"running"`
+	ExitCode  *int       `json:"exitCode"` // null while running
+	ExitedAt  *time.Time `json:"exitedAt,omitempty"`
+	TimedOut  bool       `json:"timedOut"`
+}
+
+// ProcessList is the body of GET /v1/processes.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
+// ProcessLogs is the body of GET /v1/processes/{id}/logs. The buffers keep
+// the most recent output; the Truncated flags say older output was dropped.
+type ProcessLogs struct {
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdoutTruncated"`
+	StderrTruncated bool   `json:"stderrTruncated"`
+}
+
+// SignalRequest is the body of POST /v1/processes/{id}/signal.
+type SignalRequest struct {
+	Signal string `json:"signal"`
+}
+
+// Legacy API shapes (the python runtime's wire format, kept byte for byte).
+
+// LegacyExecuteRequest is the body of POST /execute.
+type LegacyExecuteRequest struct {
+	Command string `json:"command"`
+}
+
+// LegacyExecuteResponse is the response of POST /execute.
+type LegacyExecuteResponse struct {
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// LegacyMessage is the body of legacy status and error responses.
+type LegacyMessage struct {
+	Message string `json:"message"`
+}
+
+// LegacyStatus is the body of GET /.
+type LegacyStatus struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// LegacyListEntry is one element of GET /list/{path}.
+type LegacyListEntry struct {
+	Name    string  `json:"name"`
+	Size    int64   `json:"size"`
+	Type    string  `json:"type"` // "file" or "directory"
+	ModTime float64 `json:"mod_time"`
+}
+
+// LegacyExists is the body of GET /exists/{path}.
+type LegacyExists struct {
+	Path   string `json:"path"`
+	Exists bool   `json:"exists"`
+}
