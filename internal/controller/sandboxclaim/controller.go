@@ -70,7 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if at, due := expiry(claim, sb, r.now()); due {
+	if at, due := expiry(claim, r.now()); due {
 		return r.expire(ctx, claim, original, sb, at)
 	}
 
@@ -100,7 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.writeStatus(ctx, original, claim); err != nil {
 		return ctrl.Result{}, err
 	}
-	if at, ok := expiry(claim, sb, r.now()); ok || !at.IsZero() {
+	if at, _ := expiry(claim, r.now()); !at.IsZero() {
 		return ctrl.Result{RequeueAfter: max(at.Sub(r.now()), time.Millisecond)}, nil
 	}
 	return ctrl.Result{}, nil

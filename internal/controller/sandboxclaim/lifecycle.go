@@ -18,12 +18,18 @@ import (
 // expiry returns when the claim ends — the earlier of spec.lifecycle.shutdownTime and the
 // mirrored Finished condition's time plus ttlSecondsAfterFinished — and whether that has come.
 // The zero time means never.
-func expiry(claim *extv1alpha1.SandboxClaim, _ *agentsv1alpha1.Sandbox, now time.Time) (time.Time, bool) {
+func expiry(claim *extv1alpha1.SandboxClaim, now time.Time) (at time.Time, due bool) {
+	at, _ = endOf(claim)
+	return at, !at.IsZero() && !now.Before(at)
+}
+
+// endOf returns when the claim ends and whether that is the finished-TTL (which removes the
+// claim) rather than shutdownTime (which follows shutdownPolicy).
+func endOf(claim *extv1alpha1.SandboxClaim) (at time.Time, byTTL bool) {
 	lc := claim.Spec.Lifecycle
 	if lc == nil {
 		return time.Time{}, false
 	}
-	var at time.Time
 	if lc.ShutdownTime != nil {
 		at = lc.ShutdownTime.Time
 	}
@@ -31,11 +37,11 @@ func expiry(claim *extv1alpha1.SandboxClaim, _ *agentsv1alpha1.Sandbox, now time
 		if f := meta.FindStatusCondition(claim.Status.Conditions, extv1alpha1.ClaimConditionFinished); f != nil && f.Status == metav1.ConditionTrue {
 			ttlAt := f.LastTransitionTime.Add(time.Duration(*lc.TTLSecondsAfterFinished) * time.Second)
 			if at.IsZero() || ttlAt.Before(at) {
-				at = ttlAt
+				at, byTTL = ttlAt, true
 			}
 		}
 	}
-	return at, !at.IsZero() && !now.Before(at)
+	return at, byTTL
 }
 
 // expire ends the claim per shutdownPolicy: Delete and DeleteForeground delete the claim (the
@@ -43,6 +49,10 @@ func expiry(claim *extv1alpha1.SandboxClaim, _ *agentsv1alpha1.Sandbox, now time
 // until they are gone); Retain deletes the Sandbox and keeps the claim, marked expired.
 func (r *Reconciler) expire(ctx context.Context, claim, original *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, at time.Time) (ctrl.Result, error) {
 	policy := claim.Spec.Lifecycle.ShutdownPolicy
+	if _, byTTL := endOf(claim); byTTL && policy != extv1alpha1.ShutdownPolicyDeleteForeground {
+		// ttlSecondsAfterFinished removes the finished claim itself.
+		policy = extv1alpha1.ShutdownPolicyDelete
+	}
 	if !claimExpired(original) {
 		r.event(claim, corev1.EventTypeNormal, extv1alpha1.ReasonClaimExpired, "Claim expired at %s (shutdownPolicy %s)", at.UTC().Format(time.RFC3339), policyOrDefault(policy))
 	}

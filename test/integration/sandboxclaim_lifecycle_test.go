@@ -1,0 +1,151 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+func TestClaimEnvInjectionPolicies(t *testing.T) {
+	cases := []struct {
+		name       string
+		policy     extv1alpha1.EnvVarsInjectionPolicy
+		env        []extv1alpha1.EnvVar
+		wantReason string            // Ready reason when rejected
+		wantEnv    map[string]string // env of the first container when accepted
+	}{
+		{"disallowed rejects any env", extv1alpha1.EnvVarsInjectionPolicyDisallowed,
+			[]extv1alpha1.EnvVar{{Name: "NEW", Value: "1"}}, extv1alpha1.ReasonEnvVarsInjectionRejected, nil},
+		{"allowed adds a new variable", extv1alpha1.EnvVarsInjectionPolicyAllowed,
+			[]extv1alpha1.EnvVar{{Name: "NEW", Value: "1"}}, "", map[string]string{"PRESET": "template", "NEW": "1"}},
+		{"allowed never overrides", extv1alpha1.EnvVarsInjectionPolicyAllowed,
+			[]extv1alpha1.EnvVar{{Name: "PRESET", Value: "claim"}}, extv1alpha1.ReasonEnvVarsInjectionRejected, nil},
+		{"overrides replaces", extv1alpha1.EnvVarsInjectionPolicyOverrides,
+			[]extv1alpha1.EnvVar{{Name: "PRESET", Value: "claim"}}, "", map[string]string{"PRESET": "claim"}},
+		{"unknown container is rejected", extv1alpha1.EnvVarsInjectionPolicyOverrides,
+			[]extv1alpha1.EnvVar{{Name: "X", Value: "1", ContainerName: "nope"}}, extv1alpha1.ReasonEnvVarsInjectionRejected, nil},
+	}
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tmplName, claimName := fmt.Sprintf("env-%d", i), fmt.Sprintf("env-claim-%d", i)
+			tmpl := aTemplate(ns, tmplName)
+			tmpl.Spec.EnvVarsInjectionPolicy = tc.policy
+			claim := aClaim(ns, claimName, tmplName)
+			claim.Spec.Env = tc.env
+			mustCreateObj(t, tmpl, claim)
+			if tc.wantReason != "" {
+				eventually(t, "rejected", claimReadyIs(t, ns, claimName, metav1.ConditionFalse, tc.wantReason))
+				if msg := exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName}}, false)(); msg != "" {
+					t.Errorf("a rejected claim got a sandbox: %s", msg)
+				}
+				return
+			}
+			eventually(t, "Ready", claimReadyIs(t, ns, claimName, metav1.ConditionTrue, ""))
+			pod := podOf(ns, claimName)
+			eventually(t, "pod", exists(pod, true))
+			got := map[string]string{}
+			for _, e := range pod.Spec.Containers[0].Env {
+				got[e.Name] = e.Value
+			}
+			for k, v := range tc.wantEnv {
+				if got[k] != v {
+					t.Errorf("pod env %s = %q, want %q (all: %v)", k, got[k], v, got)
+				}
+			}
+		})
+	}
+}
+
+func TestClaimWithAnInvalidPodLabelGetsAReason(t *testing.T) {
+	ns := newNamespace(t)
+	claim := aClaim(ns, "bad-label", "tpl")
+	claim.Spec.AdditionalPodMetadata.Labels = map[string]string{"team": "not a valid label value!"}
+	mustCreateObj(t, aTemplate(ns, "tpl"), claim)
+	eventually(t, "Ready=False/InvalidMetadata", claimReadyIs(t, ns, "bad-label", metav1.ConditionFalse, extv1alpha1.ReasonInvalidMetadata))
+}
+
+func TestClaimWarmPoolPolicySelectsPools(t *testing.T) {
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "fast", "tpl", 1), aPool(ns, "secure", "tpl", 1))
+	eventually(t, "fast ready", poolReady(t, ns, "fast", 1))
+	eventually(t, "secure ready", poolReady(t, ns, "secure", 1))
+
+	mustCreateObj(t, withWarmPool(aClaim(ns, "fresh", "tpl"), "none"), withWarmPool(aClaim(ns, "picky", "tpl"), "secure"))
+	eventually(t, "fresh Ready", claimReadyIs(t, ns, "fresh", metav1.ConditionTrue, ""))
+	eventually(t, "picky Ready", claimReadyIs(t, ns, "picky", metav1.ConditionTrue, ""))
+	if got := getClaim(t, ns, "fresh").Status.SandboxStatus.Name; got != "fresh" {
+		t.Errorf("warmpool none got %q, want a fresh sandbox named after the claim", got)
+	}
+	picked := getSandbox(t, ns, getClaim(t, ns, "picky").Status.SandboxStatus.Name)
+	if picked.GenerateName != "secure-" {
+		t.Errorf("warmpool secure adopted %s (generateName %q), want a member of pool secure", picked.Name, picked.GenerateName)
+	}
+}
+
+func TestClaimShutdownPolicies(t *testing.T) {
+	cases := []struct {
+		policy    extv1alpha1.ShutdownPolicy
+		wantClaim bool
+	}{
+		{extv1alpha1.ShutdownPolicyDelete, false},
+		{extv1alpha1.ShutdownPolicyDeleteForeground, false},
+		{extv1alpha1.ShutdownPolicyRetain, true},
+	}
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	mustCreateObj(t, aTemplate(ns, "tpl"))
+	for i, tc := range cases {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			name := fmt.Sprintf("expiring-%d", i)
+			claim := aClaim(ns, name, "tpl")
+			claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{ShutdownTime: &metav1.Time{Time: time.Now().Add(3 * time.Second)}, ShutdownPolicy: tc.policy}
+			mustCreateObj(t, claim)
+			eventually(t, "Ready before expiry", claimReadyIs(t, ns, name, metav1.ConditionTrue, ""))
+
+			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			eventually(t, "sandbox deleted at shutdownTime", exists(sb, false))
+			eventually(t, "pod deleted", exists(podOf(ns, name), false))
+			eventually(t, "claim presence", exists(&extv1alpha1.SandboxClaim{ObjectMeta: claim.ObjectMeta}, tc.wantClaim))
+			if tc.wantClaim {
+				eventually(t, "Ready=False/ClaimExpired", claimReadyIs(t, ns, name, metav1.ConditionFalse, extv1alpha1.ReasonClaimExpired))
+			}
+		})
+	}
+}
+
+func TestClaimRemovedTTLAfterFinishing(t *testing.T) {
+	ns := newNamespace(t)
+	claim := aClaim(ns, "job", "tpl")
+	claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{TTLSecondsAfterFinished: ptr.To[int32](1)}
+	mustCreateObj(t, aTemplate(ns, "tpl"), claim)
+	setPodStatus(t, waitForPod(t, ns, "job"), podState{phase: corev1.PodSucceeded})
+	eventually(t, "claim removed after it finished", exists(&extv1alpha1.SandboxClaim{ObjectMeta: claim.ObjectMeta}, false))
+}
+
+func TestDeletingAClaimLeavesNothingBehind(t *testing.T) {
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	tmpl := aTemplate(ns, "tpl")
+	tmpl.Spec.VolumeClaimTemplates = aSandbox(ns, "x").withHomeVolume().sb.Spec.VolumeClaimTemplates
+	claim := aClaim(ns, "gone", "tpl")
+	mustCreateObj(t, tmpl, claim)
+	eventually(t, "Ready", claimReadyIs(t, ns, "gone", metav1.ConditionTrue, ""))
+	if err := k8s.Delete(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "sandbox gone", exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}, false))
+	eventually(t, "pod gone", exists(podOf(ns, "gone"), false))
+	eventually(t, "service gone", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}, false))
+	eventually(t, "PVC gone", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-gone"}}, false))
+}
