@@ -19,9 +19,19 @@ func TestClaimColdStartsFromTheTemplate(t *testing.T) {
 	claim := aClaim(ns, "session-1", "python")
 	claim.Labels = map[string]string{"cognition.io/user": "alice"}
 	claim.Spec.AdditionalPodMetadata.Labels = map[string]string{"tenant": "acme"}
-	mustCreateObj(t, aTemplate(ns, "python"), claim)
+	mustCreateObj(t, aTemplate(ns, "python"))
+	mark := controllerWrites.mark()
+	mustCreateObj(t, claim)
 
 	eventually(t, "claim Ready with pod IPs", claimReadyIs(t, ns, "session-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	var cold []write
+	for _, w := range controllerWrites.since(mark, ns) {
+		if containsAny(w.path, "/sandboxclaims/session-1", "/sandboxes/session-1", "/pods/session-1", "/services/session-1") {
+			cold = append(cold, w)
+		}
+	}
+	// Reported, not asserted: the cost a warm claim avoids (compare the warm test's count).
+	t.Logf("controller writes for one cold claim: %d %v", len(cold), cold)
 	got := getClaim(t, ns, "session-1")
 	if got.Status.SandboxStatus.Name != "session-1" {
 		t.Errorf("status.sandbox.name = %q, want the claim's name for a cold start", got.Status.SandboxStatus.Name)
