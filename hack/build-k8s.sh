@@ -100,7 +100,20 @@ build_one() {
   log "built $bin in $((SECONDS - start))s"
 }
 
+# kwok refuses to start without Stage objects; the stock ones ship in its module.
+copy_kwok_stages() {
+  [[ -d "$BIN_DIR/kwok-stages" ]] && return
+  local dir mod
+  dir="$(prepare_tool_module "kwok-$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")"
+  mod="$(cd "$dir" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  cp -r "$mod/kustomize/stage" "$BIN_DIR/kwok-stages.tmp" && chmod -R u+w "$BIN_DIR/kwok-stages.tmp"
+  mv "$BIN_DIR/kwok-stages.tmp" "$BIN_DIR/kwok-stages"
+}
+
 exec 9>"$BIN_DIR/.lock"
 flock 9
-for b in "${bins[@]}"; do build_one "$b"; done
+for b in "${bins[@]}"; do
+  build_one "$b"
+  if [[ "$b" == kwok ]]; then copy_kwok_stages; fi
+done
 echo "$BIN_DIR"

@@ -20,6 +20,7 @@ func main() {
 	var opts manager.Options
 	fs := flag.CommandLine
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "Address to serve net/http/pprof on (off when empty).")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles; enable when running more than one.")
 	fs.StringVar(&opts.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the pod's namespace).")
@@ -29,6 +30,8 @@ func main() {
 	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", 250*time.Millisecond, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
 	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")
 	routerLabels := fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods.")
+	qps := fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies).")
+	burst := fs.Int("kube-api-burst", 400, "Client-side burst of API requests.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
@@ -50,6 +53,7 @@ func main() {
 		log.Error(err, "loading kubeconfig")
 		os.Exit(1)
 	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		log.Error(err, "building manager")

@@ -46,6 +46,8 @@ type Options struct {
 	Router sandboxtemplate.RouterPeer
 	// RefillQuiet is how long pool refills wait after the last claim (default 250ms).
 	RefillQuiet time.Duration
+	// PprofAddr serves net/http/pprof when set (profiling the hot path in benchmarks).
+	PprofAddr string
 }
 
 // NewScheme returns a scheme with the core Kubernetes kinds and ours.
@@ -78,6 +80,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+		PprofBindAddress:              opts.PprofAddr,
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              leaderID,

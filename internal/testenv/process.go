@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // process is a child process with its output in a log file, stopped by pid.
@@ -20,34 +19,51 @@ type process struct {
 	done    chan error
 }
 
-func startControllerManager(env *envtest.Environment, assets string) (*process, error) {
-	user, err := env.AddUser(envtest.User{Name: "kube-controller-manager", Groups: []string{"system:masters"}}, nil)
+func (e *Env) startControllerManager(simulatedNodes bool) error {
+	kubeconfig, err := e.Kubeconfig("kube-controller-manager")
 	if err != nil {
-		return nil, fmt.Errorf("creating a kube-controller-manager user: %w", err)
+		return err
 	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		return nil, err
+	// Only what tests rely on: ownerReference cascades, namespace cleanup, and the removal of
+	// the pvc-protection finalizer so deleted PVCs really go. Not the node lifecycle controller:
+	// it would taint simulated nodes whose heartbeats lag under load.
+	controllers := "garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller"
+	if simulatedNodes {
+		controllers += ",serviceaccount-controller"
 	}
-	dir, err := os.MkdirTemp("", "testenv-kcm-")
-	if err != nil {
-		return nil, err
-	}
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		return nil, err
-	}
-	return startProcess("kube-controller-manager", dir, filepath.Join(assets, "kube-controller-manager"),
-		"--kubeconfig="+kubeconfigPath,
-		// Only what tests rely on: ownerReference cascades, namespace cleanup, and the removal
-		// of the pvc-protection finalizer so deleted PVCs really go.
-		"--controllers=garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller",
+	return e.start("kube-controller-manager",
+		"--kubeconfig="+kubeconfig,
+		"--controllers="+controllers,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--concurrent-gc-syncs=10",
-		"--kube-api-qps=200",
-		"--kube-api-burst=400",
+		"--kube-api-qps=500",
+		"--kube-api-burst=1000",
 	)
+}
+
+func (e *Env) startScheduler() error {
+	kubeconfig, err := e.Kubeconfig("kube-scheduler")
+	if err != nil {
+		return err
+	}
+	// The default client QPS (50) caps scheduling near 50 pods/s on its own.
+	return e.start("kube-scheduler",
+		"--kubeconfig="+kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--kube-api-qps=1000",
+		"--kube-api-burst=2000",
+	)
+}
+
+func (e *Env) start(name string, args ...string) error {
+	p, err := startProcess(name, e.dataDir, e.Binary(name), args...)
+	if err != nil {
+		return err
+	}
+	e.procs = append(e.procs, p)
+	return nil
 }
 
 func startProcess(name, dir, path string, args ...string) (*process, error) {

@@ -22,6 +22,15 @@ type Options struct {
 	// ControllerManager starts kube-controller-manager with the garbage collector and the
 	// namespace controller.
 	ControllerManager bool
+	// Scheduler starts kube-scheduler (needed for pods to land on kwok nodes).
+	Scheduler bool
+	// KwokNodes starts kwok and registers that many simulated nodes that run pods instantly.
+	KwokNodes int
+	// AuditLogPath, when set, makes the API server log every write (user, verb, object) there
+	// as JSON lines, so benchmarks can count writes per client.
+	AuditLogPath string
+	// DataDir holds logs and kubeconfigs of the processes started; a temp dir when empty.
+	DataDir string
 }
 
 // Env is a running control plane.
@@ -29,8 +38,10 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 
-	env *envtest.Environment
-	kcm *process
+	env     *envtest.Environment
+	procs   []*process // stopped in reverse order
+	dataDir string
+	assets  string
 }
 
 // Start brings up the control plane with our CRDs installed.
@@ -52,11 +63,21 @@ func Start(opts Options) (*Env, error) {
 	// Tests don't need durability; fsync dominates etcd's cost on small VMs.
 	env.ControlPlane.Etcd = &envtest.Etcd{}
 	env.ControlPlane.Etcd.Configure().Append("unsafe-no-fsync", "true")
+	if opts.DataDir == "" {
+		if opts.DataDir, err = os.MkdirTemp("", "testenv-"); err != nil {
+			return nil, err
+		}
+	}
+	if opts.AuditLogPath != "" {
+		if err := configureAudit(env, opts.DataDir, opts.AuditLogPath); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
-	e := &Env{Config: cfg, env: env}
+	e := &Env{Config: cfg, env: env, dataDir: opts.DataDir, assets: assets}
 	scheme, err := manager.NewScheme()
 	if err != nil {
 		_ = e.Stop()
@@ -67,7 +88,19 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	if opts.ControllerManager {
-		if e.kcm, err = startControllerManager(env, assets); err != nil {
+		if err := e.startControllerManager(opts.KwokNodes > 0); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
+	}
+	if opts.Scheduler {
+		if err := e.startScheduler(); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
+	}
+	if opts.KwokNodes > 0 {
+		if err := e.startKwok(opts.KwokNodes); err != nil {
 			_ = e.Stop()
 			return nil, err
 		}
@@ -78,8 +111,8 @@ func Start(opts Options) (*Env, error) {
 // Stop stops every process Start started, by pid.
 func (e *Env) Stop() error {
 	var errs []error
-	if e.kcm != nil {
-		errs = append(errs, e.kcm.stop())
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		errs = append(errs, e.procs[i].stop())
 	}
 	errs = append(errs, e.env.Stop())
 	return errors.Join(errs...)
@@ -102,3 +135,21 @@ func repoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// Kubeconfig writes a kubeconfig for a new user of the API server (in system:masters) and
+// returns its path; the user's name is what the audit log records for its requests.
+func (e *Env) Kubeconfig(user string) (string, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("creating user %s: %w", user, err)
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(e.dataDir, user+".kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// Binary is the path of a Kubernetes binary in the assets folder.
+func (e *Env) Binary(name string) string { return filepath.Join(e.assets, name) }

@@ -61,18 +61,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	m := classify(pool, members, nil, &r.expect)
-
 	tmpl := &extv1alpha1.SandboxTemplate{}
 	err = r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl)
 	if apierrors.IsNotFound(err) {
+		// Keep reporting what exists; the template watch brings us back when it appears.
 		r.Recorder.Eventf(pool, corev1.EventTypeWarning, ReasonTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
-		return ctrl.Result{}, r.writeStatus(ctx, pool, m)
+		return ctrl.Result{}, r.writeStatus(ctx, pool, classify(pool, members, nil, &r.expect))
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	m = classify(pool, members, tmpl, &r.expect)
+	m := classify(pool, members, tmpl, &r.expect)
 
 	var result ctrl.Result
 	var errs []error

@@ -1,0 +1,142 @@
+// Command bench-claims measures SandboxClaim latency and cost on a real control plane with
+// simulated (kwok) nodes: open-loop claims at a fixed rate, client-side create→podIPs and
+// create→Ready, warm-hit ratio, writes per claim for every client, controller CPU and RSS.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/test/bench"
+)
+
+// scenarios are the presets of issue-sized questions; flags override their numbers.
+var scenarios = map[string]bench.Config{
+	"warm-burst": {Rate: 75, Duration: 10 * time.Second, Pool: 1000, Nodes: 20},
+	"cold":       {Rate: 10, Duration: 10 * time.Second, Pool: 0, Nodes: 20},
+	"churn":      {Rate: 50, Duration: 20 * time.Second, Pool: 500, Nodes: 20, DeleteAfter: 5 * time.Second},
+	"ramp":       {Duration: 10 * time.Second, Pool: 1000, Nodes: 20},
+	"scale":      {Rate: 5, Duration: 10 * time.Second, Pool: 10000, Nodes: 100},
+}
+
+func main() {
+	scenario := flag.String("scenario", "warm-burst", "warm-burst, cold, churn, ramp (raise the rate until p99 > 1s) or scale (10,000 resident sandboxes)")
+	rate := flag.Float64("rate", 0, "claims per second (overrides the scenario)")
+	duration := flag.Duration("duration", 0, "how long claims are sent (overrides the scenario)")
+	pool := flag.Int("pool", -1, "warm pool size (overrides the scenario)")
+	nodes := flag.Int("nodes", 0, "simulated nodes (overrides the scenario)")
+	deleteAfter := flag.Duration("delete-after", -1, "churn: delete each claim this long after it is ready")
+	settle := flag.Duration("settle", 2*time.Minute, "how long to wait for the last claims after sending stops")
+	runs := flag.Int("runs", 1, "independent runs (fresh control plane each); the table shows each and the JSON holds all")
+	out := flag.String("out", "bin/bench", "folder for the JSON report, logs and profiles")
+	profile := flag.Bool("profile", false, "record a CPU profile of the controller during the burst (controller-cpu.pprof)")
+	flag.Parse()
+
+	cfg, ok := scenarios[*scenario]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown scenario %q\n", *scenario)
+		os.Exit(2)
+	}
+	cfg.Scenario = *scenario
+	if *rate > 0 {
+		cfg.Rate = *rate
+	}
+	if *duration > 0 {
+		cfg.Duration = *duration
+	}
+	if *pool >= 0 {
+		cfg.Pool = *pool
+	}
+	if *nodes > 0 {
+		cfg.Nodes = *nodes
+	}
+	if *deleteAfter >= 0 {
+		cfg.DeleteAfter = *deleteAfter
+	}
+	cfg.Settle, cfg.Profile = *settle, *profile
+	root, err := os.Getwd()
+	if err != nil {
+		fail(err)
+	}
+	cfg.RepoRoot = root
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	rates := []float64{cfg.Rate}
+	if *scenario == "ramp" && *rate == 0 {
+		rates = []float64{10, 25, 50, 75, 100, 150}
+	}
+	var reports []*bench.Report
+	for _, r := range rates {
+		for i := 0; i < *runs; i++ {
+			run := cfg
+			run.Rate = r
+			run.Dir = filepath.Join(*out, fmt.Sprintf("%s-%g-%d-%s", *scenario, r, i, time.Now().Format("150405")))
+			if err := os.MkdirAll(run.Dir, 0o755); err != nil {
+				fail(err)
+			}
+			rep, err := bench.Run(ctx, run)
+			if err != nil {
+				fail(err)
+			}
+			rep.Print(os.Stdout)
+			fmt.Println()
+			if err := rep.WriteJSON(filepath.Join(run.Dir, "report.json")); err != nil {
+				fail(err)
+			}
+			reports = append(reports, rep)
+		}
+		if *scenario == "ramp" && medianP99(reports[len(reports)-*runs:]) > 1000 {
+			fmt.Printf("p99 crossed 1 s at %g claims/s\n", r)
+			break
+		}
+	}
+	if *runs > 1 {
+		printSpread(reports)
+	}
+}
+
+func medianP99(rs []*bench.Report) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = r.PodIPs.P99
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// printSpread shows the median and range of the main figures across runs.
+func printSpread(rs []*bench.Report) {
+	pick := func(f func(*bench.Report) float64) (lo, med, hi float64) {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		return v[0], v[len(v)/2], v[len(v)-1]
+	}
+	for _, m := range []struct {
+		name string
+		f    func(*bench.Report) float64
+	}{
+		{"create→podIPs p50 ms", func(r *bench.Report) float64 { return r.PodIPs.P50 }},
+		{"create→podIPs p90 ms", func(r *bench.Report) float64 { return r.PodIPs.P90 }},
+		{"create→podIPs p99 ms", func(r *bench.Report) float64 { return r.PodIPs.P99 }},
+		{"controller hot-path writes/warm claim", func(r *bench.Report) float64 { return r.HotPathWrites }},
+	} {
+		lo, med, hi := pick(m.f)
+		fmt.Printf("%-40s median %8.1f  (range %.1f–%.1f over %d runs)\n", m.name, med, lo, hi, len(rs))
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench-claims:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,134 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	kwokAnnotation = "kwok.x-k8s.io/node"
+	// KwokTaint keeps real workloads off simulated nodes; benchmark pods tolerate it.
+	KwokTaint = "kwok.x-k8s.io/node"
+)
+
+// KwokToleration lets a pod run on the simulated nodes.
+var KwokToleration = corev1.Toleration{Key: KwokTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+
+// startKwok runs kwok for the simulated nodes and registers them; kwok keeps them Ready and
+// moves their pods to Running with an IP, which is all a control-plane benchmark needs.
+func (e *Env) startKwok(nodes int) error {
+	kubeconfig, err := e.Kubeconfig("kwok")
+	if err != nil {
+		return err
+	}
+	stages, err := writeKwokStages(e.dataDir)
+	if err != nil {
+		return err
+	}
+	if err := e.start("kwok",
+		"--kubeconfig="+kubeconfig,
+		"--config="+stages,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+kwokAnnotation+"=fake",
+		"--cidr=10.128.0.1/12", // simulated pod IPs; nothing is ever sent to them
+		"--node-ip=127.0.0.1",
+		"--server-address=127.0.0.1:0",
+	); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for i := 0; i < nodes; i++ {
+		node := kwokNode(fmt.Sprintf("kwok-node-%d", i))
+		if err := e.Client.Create(ctx, node); err != nil {
+			return fmt.Errorf("registering simulated node: %w", err)
+		}
+		// The API server taints new nodes not-ready; the node lifecycle controller, which we
+		// don't run (it would taint simulated nodes whose heartbeats lag under load), would
+		// lift it once kwok reports Ready. Keep only our own taint.
+		node.Spec.Taints = kwokNode(node.Name).Spec.Taints
+		if err := e.Client.Update(ctx, node); err != nil {
+			return fmt.Errorf("untainting simulated node: %w", err)
+		}
+	}
+	return nil
+}
+
+func kwokNode(name string) *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("1000"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{kwokAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels:      map[string]string{"kubernetes.io/hostname": name, "type": "kwok"},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: KwokTaint, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Capacity: capacity, Allocatable: capacity,
+			Phase: corev1.NodeRunning,
+		},
+	}
+}
+
+// writeKwokStages copies the stock stages that ship in the kwok module (node heartbeat with
+// lease, pod ready/complete/delete) into one config file.
+func writeKwokStages(dir string) (string, error) {
+	src, err := kwokStageDir()
+	if err != nil {
+		return "", err
+	}
+	var docs []string
+	err = filepath.Walk(src, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || !strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, "kustomization.yaml") {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if !wantedStage(rel) {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, strings.TrimSpace(string(data)))
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(docs) == 0 {
+		return "", fmt.Errorf("no kwok stages found under %s", src)
+	}
+	out := filepath.Join(dir, "kwok-stages.yaml")
+	return out, os.WriteFile(out, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o600)
+}
+
+// kwokStageDir is where hack/build-k8s.sh puts kwok's stock stages, beside the binaries.
+func kwokStageDir() (string, error) {
+	dir := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kwok-stages")
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("kwok stages: %w (run hack/build-k8s.sh kwok)", err)
+	}
+	return dir, nil
+}
+
+// wantedStage picks the fast lifecycle: nodes Ready with a lease heartbeat, pods Running and
+// Ready at once, completed and deleted pods cleaned up.
+func wantedStage(rel string) bool {
+	switch filepath.ToSlash(rel) {
+	case "node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+		"pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,315 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Scenario    string
+	Rate        float64       // claims per second
+	Duration    time.Duration // how long claims are sent
+	Pool        int           // warm pool size (0: every claim is cold)
+	Nodes       int           // simulated nodes
+	DeleteAfter time.Duration // churn: delete each claim this long after it is ready (0: keep)
+	Settle      time.Duration // how long to wait for the last claims
+	Dir         string        // logs, audit log, profile; a temp dir when empty
+	Profile     bool          // record a CPU profile of the controller during the burst
+	RepoRoot    string
+}
+
+const (
+	namespace = "bench"
+	template  = "bench"
+	poolName  = "bench"
+)
+
+// Run starts the control plane, the controller and the pool, fires the claims and reports.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "bench-claims-")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Dir = dir
+	}
+	auditPath := filepath.Join(cfg.Dir, "audit.log")
+	logf("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with %d nodes (logs in %s)", cfg.Nodes, cfg.Dir)
+	env, err := testenv.Start(testenv.Options{ControllerManager: true, Scheduler: true, KwokNodes: cfg.Nodes, AuditLogPath: auditPath, DataDir: cfg.Dir})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = env.Stop() }()
+
+	ctrlKubeconfig, err := env.Kubeconfig("agent-sandbox-controller")
+	if err != nil {
+		return nil, err
+	}
+	logf("building and starting the controller")
+	ctrlProc, err := startController(ctx, cfg.RepoRoot, cfg.Dir, ctrlKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	defer ctrlProc.stop()
+
+	c, cc, err := loadgenClient(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, benchTemplate()); err != nil {
+		return nil, err
+	}
+	report := &Report{Scenario: cfg.Scenario, Rate: cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool, Nodes: cfg.Nodes, WritesPerClaim: map[string]float64{}}
+	if cfg.Pool > 0 {
+		fill, err := fillPool(ctx, c, cfg.Pool)
+		if err != nil {
+			return nil, err
+		}
+		report.PoolFill = fill.Round(time.Millisecond).String()
+		logf("pool of %d ready in %s", cfg.Pool, report.PoolFill)
+	}
+
+	rec := newRecorder()
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	defer stopCache()
+	go func() { _ = cc.Start(cacheCtx) }()
+	if err := watchClaims(ctx, cc, rec); err != nil {
+		return nil, err
+	}
+	cc.WaitForCacheSync(ctx)
+
+	n := int(cfg.Rate * cfg.Duration.Seconds())
+	rec.expect(n)
+	cpuBefore, _ := cpuSeconds(ctrlProc.pid())
+	start := time.Now()
+	profileDone := make(chan error, 1)
+	if cfg.Profile {
+		go func() { profileDone <- ctrlProc.profile(cfg.Duration+2*time.Second, filepath.Join(cfg.Dir, "controller-cpu.pprof")) }()
+	}
+	logf("firing %d claims at %.0f/s", n, cfg.Rate)
+	if cfg.DeleteAfter > 0 {
+		go churn(ctx, c, rec, cfg.DeleteAfter)
+	}
+	sendTime := fire(ctx, c, namespace, template, n, cfg.Rate, "claim", rec)
+	select {
+	case <-rec.done:
+	case <-time.After(cfg.Settle):
+		report.Errors = append(report.Errors, fmt.Sprintf("not every claim got pod IPs within %s of the last send", cfg.Settle))
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	end := time.Now()
+	cpuAfter, _ := cpuSeconds(ctrlProc.pid())
+	report.ControllerCPU = (cpuAfter - cpuBefore) / end.Sub(start).Seconds()
+	report.ControllerRSSMB, _ = rssMiB(ctrlProc.pid())
+	report.Claims = n
+	report.AchievedRate = float64(n) / sendTime.Seconds()
+	adopted := summarizeClaims(rec, report)
+
+	// Let the audit log's batch flush, then count writes made during the run.
+	time.Sleep(2 * time.Second)
+	if err := countWrites(auditPath, start, end, adopted, report); err != nil {
+		report.Errors = append(report.Errors, "audit log: "+err.Error())
+	}
+	if cfg.Profile {
+		if err := <-profileDone; err != nil {
+			report.Errors = append(report.Errors, "profile: "+err.Error())
+		}
+	}
+	return report, nil
+}
+
+// summarizeClaims fills latency and warm-hit figures; it returns the adopted Sandboxes' names.
+func summarizeClaims(rec *recorder, r *Report) map[string]bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var toIPs, toReady []time.Duration
+	adopted := map[string]bool{}
+	for name, c := range rec.claims {
+		if c.err != nil {
+			r.Errors = append(r.Errors, fmt.Sprintf("create %s: %v", name, c.err))
+			continue
+		}
+		if c.sent.IsZero() || c.podIPs.IsZero() {
+			continue
+		}
+		r.Completed++
+		toIPs = append(toIPs, c.podIPs.Sub(c.sent))
+		if !c.ready.IsZero() {
+			toReady = append(toReady, c.ready.Sub(c.sent))
+		}
+		if c.sandbox != name {
+			r.Warm++
+			adopted[c.sandbox] = true
+		}
+	}
+	r.PodIPs, r.Ready = summarize(toIPs), summarize(toReady)
+	if r.Completed > 0 {
+		r.WarmHitRatio = float64(r.Warm) / float64(r.Completed)
+	}
+	if len(r.Errors) > 10 {
+		r.Errors = append(r.Errors[:10], fmt.Sprintf("… and %d more", len(r.Errors)-10))
+	}
+	return adopted
+}
+
+// countWrites attributes every write in the run's window to its client, and splits the
+// controller's into the claims' hot path (claims, adopted Sandboxes and their pods) and refill.
+func countWrites(path string, from, to time.Time, adopted map[string]bool, r *Report) error {
+	events, err := readAudit(path, from, to)
+	if err != nil {
+		return err
+	}
+	if r.Completed == 0 {
+		return errors.New("no completed claims")
+	}
+	byUser := map[string]int{}
+	hot, refill := 0, 0
+	for _, e := range events {
+		if e.ObjectRef.Namespace != namespace && e.ObjectRef.Resource != "bindings" {
+			continue
+		}
+		user := strings.TrimPrefix(e.User.Username, "system:")
+		byUser[user]++
+		if e.User.Username != "agent-sandbox-controller" {
+			continue
+		}
+		switch ref := e.ObjectRef; {
+		case ref.Resource == "sandboxclaims", adopted[ref.Name] && (ref.Resource == "sandboxes" || ref.Resource == "pods"):
+			hot++
+		default:
+			refill++
+		}
+	}
+	for u, n := range byUser {
+		r.WritesPerClaim[u] = float64(n) / float64(r.Completed)
+	}
+	if r.Warm > 0 {
+		r.HotPathWrites = float64(hot) / float64(r.Warm)
+	}
+	r.RefillWrites = float64(refill) / float64(r.Completed)
+	return nil
+}
+
+func loadgenClient(env *testenv.Env) (client.Client, cache.Cache, error) {
+	path, err := env.Kubeconfig("loadgen")
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.QPS, cfg.Burst = 5000, 10000
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, err
+	}
+	cc, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}})
+	return c, cc, err
+}
+
+func benchTemplate() *extv1alpha1.SandboxTemplate {
+	return &extv1alpha1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: template},
+		Spec: extv1alpha1.SandboxTemplateSpec{PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
+			Containers:  []corev1.Container{{Name: "runtime", Image: "agent-sandbox/runtime:bench", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
+			Tolerations: []corev1.Toleration{testenv.KwokToleration},
+		}}},
+	}
+}
+
+func fillPool(ctx context.Context, c client.Client, size int) (time.Duration, error) {
+	start := time.Now()
+	pool := &extv1alpha1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
+		Spec:       extv1alpha1.SandboxWarmPoolSpec{Replicas: int32(size), TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}},
+	}
+	if err := c.Create(ctx, pool); err != nil {
+		return 0, err
+	}
+	deadline := start.Add(time.Duration(size)*200*time.Millisecond + 2*time.Minute)
+	last := time.Now()
+	for time.Now().Before(deadline) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+			return 0, err
+		}
+		if int(pool.Status.ReadyReplicas) >= size {
+			return time.Since(start), nil
+		}
+		if time.Since(last) > 10*time.Second {
+			logf("pool filling: %d/%d ready", pool.Status.ReadyReplicas, size)
+			last = time.Now()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("pool of %d not ready by the deadline (%d ready)%s", size, pool.Status.ReadyReplicas, podHint(ctx, c))
+}
+
+// churn deletes each claim DeleteAfter after it got pod IPs, so the pool refills under load.
+func churn(ctx context.Context, c client.Client, rec *recorder, after time.Duration) {
+	deleted := map[string]bool{}
+	for ctx.Err() == nil {
+		rec.mu.Lock()
+		var due []string
+		for name, t := range rec.claims {
+			if !t.podIPs.IsZero() && !deleted[name] && time.Since(t.podIPs) >= after {
+				due = append(due, name)
+			}
+		}
+		rec.mu.Unlock()
+		for _, name := range due {
+			deleted[name] = true
+			_ = c.Delete(ctx, &extv1alpha1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
+		}
+		select {
+		case <-ctx.Done():
+		case <-rec.done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// podHint says why pods are not running, for a failed fill.
+func podHint(ctx context.Context, c client.Client) string {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(namespace), client.Limit(1)); err != nil || len(pods.Items) == 0 {
+		return "; no pods"
+	}
+	p := pods.Items[0]
+	for _, cond := range p.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue {
+			return fmt.Sprintf("; pod %s: %s=%s %s: %s", p.Name, cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+	}
+	return fmt.Sprintf("; pod %s phase %s", p.Name, p.Status.Phase)
+}
