@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
-
 )
 
 // process is a child process with its output in a log file, stopped by pid.

@@ -104,7 +104,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
 	profileDone := make(chan error, 1)
 	if cfg.Profile {
-		go func() { profileDone <- ctrlProc.profile(cfg.Duration+2*time.Second, filepath.Join(cfg.Dir, "controller-cpu.pprof")) }()
+		go func() {
+			profileDone <- ctrlProc.profile(cfg.Duration+2*time.Second, filepath.Join(cfg.Dir, "controller-cpu.pprof"))
+		}()
 	}
 	logf("firing %d claims at %.0f/s", n, cfg.Rate)
 	if cfg.DeleteAfter > 0 {
