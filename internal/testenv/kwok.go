@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 const (
@@ -52,8 +53,10 @@ func (e *Env) startKwok(nodes int) error {
 		// The API server taints new nodes not-ready; the node lifecycle controller, which we
 		// don't run (it would taint simulated nodes whose heartbeats lag under load), would
 		// lift it once kwok reports Ready. Keep only our own taint.
-		node.Spec.Taints = kwokNode(node.Name).Spec.Taints
-		if err := e.Client.Update(ctx, node); err != nil {
+		untainted := node.DeepCopy()
+		untainted.Spec.Taints = kwokNode(node.Name).Spec.Taints
+		// A merge patch, not an update: kwok is writing the node's status at the same time.
+		if err := e.Client.Patch(ctx, untainted, client.MergeFrom(node)); err != nil {
 			return fmt.Errorf("untainting simulated node: %w", err)
 		}
 	}
