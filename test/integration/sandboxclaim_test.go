@@ -141,6 +141,15 @@ func TestConcurrentClaimsNeverShareASandbox(t *testing.T) {
 		}
 	}
 	t.Logf("50 concurrent claims on a pool of 20: %d warm, %d cold", warm, 50-warm)
+	claimOwned := 0
+	for _, sb := range sandboxesIn(t, ns) {
+		if owner := metav1.GetControllerOf(&sb); owner != nil && owner.Kind == "SandboxClaim" {
+			claimOwned++
+		}
+	}
+	if claimOwned != 50 {
+		t.Errorf("claims own %d Sandboxes, want exactly one each (50): a claim took a second one", claimOwned)
+	}
 	if warm < 20 {
 		t.Errorf("warm adoptions = %d, want all 20 ready pool members adopted", warm)
 	}

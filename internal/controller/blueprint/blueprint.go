@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -22,6 +24,30 @@ var defaultNameservers = []string{"8.8.8.8", "1.1.1.1"}
 // Hash identifies the parts of a template that shape a sandbox's pod and volumes; metadata-only
 // edits do not change it, so they never make warm sandboxes stale.
 func Hash(tmpl *extv1alpha1.SandboxTemplate) string {
+	// Claims ask for the hash of the same template revision over and over on the hot path.
+	key := hashKey{tmpl.UID, tmpl.ResourceVersion}
+	if tmpl.ResourceVersion != "" {
+		if h, ok := hashCache.Load(key); ok {
+			return h.(string)
+		}
+	}
+	h := computeHash(tmpl)
+	if tmpl.ResourceVersion != "" {
+		hashCache.Store(key, h)
+	}
+	return h
+}
+
+type hashKey struct {
+	uid types.UID
+	rv  string
+}
+
+// hashCache maps a template revision to its hash. Revisions are few (one per template edit)
+// and entries are tiny, so it is never pruned.
+var hashCache sync.Map
+
+func computeHash(tmpl *extv1alpha1.SandboxTemplate) string {
 	data, _ := json.Marshal(struct {
 		Spec corev1.PodSpec                                 `json:"spec"`
 		VCTs []agentsv1alpha1.PersistentVolumeClaimTemplate `json:"vcts,omitempty"`

@@ -23,7 +23,6 @@ import (
 
 // Event reasons.
 const (
-	ReasonAdopted     = "SandboxAdopted"
 	ReasonProvisioned = "SandboxProvisioned"
 )
 
@@ -89,7 +88,8 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim,
 		if err != nil {
 			return nil, err
 		}
-		r.event(claim, corev1.EventTypeNormal, ReasonAdopted, "Adopted warm Sandbox %q from pool %q", sb.Name, cand.Pool)
+		// No Event here: on the hot path every write counts against the API server, and the
+		// adoption is visible in status.sandbox.name and the launch-type label.
 		return sb, nil
 	}
 	log.FromContext(ctx).V(1).Info("no warm sandbox could be adopted; starting cold")

@@ -35,6 +35,10 @@ type Reconciler struct {
 	Now                     func() time.Time
 
 	firstSeen sync.Map // claim namespace/name -> time the controller first saw it (latency metric)
+	// bound remembers, per claim UID, the Sandbox this process gave it until the cache shows
+	// that ownership: a reconcile running on a cache that lags its own writes must not hand the
+	// claim a second Sandbox.
+	bound sync.Map
 }
 
 // userError is bad input on the claim: reported as a condition, never retried in a hot loop.
@@ -57,6 +61,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.firstSeen.Delete(req.NamespacedName)
+			r.forgetBindings(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -94,6 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if launch != "" {
 		observeLaunch(launch)
+		r.bound.Store(claim.UID, binding{claim: req.NamespacedName, sandbox: sb.DeepCopy(), at: r.now()})
 	}
 	mirrorSandbox(claim, sb)
 	r.observeReady(original, claim, sb)
@@ -109,6 +115,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // boundSandbox finds the claim's Sandbox: the one its status names, else any Sandbox it
 // controls (a crash between adopting and writing status leaves exactly that).
 func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, error) {
+	if v, ok := r.bound.Load(claim.UID); ok && r.now().Sub(v.(binding).at) < bindingTTL {
+		mine := v.(binding).sandbox
+		cached := &agentsv1alpha1.Sandbox{}
+		err := r.Client.Get(ctx, client.ObjectKeyFromObject(mine), cached)
+		switch {
+		case err == nil && ownedBy(cached, claim):
+			r.bound.Delete(claim.UID) // the cache caught up
+			return cached, nil
+		case err == nil || apierrors.IsNotFound(err):
+			// The cache has not seen our write yet (or not the create): trust what we wrote.
+			return mine.DeepCopy(), nil
+		default:
+			return nil, err
+		}
+	}
 	if name := claim.Status.SandboxStatus.Name; name != "" {
 		sb := &agentsv1alpha1.Sandbox{}
 		err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, sb)
@@ -175,4 +196,25 @@ func (r *Reconciler) unboundClaimsOfTemplate(ctx context.Context, o client.Objec
 		}
 	}
 	return reqs
+}
+
+// binding is a Sandbox this process gave a claim, remembered until the cache shows it.
+type binding struct {
+	claim   types.NamespacedName
+	sandbox *agentsv1alpha1.Sandbox
+	at      time.Time
+}
+
+// bindingTTL bounds how long a binding is trusted over the cache; the cache normally catches
+// up within milliseconds.
+const bindingTTL = 30 * time.Second
+
+// forgetBindings drops the remembered binding of a deleted claim.
+func (r *Reconciler) forgetBindings(key types.NamespacedName) {
+	r.bound.Range(func(k, v any) bool {
+		if v.(binding).claim == key {
+			r.bound.Delete(k)
+		}
+		return true
+	})
 }
