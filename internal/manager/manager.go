@@ -114,6 +114,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Recorder:                mgr.GetEventRecorderFor("sandbox-controller"),
 		ClusterDomain:           opts.ClusterDomain,
 		MaxConcurrentReconciles: opts.SandboxWorkers,
+		Pacer:                   pacer,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandbox controller: %w", err)
 	}

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
 // FieldOwner names this controller in managedFields.
@@ -36,6 +38,8 @@ type Reconciler struct {
 	Now func() time.Time
 	// MaxConcurrentReconciles bounds parallel reconciles (default 16).
 	MaxConcurrentReconciles int
+	// Pacer defers pod label bookkeeping while claims are being served (nil: never).
+	Pacer *warmpool.Pacer
 }
 
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete
@@ -66,6 +70,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	obs, err := r.reconcileChildren(ctx, sb)
+	var deferred *deferredError
+	if errors.As(err, &deferred) {
+		err = nil
+	}
 	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		// The namespace is going away and takes the sandbox with it; nothing to fix.
 		log.FromContext(ctx).V(1).Info("namespace is terminating; not creating children")
@@ -78,7 +86,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: untilExpiry(sb, now)}, nil
+	after := untilExpiry(sb, now)
+	if deferred != nil && (after == 0 || deferred.after < after) {
+		after = deferred.after
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // observed is what the children looked like after this reconcile's writes.

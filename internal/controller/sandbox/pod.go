@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"time"
 	"sort"
 	"strings"
 
@@ -179,6 +180,11 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 	if equality.Semantic.DeepEqual(pod.Labels, updated.Labels) && equality.Semantic.DeepEqual(pod.Annotations, updated.Annotations) {
 		return nil
 	}
+	if wait := r.Pacer.Wait(); wait > 0 {
+		// Labels are bookkeeping, not readiness: during a claim burst this write waits, so the
+		// API server spends its CPU on the claims themselves.
+		return &deferredError{after: wait}
+	}
 	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), FieldOwner); err != nil {
 		return client.IgnoreNotFound(err)
 	}
@@ -222,3 +228,8 @@ func splitKeys(s string) []string {
 	}
 	return strings.Split(s, ",")
 }
+
+// deferredError asks for the reconcile to be repeated later without counting as a failure.
+type deferredError struct{ after time.Duration }
+
+func (e *deferredError) Error() string { return "deferred for " + e.after.String() }

@@ -90,7 +90,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case have > desired && !r.expect.pendingCreates(req.NamespacedName):
 		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch()))))
 	}
-	errs = append(errs, r.writeStatus(ctx, pool, m))
+	if result.RequeueAfter == 0 {
+		// While claims are served, status waits with the refill: it is rewritten right after.
+		errs = append(errs, r.writeStatus(ctx, pool, m))
+	}
 	return result, joinErrs(errs)
 }
 
