@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -55,10 +56,11 @@ func NewProxy(o ProxyOptions) *Proxy {
 		Rewrite: rewrite,
 		Transport: &retryTransport{h1: p.h1, h2c: p.h2c, resolver: o.Resolver, metrics: o.Metrics,
 			retries: max(o.DialRetries, 0), backoff: o.RetryBackoff},
-		FlushInterval: -1, // flush every write: exec output and SSE must not sit in a buffer
-		ErrorHandler:  p.proxyError,
-		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
-		BufferPool:    bufferPool{},
+		FlushInterval:  -1, // flush every write: exec output and SSE must not sit in a buffer
+		ErrorHandler:   p.proxyError,
+		ModifyResponse: stopBodyOnRefusal,
+		ErrorLog:       slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		BufferPool:     bufferPool{},
 	}
 	return p
 }
@@ -96,8 +98,9 @@ func (p *Proxy) Close() {
 
 // routeCtx carries the resolved route from ServeHTTP to the rewrite, transport and error hooks.
 type routeCtx struct {
-	route Route
-	host  string // ip:port
+	route  Route
+	host   string        // ip:port
+	inBody io.ReadCloser // the client's request body, ended when the sandbox refuses it
 }
 
 type routeCtxKey struct{}
@@ -124,7 +127,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.resolveError(w, route, err)
 		return
 	}
-	rc := &routeCtx{route: route, host: netip.AddrPortFrom(target.Addr, route.Port).String()}
+	rc := &routeCtx{route: route, host: netip.AddrPortFrom(target.Addr, route.Port).String(), inBody: r.Body}
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// Let the upstream's response stream back while the client is still sending (exec with
 		// stdin); by default net/http would hold the response until the body is consumed.
@@ -299,3 +302,18 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// stopBodyOnRefusal ends the upload when the sandbox refuses a request before reading its body
+// (a 4xx/5xx to a PUT, say). Over HTTP/2 the client stops sending on the early answer while the
+// upstream stream waits for the rest of the body; closing it lets both sides finish at once.
+// The outbound body is wrapped by ReverseProxy so that closing it is a no-op; close the
+// client's own body instead.
+func stopBodyOnRefusal(resp *http.Response) error {
+	if resp.StatusCode < http.StatusBadRequest || resp.Request == nil {
+		return nil
+	}
+	if rc := routeFrom(resp.Request.Context()); rc != nil && rc.inBody != nil {
+		_ = rc.inBody.Close()
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
+)
+
+func (a *app) createCommand() *cobra.Command {
+	var (
+		template, name, warmPool, shutdownPolicy, output string
+		env, labels, podLabels                           []string
+		ttl, timeout                                     time.Duration
+		noWait, keep                                     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create --template TEMPLATE [--name NAME] [flags]",
+		Short: "Create a sandbox (a SandboxClaim) and wait until it is ready",
+		Long: `Create a SandboxClaim of a SandboxTemplate and wait until its sandbox has a pod IP.
+Progress (elapsed time and the current Ready reason) goes to stderr; the claim's
+name goes to stdout, so NAME=$(sbx create --template python) works in scripts.
+If waiting fails, the claim is deleted again unless --keep-on-failure is given.`,
+		Example: `  sbx create --template python
+  sbx create --template python --name conv-42 --ttl 1h --env API_MODE=test -l team=a
+  sbx create --template python --warmpool none --timeout 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if template == "" {
+				return fmt.Errorf("--template is required")
+			}
+			var opts []sdk.CreateOption
+			if name != "" {
+				opts = append(opts, sdk.WithName(name))
+			}
+			envMap, err := parsePairs(env, "--env")
+			if err != nil {
+				return err
+			}
+			if len(envMap) > 0 {
+				opts = append(opts, sdk.WithEnv(envMap))
+			}
+			labelMap, err := parsePairs(labels, "--label")
+			if err != nil {
+				return err
+			}
+			if len(labelMap) > 0 {
+				opts = append(opts, sdk.WithLabels(labelMap))
+			}
+			podLabelMap, err := parsePairs(podLabels, "--pod-label")
+			if err != nil {
+				return err
+			}
+			if len(podLabelMap) > 0 {
+				opts = append(opts, sdk.WithPodLabels(podLabelMap))
+			}
+			if warmPool != "" {
+				opts = append(opts, sdk.WithWarmPool(warmPool))
+			}
+			if ttl > 0 {
+				opts = append(opts, sdk.WithTTL(ttl))
+			}
+			if shutdownPolicy != "" {
+				p, err := parseShutdownPolicy(shutdownPolicy)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, sdk.WithShutdownPolicy(p))
+			}
+			if timeout > 0 {
+				opts = append(opts, sdk.WithReadyTimeout(timeout))
+			}
+			if noWait {
+				opts = append(opts, sdk.NoWait())
+			}
+			if keep {
+				opts = append(opts, sdk.KeepOnFailure())
+			}
+			if err := checkOutput(output, "", "name", "json", "yaml"); err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			prog := newProgressPrinter(a.stderr, isTerminal(a.stderr))
+			stop := prog.start(cmd.Context())
+			start := time.Now()
+			sb, err := c.Create(cmd.Context(), template, append(opts, sdk.WithProgress(prog.update))...)
+			stop()
+			if err != nil {
+				return err
+			}
+			if !noWait {
+				fmt.Fprintf(a.stderr, "sandbox %s ready in %s (sandbox %s, pod IP %s)\n", sb.Name(),
+					time.Since(start).Round(time.Millisecond), sb.SandboxName(), strings.Join(sb.PodIPs(), ","))
+			}
+			switch output {
+			case "json", "yaml":
+				return printObjects(a.stdout, output, []*sdk.Sandbox{sb}, false)
+			}
+			fmt.Fprintln(a.stdout, sb.Name())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&template, "template", "", "SandboxTemplate to create the sandbox from (required)")
+	f.StringVar(&name, "name", "", "claim name (default: generated from the template name)")
+	f.StringArrayVar(&env, "env", nil, "environment variable K=V for the sandbox's container (repeatable; the template must allow env injection)")
+	f.StringArrayVarP(&labels, "label", "l", nil, "label k=v on the claim, copied to the Sandbox (repeatable)")
+	f.StringArrayVar(&podLabels, "pod-label", nil, "label k=v on the sandbox pod (repeatable)")
+	f.StringVar(&warmPool, "warmpool", "", `warm pool policy: "none", "default" or a pool name (default: the API's, "default")`)
+	f.DurationVar(&ttl, "ttl", 0, "shut the sandbox down after this long (claim spec.lifecycle.shutdownTime); refresh with sbx keepalive")
+	f.StringVar(&shutdownPolicy, "shutdown-policy", "", "what happens at the TTL: Delete, DeleteForeground or Retain (the API default)")
+	f.DurationVar(&timeout, "timeout", 0, "how long to wait for the sandbox to be ready (default 2m)")
+	f.BoolVar(&noWait, "no-wait", false, "return once the claim exists, without waiting")
+	f.BoolVar(&keep, "keep-on-failure", false, "keep the claim when waiting for it fails")
+	f.StringVarP(&output, "output", "o", "", "output: name (default), json or yaml")
+	return cmd
+}
+
+func parseShutdownPolicy(s string) (extv1alpha1.ShutdownPolicy, error) {
+	for _, p := range []extv1alpha1.ShutdownPolicy{extv1alpha1.ShutdownPolicyDelete, extv1alpha1.ShutdownPolicyDeleteForeground, extv1alpha1.ShutdownPolicyRetain} {
+		if strings.EqualFold(s, string(p)) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("--shutdown-policy must be Delete, DeleteForeground or Retain, not %q", s)
+}
+
+// parsePairs turns repeated K=V flags into a map.
+func parsePairs(pairs []string, flag string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want KEY=VALUE", flag, p)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func checkOutput(got string, allowed ...string) error {
+	for _, a := range allowed {
+		if got == a {
+			return nil
+		}
+	}
+	var shown []string
+	for _, a := range allowed {
+		if a != "" {
+			shown = append(shown, a)
+		}
+	}
+	return fmt.Errorf("--output %q: want one of %s", got, strings.Join(shown, ", "))
+}
+
+// progressPrinter shows what a wait is waiting for: a line per change of
+// the Ready reason, and on a terminal a status line that keeps the elapsed
+// time current.
+type progressPrinter struct {
+	w   io.Writer
+	tty bool
+
+	mu      sync.Mutex
+	last    sdk.Progress
+	began   time.Time
+	shown   string
+	started bool
+}
+
+func newProgressPrinter(w io.Writer, tty bool) *progressPrinter {
+	return &progressPrinter{w: w, tty: tty, began: time.Now()}
+}
+
+// start ticks the status line on a terminal until the returned stop is
+// called.
+func (p *progressPrinter) start(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		if !p.tty {
+			<-done
+			return
+		}
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.mu.Lock()
+				if p.started && !p.last.Ready {
+					p.drawLocked()
+				}
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		p.mu.Lock()
+		if p.tty && p.started {
+			fmt.Fprint(p.w, "\r\033[K")
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *progressPrinter) update(pr sdk.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last, p.started = pr, true
+	if pr.Ready {
+		return
+	}
+	line := describe(pr)
+	if p.tty {
+		p.drawLocked()
+		return
+	}
+	if line != p.shown {
+		fmt.Fprintf(p.w, "waiting for %s %s (%s): %s\n", strings.ToLower(pr.Kind), pr.Name, time.Since(p.began).Round(100*time.Millisecond), line)
+		p.shown = line
+	}
+}
+
+func (p *progressPrinter) drawLocked() {
+	fmt.Fprintf(p.w, "\r\033[Kwaiting for %s %s (%s): %s", strings.ToLower(p.last.Kind), p.last.Name,
+		time.Since(p.began).Round(time.Second), describe(p.last))
+}
+
+func describe(pr sdk.Progress) string {
+	s := pr.Reason
+	if s == "" {
+		s = "Pending"
+	}
+	if pr.Message != "" {
+		s += ": " + pr.Message
+	}
+	return s
+}

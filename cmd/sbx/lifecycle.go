@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
+)
+
+func (a *app) pauseCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "pause NAME...",
+		Short: "Pause sandboxes: delete their pods, keep their volumes",
+		Long: `Pause scales each sandbox's Sandbox to zero replicas: the pod is deleted, the volumes
+and the Service stay. sbx resume brings a new pod up on the same volumes.`,
+		Args: atLeastOneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var errs []error
+			for _, name := range args {
+				if err := c.Pause(cmd.Context(), name); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "sandbox %s paused\n", name)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+func (a *app) resumeCommand() *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "resume NAME...",
+		Short: "Resume paused sandboxes and wait until they are ready",
+		Args:  atLeastOneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var errs []error
+			for _, name := range args {
+				opts := []sdk.WaitOption{}
+				if timeout > 0 {
+					opts = append(opts, sdk.WithReadyTimeout(timeout))
+				}
+				prog := newProgressPrinter(a.stderr, isTerminal(a.stderr))
+				stop := prog.start(cmd.Context())
+				sb, err := c.Resume(cmd.Context(), name, append(opts, sdk.WithProgress(prog.update))...)
+				stop()
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "sandbox %s resumed (pod IP %s)\n", name, strings.Join(sb.PodIPs(), ","))
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for each sandbox to be ready (default 2m)")
+	return cmd
+}
+
+func (a *app) rmCommand() *cobra.Command {
+	var opt sdk.DeleteOption
+	var ignoreMissing bool
+	cmd := &cobra.Command{
+		Use:     "rm NAME...",
+		Aliases: []string{"delete"},
+		Short:   "Delete sandboxes (the claim, its Sandbox, pod, Service and volumes)",
+		Args:    atLeastOneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var errs []error
+			for _, name := range args {
+				err := c.Delete(cmd.Context(), name, opt)
+				if err != nil && !(ignoreMissing && errors.Is(err, sdk.ErrNotFound)) {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "sandbox %s deleted\n", name)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().BoolVar(&opt.Wait, "wait", false, "wait until the objects are gone")
+	cmd.Flags().BoolVar(&opt.Foreground, "foreground", false, "foreground deletion: the claim stays until its Sandbox and pod are gone")
+	cmd.Flags().BoolVar(&ignoreMissing, "ignore-not-found", false, "do not fail on sandboxes that do not exist")
+	return cmd
+}
+
+func (a *app) keepaliveCommand() *cobra.Command {
+	var d time.Duration
+	cmd := &cobra.Command{
+		Use:   "keepalive NAME... --for DURATION",
+		Short: "Move a sandbox's shutdown time to now + DURATION",
+		Long: `Keepalive sets the claim's spec.lifecycle.shutdownTime (a Sandbox's spec.shutdownTime)
+to now + --for, so that a TTL only removes sandboxes nobody uses.`,
+		Example: `  sbx keepalive conv-42 --for 1h`,
+		Args:    atLeastOneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if d <= 0 {
+				return fmt.Errorf("--for must be a positive duration, such as 30m or 1h")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var errs []error
+			at := time.Now().Add(d)
+			for _, name := range args {
+				if err := c.SetShutdownTime(cmd.Context(), name, at); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "sandbox %s now expires at %s\n", name, at.Add(time.Second-1).Truncate(time.Second).UTC().Format(time.RFC3339))
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().DurationVar(&d, "for", 0, "how long the sandbox should live from now (required)")
+	return cmd
+}
+
+func (a *app) checkCommand() *cobra.Command {
+	var templates []string
+	cmd := &cobra.Command{
+		Use:   "check [--template T]...",
+		Short: "Check that agent-sandbox is installed and reachable",
+		Long: `Check verifies that the four CRDs are served (sandboxes, sandboxclaims, sandboxtemplates,
+sandboxwarmpools), that the router answers /healthz when --router is given, and that
+the --template templates exist. It says how to fix whatever is missing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var opts []sdk.CheckOption
+			for _, t := range templates {
+				opts = append(opts, sdk.RequireTemplate(t))
+			}
+			if err := c.CheckCluster(cmd.Context(), opts...); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "ok: CRDs installed")
+			if a.g.router != "" {
+				fmt.Fprintf(a.stdout, ", router %s healthy", a.g.router)
+			}
+			if len(templates) > 0 {
+				fmt.Fprintf(a.stdout, ", templates %s present in %s", strings.Join(templates, ", "), c.Namespace())
+			}
+			fmt.Fprintf(a.stdout, " (mode %s)\n", c.Mode())
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&templates, "template", nil, "also require this SandboxTemplate (repeatable)")
+	return cmd
+}

@@ -1,0 +1,228 @@
+package sdktest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// Controller stands in for the SandboxClaim and Sandbox controllers in
+// tests that have an API server but no controllers and no nodes. For each
+// new claim in its namespace it creates a Sandbox named after the claim and
+// reports both ready with pod IP PodIP; it follows Sandbox replicas (0:
+// paused, no IP; 1: ready again). Claims whose Hold returns true are left
+// alone, for tests that drive the status themselves.
+type Controller struct {
+	Client    client.WithWatch
+	Namespace string
+	// PodIP is reported for every pod (default 127.0.0.1).
+	PodIP string
+	// Hold, when set, is asked for each claim; true leaves it untouched.
+	Hold func(*extv1alpha1.SandboxClaim) bool
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartController starts a Controller for namespace; it stops when the test
+// ends.
+func StartController(t testing.TB, c client.WithWatch, namespace string) *Controller {
+	t.Helper()
+	ctl := &Controller{Client: c, Namespace: namespace}
+	if err := ctl.Start(context.Background()); err != nil {
+		t.Fatalf("sdktest: starting controller: %v", err)
+	}
+	t.Cleanup(ctl.Stop)
+	return ctl
+}
+
+// Start begins watching; Stop ends it.
+func (ctl *Controller) Start(ctx context.Context) error {
+	if ctl.PodIP == "" {
+		ctl.PodIP = "127.0.0.1"
+	}
+	ctx, ctl.cancel = context.WithCancel(ctx)
+	ctl.done = make(chan struct{})
+	claims, err := ctl.Client.Watch(ctx, &extv1alpha1.SandboxClaimList{}, client.InNamespace(ctl.Namespace))
+	if err != nil {
+		ctl.cancel()
+		return err
+	}
+	sandboxes, err := ctl.Client.Watch(ctx, &agentsv1alpha1.SandboxList{}, client.InNamespace(ctl.Namespace))
+	if err != nil {
+		claims.Stop()
+		ctl.cancel()
+		return err
+	}
+	go ctl.loop(ctx, claims, sandboxes)
+	return nil
+}
+
+// Stop ends the controller and waits for it.
+func (ctl *Controller) Stop() {
+	ctl.cancel()
+	<-ctl.done
+}
+
+func (ctl *Controller) loop(ctx context.Context, claims, sandboxes watch.Interface) {
+	defer close(ctl.done)
+	var mu sync.Mutex // the handlers below run one at a time
+	defer claims.Stop()
+	defer sandboxes.Stop()
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok = <-claims.ResultChan():
+			if !ok {
+				if claims = ctl.rewatch(ctx, &extv1alpha1.SandboxClaimList{}); claims == nil {
+					return
+				}
+				continue
+			}
+			if cl, isClaim := ev.Object.(*extv1alpha1.SandboxClaim); isClaim && ev.Type != watch.Deleted {
+				mu.Lock()
+				ctl.onClaim(ctx, cl)
+				mu.Unlock()
+			}
+		case ev, ok = <-sandboxes.ResultChan():
+			if !ok {
+				if sandboxes = ctl.rewatch(ctx, &agentsv1alpha1.SandboxList{}); sandboxes == nil {
+					return
+				}
+				continue
+			}
+			if sb, isSB := ev.Object.(*agentsv1alpha1.Sandbox); isSB && ev.Type != watch.Deleted {
+				mu.Lock()
+				ctl.onSandbox(ctx, sb)
+				mu.Unlock()
+			}
+		}
+	}
+}
+
+func (ctl *Controller) rewatch(ctx context.Context, list client.ObjectList) watch.Interface {
+	w, err := ctl.Client.Watch(ctx, list, client.InNamespace(ctl.Namespace))
+	if err != nil {
+		return nil
+	}
+	return w
+}
+
+// NewSandboxFor returns the Sandbox a claim's controller would create
+// (minimal: one container).
+func NewSandboxFor(cl *extv1alpha1.SandboxClaim) *agentsv1alpha1.Sandbox {
+	isTrue := true
+	return &agentsv1alpha1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: cl.Namespace,
+			Name:      cl.Name,
+			Labels:    cl.Labels,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: extv1alpha1.GroupVersion.String(), Kind: "SandboxClaim",
+				Name: cl.Name, UID: cl.UID, Controller: &isTrue,
+			}},
+		},
+		Spec: agentsv1alpha1.SandboxSpec{
+			PodTemplate: agentsv1alpha1.PodTemplate{
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "sandbox", Image: "sandboxd:test"}}},
+			},
+		},
+	}
+}
+
+func (ctl *Controller) onClaim(ctx context.Context, cl *extv1alpha1.SandboxClaim) {
+	if cl.DeletionTimestamp != nil || cl.Status.SandboxStatus.Name != "" || (ctl.Hold != nil && ctl.Hold(cl)) {
+		return
+	}
+	sb := NewSandboxFor(cl)
+	if err := ctl.Client.Create(ctx, sb); err != nil && !apierrors.IsAlreadyExists(err) {
+		return
+	}
+	// The Sandbox's own event reports it ready and fills in the claim.
+	cur := &agentsv1alpha1.Sandbox{}
+	if err := ctl.Client.Get(ctx, client.ObjectKeyFromObject(sb), cur); err == nil {
+		ctl.onSandbox(ctx, cur)
+	}
+}
+
+func (ctl *Controller) onSandbox(ctx context.Context, sb *agentsv1alpha1.Sandbox) {
+	if sb.DeletionTimestamp != nil {
+		return
+	}
+	if owner := metav1.GetControllerOf(sb); owner != nil && owner.Kind == "SandboxClaim" && ctl.Hold != nil {
+		cl := &extv1alpha1.SandboxClaim{}
+		if err := ctl.Client.Get(ctx, client.ObjectKey{Namespace: sb.Namespace, Name: owner.Name}, cl); err == nil && ctl.Hold(cl) {
+			return
+		}
+	}
+	if cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); cond != nil && cond.ObservedGeneration == sb.Generation {
+		return // already reported for this generation
+	}
+	_ = MarkSandbox(ctx, ctl.Client, client.ObjectKeyFromObject(sb), ctl.PodIP)
+	if owner := metav1.GetControllerOf(sb); owner != nil && owner.Kind == "SandboxClaim" {
+		ips := []string{ctl.PodIP}
+		reason := agentsv1alpha1.ReasonReady
+		status := metav1.ConditionTrue
+		if sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas {
+			ips, reason, status = nil, agentsv1alpha1.ReasonPaused, metav1.ConditionFalse
+		}
+		_ = MarkClaim(ctx, ctl.Client, client.ObjectKey{Namespace: sb.Namespace, Name: owner.Name}, sb.Name, ips, status, reason, "")
+	}
+}
+
+// MarkSandbox writes the status a Sandbox controller would: ready with
+// podIP for replicas 1, paused without IPs for replicas 0, for the current
+// generation.
+func MarkSandbox(ctx context.Context, c client.Client, key client.ObjectKey, podIP string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sb := &agentsv1alpha1.Sandbox{}
+		if err := c.Get(ctx, key, sb); err != nil {
+			return err
+		}
+		cond := metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, ObservedGeneration: sb.Generation}
+		if sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas {
+			sb.Status.PodIPs, sb.Status.Replicas = nil, 0
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, agentsv1alpha1.ReasonPaused, "the sandbox is paused"
+		} else {
+			sb.Status.PodIPs, sb.Status.Replicas = []string{podIP}, 1
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, agentsv1alpha1.ReasonReady, "pod is ready"
+		}
+		meta.SetStatusCondition(&sb.Status.Conditions, cond)
+		return c.Status().Update(ctx, sb)
+	})
+}
+
+// MarkClaim writes a claim's status: the Sandbox name, pod IPs and a Ready
+// condition.
+func MarkClaim(ctx context.Context, c client.Client, key client.ObjectKey, sandboxName string, podIPs []string,
+	ready metav1.ConditionStatus, reason, message string) error {
+	if reason == "" {
+		return fmt.Errorf("MarkClaim: a condition reason is required")
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cl := &extv1alpha1.SandboxClaim{}
+		if err := c.Get(ctx, key, cl); err != nil {
+			return err
+		}
+		cl.Status.SandboxStatus.Name = sandboxName
+		cl.Status.SandboxStatus.PodIPs = podIPs
+		meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: "Ready", Status: ready, Reason: reason,
+			Message: message, ObservedGeneration: cl.Generation})
+		return c.Status().Update(ctx, cl)
+	})
+}
