@@ -53,6 +53,25 @@ bench: ## Run the claim benchmark (warm burst: 75 claims/s for 10 s on a pool of
 	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kwok
 	KUBEBUILDER_ASSETS="$(K8S_BIN_DIR)" go run ./cmd/bench-claims $(BENCH_ARGS)
 
+# The local cluster (etcd, kube-apiserver, kcm, scheduler, containerd, kubelet, our controller
+# and router) runs as root on this machine; see docs/dev-cluster.md. DEV_ARGS e.g. --kwok-nodes 5.
+DEV_ARGS ?=
+.PHONY: dev
+dev: ## Start (or reuse) the local single-node cluster with agent-sandbox installed.
+	go run ./cmd/demo dev up $(DEV_ARGS)
+
+.PHONY: dev-down
+dev-down: ## Stop every process of the local cluster and undo its host changes.
+	go run ./cmd/demo dev down
+
+.PHONY: demo
+demo: ## Bring the local cluster up and run the demo: warm and cold claims, exec, files, pause/resume.
+	go run ./cmd/demo
+
+.PHONY: test-e2e
+test-e2e: ## Run the seed flows end to end on the local cluster (started if needed; left running).
+	go test -tags e2e -count=1 -timeout 40m -v ./test/e2e/...
+
 .PHONY: clean
 clean: ## Remove build output (the Kubernetes binary cache is kept; see hack/build-k8s.sh).
 	rm -rf bin/

@@ -2,9 +2,9 @@ package sandbox
 
 import (
 	"context"
-	"time"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
