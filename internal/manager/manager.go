@@ -161,9 +161,24 @@ func cacheOptions() cache.Options {
 		panic(err) // a constant key; cannot fail
 	}
 	byTracking := cache.ByObject{Label: labels.NewSelector().Add(*tracked)}
+	pods := byTracking
+	pods.Transform = slimPod
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:                   byTracking,
+		&corev1.Pod{}:                   pods,
 		&corev1.Service{}:               byTracking,
 		&corev1.PersistentVolumeClaim{}: byTracking,
 	}}
+}
+
+// slimPod keeps what the controllers read of a pod — metadata, status and the node it runs on —
+// and drops the spec, the bulk of a pod's memory: with thousands of sandboxes resident, the
+// pod cache would otherwise hold every container spec twice (once more in each Sandbox).
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	pod.ManagedFields = nil
+	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
+	return pod, nil
 }
