@@ -14,7 +14,7 @@ all: build test
 
 .PHONY: help
 help: ## Show the targets.
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers.
@@ -40,12 +40,9 @@ k8s-binaries: ## Build the pinned kube-apiserver, etcd and kube-controller-manag
 	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager
 
 .PHONY: test
-test: k8s-binaries verify ## Run every test (unit + integration on a real kube-apiserver), with -race.
+test: k8s-binaries verify ## Run every test: unit, integration on a real kube-apiserver (-race), then end to end on the local cluster.
 	KUBEBUILDER_ASSETS="$(K8S_BIN_DIR)" go test $(GO_TEST_FLAGS) $(PKGS)
-
-.PHONY: test-unit
-test-unit: ## Run the tests that need no Kubernetes binaries.
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/)
+	$(MAKE) test-e2e
 
 BENCH_ARGS ?= --scenario warm-burst
 .PHONY: bench
@@ -58,18 +55,18 @@ bench: ## Run the claim benchmark (warm burst: 75 claims/s for 10 s on a pool of
 DEV_ARGS ?=
 .PHONY: dev
 dev: ## Start (or reuse) the local single-node cluster with agent-sandbox installed.
-	go run ./cmd/demo dev up $(DEV_ARGS)
+	go run ./cmd/sbx dev up $(DEV_ARGS)
 
 .PHONY: dev-down
 dev-down: ## Stop every process of the local cluster and undo its host changes.
-	go run ./cmd/demo dev down
+	go run ./cmd/sbx dev down
 
 .PHONY: demo
 demo: ## Bring the local cluster up and run the demo: warm and cold claims, exec, files, pause/resume.
 	go run ./cmd/demo
 
 .PHONY: test-e2e
-test-e2e: ## Run the seed flows end to end on the local cluster (started if needed; left running).
+test-e2e: ## Run the seed flows end to end on the local cluster (reused if running, else started and stopped again).
 	go test -tags e2e -count=1 -timeout 40m -v ./test/e2e/...
 
 .PHONY: clean

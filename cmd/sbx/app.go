@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
@@ -94,6 +95,7 @@ images without sandboxd).`,
 		a.rmCommand(),
 		a.keepaliveCommand(),
 		a.checkCommand(),
+		devcluster.NewCommand(),
 	)
 	return root
 }

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the local cluster's node needs (containerd, runc, the CNI plugins,
+# a static busybox and python3 for the images, iptables, conntrack, socat) when any is missing. Idempotent:
+# with everything present it changes nothing and exits 0 quickly.
+#
+#   hack/install-node-deps.sh           install what is missing
+#   hack/install-node-deps.sh --check   exit 1 (listing what is missing) instead of installing
+set -euo pipefail
+
+# package -> a file it provides, so the check needs neither dpkg nor apt.
+declare -A want=(
+  [containerd]=/usr/bin/containerd
+  [runc]=/usr/sbin/runc
+  [containernetworking-plugins]=/usr/lib/cni/bridge
+  [busybox-static]=/bin/busybox
+  [iptables]=/usr/sbin/iptables
+  [conntrack]=/usr/sbin/conntrack
+  [socat]=/usr/bin/socat
+  [iproute2]=/usr/sbin/ip
+  [util-linux]=/usr/bin/nsenter
+  # Copied with its stdlib and libraries into the runtime image, so sandboxes have python3.
+  [python3]=/usr/bin/python3
+)
+
+missing=()
+for pkg in "${!want[@]}"; do
+  [[ -e "${want[$pkg]}" ]] || missing+=("$pkg")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "[install-node-deps] all present"
+  exit 0
+fi
+if [[ "${1:-}" == "--check" ]]; then
+  echo "[install-node-deps] missing: ${missing[*]}" >&2
+  exit 1
+fi
+if [[ $EUID -ne 0 ]]; then
+  echo "[install-node-deps] need root to install: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "[install-node-deps] installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# The package lists may be absent on a fresh machine; refresh them once before installing.
+apt-get update -qq
+# No recommends: they would pull docker-adjacent services we never start.
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "[install-node-deps] done"

@@ -1,0 +1,149 @@
+package devcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+const modulePath = "github.com/agent-sandbox/agent-sandbox"
+
+// findRepoRoot walks up from dir to the go.mod of this module.
+func findRepoRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil && bytes.HasPrefix(bytes.TrimSpace(data), []byte("module "+modulePath+"\n")) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", errors.New("not inside the agent-sandbox source tree (run from the repository, or pass its path)")
+		}
+	}
+}
+
+func (c *Config) repoRoot() (string, error) {
+	if c.RepoRoot != "" {
+		return c.RepoRoot, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	root, err := findRepoRoot(wd)
+	if err != nil {
+		return "", err
+	}
+	c.RepoRoot = root
+	return root, nil
+}
+
+// k8sBinDir asks hack/build-k8s.sh where the pinned Kubernetes binaries live.
+func (c *Config) k8sBinDir() (string, error) {
+	root, err := c.repoRoot()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(filepath.Join(root, "hack", "build-k8s.sh"), "--print-dir").Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/build-k8s.sh --print-dir: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (c *Config) k8sBinaries() []string {
+	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
+	if c.KwokNodes > 0 {
+		bins = append(bins, "kwok")
+	}
+	return bins
+}
+
+// ensureK8sBinaries builds the missing Kubernetes binaries; the script skips what exists and
+// serialises concurrent builds. Its progress goes straight to the user: a first build takes
+// many minutes.
+func (c *Config) ensureK8sBinaries(ctx context.Context) (string, error) {
+	dir, err := c.k8sBinDir()
+	if err != nil {
+		return "", err
+	}
+	var missing []string
+	for _, b := range c.k8sBinaries() {
+		if !fileExists(filepath.Join(dir, b)) {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) == 0 {
+		return dir, nil
+	}
+	c.progress("building Kubernetes binaries %v into %s (first time: ~10-15 minutes on 2 cores)", missing, dir)
+	cmd := exec.CommandContext(ctx, filepath.Join(c.RepoRoot, "hack", "build-k8s.sh"), missing...)
+	cmd.Stdout, cmd.Stderr = c.Out, c.Out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building %v: %w", missing, err)
+	}
+	return dir, nil
+}
+
+// ensureNodeDeps installs containerd, runc, the CNI plugins and friends when missing.
+func (c *Config) ensureNodeDeps(ctx context.Context) error {
+	script := filepath.Join(c.RepoRoot, "hack", "install-node-deps.sh")
+	if exec.CommandContext(ctx, script, "--check").Run() == nil {
+		return nil
+	}
+	c.progress("installing node packages (containerd, runc, CNI plugins, busybox-static, iptables)")
+	cmd := exec.CommandContext(ctx, script)
+	cmd.Stdout, cmd.Stderr = c.Out, c.Out
+	return cmd.Run()
+}
+
+// Our own programs, built from the working tree; the binary is named after the package's
+// folder. Static, so that sandboxd and pause run in images with nothing but busybox.
+var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd", "./internal/images/pause"}
+
+// buildOurs builds our binaries into bin/ in one go invocation (incremental: an unchanged tree
+// costs seconds). A binary that changed is renamed into place, so a running old one is not
+// disturbed; one that did not keeps its inode, so its running process is known to be current.
+func (c *Config) buildOurs(ctx context.Context) error {
+	binDir, newDir := c.path("bin"), c.path("bin", ".new")
+	if err := os.MkdirAll(newDir, 0o755); err != nil {
+		return err
+	}
+	c.progress("building controller, router, sandboxd and pause from %s", c.RepoRoot)
+	args := append([]string{"build", "-trimpath", "-o", newDir + "/"}, ourPackages...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = c.RepoRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, b)
+	}
+	for _, pkg := range ourPackages {
+		name := filepath.Base(pkg)
+		src, dst := filepath.Join(newDir, name), filepath.Join(binDir, name)
+		if sameFile(src, dst) {
+			if err := os.Remove(src); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.Rename(src, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sameFile(a, b string) bool {
+	x, err := os.ReadFile(a)
+	if err != nil {
+		return false
+	}
+	y, err := os.ReadFile(b)
+	return err == nil && bytes.Equal(x, y)
+}
+
+func (c *Config) ourBin(name string) string { return c.path("bin", name) }

@@ -1,0 +1,67 @@
+package devcluster
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// NewCommand returns `dev` with its subcommands up, down and status, to mount under a CLI
+// (`sbx dev ...`).
+func NewCommand() *cobra.Command {
+	var cfg Config
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local single-node Kubernetes cluster with agent-sandbox installed",
+		Long: `Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd and a real
+kubelet on this machine (no Docker), plus the agent-sandbox controller and router, with state in
+one directory. Needs root. The first run builds Kubernetes from the Go module proxy (minutes).`,
+	}
+	cmd.PersistentFlags().StringVar(&cfg.Dir, "dir", DefaultDir(), "State directory of the cluster.")
+
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start the cluster, or complete and reuse a running one",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Out = cmd.ErrOrStderr()
+			cl, err := Up(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), cl.Kubeconfig)
+			return nil
+		},
+	}
+	up.Flags().IntVar(&cfg.KwokNodes, "kwok-nodes", 0, "Simulated (kwok) nodes to register, tainted so only tolerating pods land there.")
+	up.Flags().StringVar(&cfg.RepoRoot, "source", "", "agent-sandbox source tree to build from (default: found from the working directory).")
+
+	var purge bool
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every process of the cluster and undo its host changes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Out = cmd.ErrOrStderr()
+			return Down(cmd.Context(), cfg, purge)
+		},
+	}
+	down.Flags().BoolVar(&purge, "purge", false, "Also remove the state directory (certificates, logs, binaries).")
+
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Report each component of the cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Out = cmd.ErrOrStderr()
+			sts, err := Status(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			PrintStatus(cmd.OutOrStdout(), sts, cfg)
+			return nil
+		},
+	}
+	cmd.AddCommand(up, down, status)
+	return cmd
+}

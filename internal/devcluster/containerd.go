@@ -1,0 +1,173 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/images"
+)
+
+const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so the kubelet) uses
+
+func (c *Config) containerdSock() string { return c.path("run", "containerd.sock") }
+
+// containerdConfig is containerd's own config: everything under the state dir, overlayfs, runc
+// with cgroupfs, our CNI network, our pause image. restrict_oom_score_adj is required on VMs
+// without CAP_SYS_RESOURCE, where runc otherwise fails to set the sandbox's oom_score_adj.
+func (c *Config) containerdConfig() string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+oom_score = 0
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %q
+    max_conf_num = 1
+`, c.path("containerd", "root"), c.path("containerd", "state"), c.containerdSock(), c.containerdSock()+".ttrpc",
+		c.path("containerd", "opt"), "docker.io/"+PauseImage, c.path("cni", "net.d"))
+}
+
+func (c *Config) containerd() (component, error) {
+	if err := os.MkdirAll(c.path("run"), 0o755); err != nil {
+		return component{}, err
+	}
+	if err := os.MkdirAll(c.path("containerd"), 0o755); err != nil {
+		return component{}, err
+	}
+	cfg := c.path("containerd", "config.toml")
+	if err := os.WriteFile(cfg, []byte(c.containerdConfig()), 0o644); err != nil {
+		return component{}, err
+	}
+	return component{
+		name: "containerd", exe: "/usr/bin/containerd", timeout: time.Minute,
+		args:  []string{"--config=" + cfg, "--log-level=warn"},
+		ready: func(ctx context.Context) error { return c.ctr(ctx, "version") },
+	}, nil
+}
+
+// ctr runs containerd's own CLI against our socket in the k8s.io namespace.
+func (c *Config) ctr(ctx context.Context, args ...string) error {
+	_, err := c.ctrOutput(ctx, args...)
+	return err
+}
+
+func (c *Config) ctrOutput(ctx context.Context, args ...string) (string, error) {
+	full := append([]string{"--address", c.containerdSock(), "--namespace", ctrNamespace}, args...)
+	out, err := exec.CommandContext(ctx, "ctr", full...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// importImages builds the runtime and pause images from our binaries and busybox and imports
+// them. The archives are deterministic, so an unchanged image re-imports as a no-op.
+func (c *Config) importImages(ctx context.Context) error {
+	dir := c.path("images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	// python3 is a nicety (agents run `python3 file.py`); the image works without it.
+	python, err := images.Python()
+	if err != nil {
+		c.Log.Warn("runtime image without python3", "reason", err)
+	}
+	runtime, err := images.Runtime("docker.io/"+RuntimeImage, c.ourBin("sandboxd"), "/bin/busybox", python...)
+	if err != nil {
+		return err
+	}
+	for name, img := range map[string]*images.Image{
+		"runtime": runtime,
+		"pause":   images.Pause("docker.io/"+PauseImage, c.ourBin("pause")),
+	} {
+		tarPath := filepath.Join(dir, name+".tar")
+		id, err := img.WriteArchiveFile(tarPath)
+		if err != nil {
+			return fmt.Errorf("building image %s: %w", img.Ref, err)
+		}
+		if err := c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", tarPath); err != nil {
+			return err
+		}
+		c.Log.Info("image imported", "image", img.Ref, "id", id)
+	}
+	return nil
+}
+
+// killTasks kills and deletes every container task left in containerd, so that no shim or
+// container survives containerd. Pods are deleted through the API before this; this catches
+// what the kubelet could not clean up.
+func (c *Config) killTasks(ctx context.Context) error {
+	out, err := c.ctrOutput(ctx, "tasks", "ls", "-q")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range strings.Fields(out) {
+		_ = c.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+		if err := c.ctr(ctx, "tasks", "delete", "--force", id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killShims ends containerd-shim processes serving our containerd (they outlive it by design).
+// They are found by the socket address on their command line, which is unique to our state dir.
+func (c *Config) killShims() {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if !strings.Contains(args[0], "containerd-shim") {
+			continue
+		}
+		for i := range args {
+			if args[i] == "-address" && i+1 < len(args) && args[i+1] == c.containerdSock() {
+				c.Log.Info("killing leftover shim", "pid", pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+}

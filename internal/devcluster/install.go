@@ -1,0 +1,176 @@
+package devcluster
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+//go:embed manifests/*.yaml
+var manifests embed.FS
+
+const fieldOwner = client.FieldOwner("agent-sandbox-dev")
+
+// install applies our CRDs and RBAC from config/ and what the dev cluster adds (namespace,
+// service accounts, bindings, router role, default StorageClass), server-side, so that running
+// it again converges instead of failing.
+func (c *Config) install(ctx context.Context) error {
+	cl, err := c.kubeClient()
+	if err != nil {
+		return err
+	}
+	crds, err := readYAMLDir(filepath.Join(c.RepoRoot, "config", "crd", "bases"))
+	if err != nil {
+		return err
+	}
+	if err := applyAll(ctx, cl, crds); err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if err := c.waitUntil(ctx, "CRD "+crd.GetName(), nil, time.Minute, crdEstablished(cl, crd.GetName())); err != nil {
+			return err
+		}
+	}
+	rbac, err := readYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac"))
+	if err != nil {
+		return err
+	}
+	own, err := manifests.ReadFile("manifests/cluster.yaml")
+	if err != nil {
+		return err
+	}
+	ours, err := decodeYAML(bytes.NewReader(own))
+	if err != nil {
+		return err
+	}
+	return applyAll(ctx, cl, append(ours, rbac...))
+}
+
+func (c *Config) kubeClient() (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath())
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{})
+}
+
+func applyAll(ctx context.Context, cl client.Client, objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
+		o.SetManagedFields(nil)
+		o.SetResourceVersion("")
+		if err := cl.Patch(ctx, o, client.Apply, fieldOwner, client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
+			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func crdEstablished(cl client.Client, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		if err := cl.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		for _, cond := range conds {
+			m, _ := cond.(map[string]any)
+			if m["type"] == "Established" && m["status"] == "True" {
+				return nil
+			}
+		}
+		return errors.New("not established yet")
+	}
+}
+
+// readYAMLDir decodes every *.yaml of a directory, in name order.
+func readYAMLDir(dir string) ([]*unstructured.Unstructured, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("no manifests in %s", dir)
+	}
+	sort.Strings(paths)
+	var out []*unstructured.Unstructured
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := decodeYAML(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+func decodeYAML(r io.Reader) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// controller runs our controller on the host under its service account's identity (see
+// certSpecs), so config/rbac is what authorizes it, as in a real install.
+func (c *Config) controller() component {
+	return component{
+		name: "agent-sandbox-controller", exe: c.ourBin("controller"), timeout: time.Minute,
+		addrs: []string{loopback(c.Ports.ControllerMetrics), loopback(c.Ports.ControllerHealth)},
+		args: []string{
+			"--kubeconfig=" + c.kubeconfigFor("controller"),
+			"--metrics-bind-address=" + loopback(c.Ports.ControllerMetrics),
+			"--health-probe-bind-address=" + loopback(c.Ports.ControllerHealth),
+			"--zap-log-level=info",
+		},
+		ready: func(ctx context.Context) error {
+			return httpOK(ctx, nil, fmt.Sprintf("http://%s/readyz", loopback(c.Ports.ControllerHealth)), "ok")
+		},
+	}
+}
+
+// router listens on a fixed loopback port; from the host it reaches pod IPs over the bridge.
+func (c *Config) router() component {
+	return component{
+		name: "sandbox-router", exe: c.ourBin("router"), timeout: time.Minute,
+		addrs: []string{loopback(c.Ports.Router), loopback(c.Ports.RouterProbe)},
+		args: []string{
+			"--kubeconfig=" + c.kubeconfigFor("router"),
+			"--listen=" + loopback(c.Ports.Router),
+			"--probe-listen=" + loopback(c.Ports.RouterProbe),
+		},
+		ready: func(ctx context.Context) error {
+			return httpOK(ctx, nil, fmt.Sprintf("http://%s/readyz", loopback(c.Ports.RouterProbe)), "")
+		},
+	}
+}

@@ -1,0 +1,119 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// kubeletConfig: x509 client auth from our CA plus webhook authorization (the apiserver's
+// kubelet client is system:masters), cgroupfs on cgroup v1, every directory in the state dir,
+// no cluster DNS (pods get a resolv.conf naming only their own loopback: nothing in a dev
+// sandbox should resolve names off this machine), and eviction thresholds low enough not to evict on a busy dev box.
+func (c *Config) kubeletConfig() string {
+	pki := c.path("pki")
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %s/ca.crt
+authorization:
+  mode: Webhook
+tlsCertFile: %s/kubelet-serving.crt
+tlsPrivateKeyFile: %s/kubelet-serving.key
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+clusterDomain: cluster.local
+resolvConf: %s
+podLogsDir: %s
+volumePluginDir: %s
+serializeImagePulls: false
+maxPods: 250
+rotateCertificates: false
+serverTLSBootstrap: false
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 2%%
+  imagefs.available: 2%%
+imageGCHighThresholdPercent: 98
+imageGCLowThresholdPercent: 95
+`, bridgeIP, c.Ports.Kubelet, c.Ports.KubeletHealthz, pki, pki, pki, c.containerdSock(),
+		c.path("kubelet", "resolv.conf"), c.path("pod-logs"), c.path("kubelet", "volume-plugins"))
+}
+
+func (c *Config) kubelet(bin string) (component, error) {
+	dir := c.path("kubelet")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return component{}, err
+	}
+	if err := os.WriteFile(c.path("kubelet", "resolv.conf"), []byte("# no cluster DNS in the dev cluster: lookups in pods fail at once, locally\nnameserver 127.0.0.1\n"), 0o644); err != nil {
+		return component{}, err
+	}
+	cfg := c.path("kubelet", "config.yaml")
+	if err := os.WriteFile(cfg, []byte(c.kubeletConfig()), 0o644); err != nil {
+		return component{}, err
+	}
+	return component{
+		name: "kubelet", exe: bin + "/kubelet", timeout: 2 * time.Minute,
+		addrs: []string{bridgeIP + ":" + strconv.Itoa(c.Ports.Kubelet), loopback(c.Ports.KubeletHealthz)},
+		args: []string{
+			"--config=" + cfg,
+			"--kubeconfig=" + c.kubeconfigFor("kubelet"),
+			"--root-dir=" + dir,
+			"--cert-dir=" + c.path("kubelet", "pki"),
+			"--hostname-override=" + NodeName,
+			"--node-ip=" + bridgeIP,
+			"--v=1",
+		},
+		ready: c.nodeReady(NodeName),
+	}, nil
+}
+
+func (c *Config) clientset() (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath())
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return kubernetes.NewForConfig(cfg)
+}
+
+func (c *Config) nodeReady(name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		cs, err := c.clientset()
+		if err != nil {
+			return err
+		}
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				if cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+				return fmt.Errorf("node %s not ready: %s %s", name, cond.Reason, cond.Message)
+			}
+		}
+		return fmt.Errorf("node %s has no Ready condition yet", name)
+	}
+}

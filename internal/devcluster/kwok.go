@@ -1,0 +1,134 @@
+package devcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const kwokModule = "sigs.k8s.io/kwok@v0.8.0" // same version as hack/build-k8s.sh builds
+
+// The stock kwok stages we run: nodes initialise and keep a Lease (so kcm's node-lifecycle
+// controller sees them alive), pods become ready, complete and are deleted.
+var kwokStages = []string{
+	"node/fast/node-initialize.yaml",
+	"node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+	"pod/fast/pod-ready.yaml",
+	"pod/fast/pod-complete.yaml",
+	"pod/fast/pod-delete.yaml",
+}
+
+// writeKwokConfig concatenates the stages that ship in the kwok module (kwok refuses to start
+// without Stage objects). The module is already in the module cache once kwok was built.
+func (c *Config) writeKwokConfig(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", kwokModule).Output()
+	if err != nil {
+		return "", fmt.Errorf("locating %s: %w", kwokModule, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		return "", fmt.Errorf("locating %s: no module dir (%v)", kwokModule, err)
+	}
+	var docs []string
+	for _, s := range kwokStages {
+		data, err := os.ReadFile(filepath.Join(mod.Dir, "kustomize", "stage", s))
+		if err != nil {
+			return "", err
+		}
+		docs = append(docs, strings.TrimSpace(string(data)))
+	}
+	p := c.path("kwok", "stages.yaml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", err
+	}
+	return p, os.WriteFile(p, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644)
+}
+
+func (c *Config) kwok(ctx context.Context, bin string) (component, error) {
+	cfg, err := c.writeKwokConfig(ctx)
+	if err != nil {
+		return component{}, err
+	}
+	return component{
+		name: "kwok", exe: bin + "/kwok", timeout: time.Minute,
+		addrs: []string{loopback(c.Ports.KwokServer)},
+		args: []string{
+			"--kubeconfig=" + c.kubeconfigFor("kwok"),
+			"--config=" + cfg,
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector=" + kwokNodeLabel + "=fake",
+			// Simulated pod IPs sit on our bridge's subnet, never routed off the machine.
+			"--cidr=" + kwokPodCIDR,
+			"--node-ip=127.0.0.1",
+			"--node-lease-duration-seconds=40",
+			"--server-address=" + loopback(c.Ports.KwokServer),
+		},
+		ready: func(context.Context) error { return nil },
+	}, nil
+}
+
+// ensureKwokNodes registers kwok-node-0..N-1 (tainted so only pods that tolerate the taint go
+// there), removes higher-numbered ones left from a bigger cluster, and waits until all are Ready.
+func (c *Config) ensureKwokNodes(ctx context.Context) error {
+	cs, err := c.clientset()
+	if err != nil {
+		return err
+	}
+	existing, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for i := 0; i < c.KwokNodes; i++ {
+		want[fmt.Sprintf("kwok-node-%d", i)] = true
+	}
+	for _, n := range existing.Items {
+		if !want[n.Name] {
+			if err := cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	for name := range want {
+		_, err := cs.CoreV1().Nodes().Create(ctx, kwokNode(name), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("registering %s: %w", name, err)
+		}
+	}
+	for name := range want {
+		if err := c.waitUntil(ctx, "simulated node "+name, nil, time.Minute, c.nodeReady(name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func kwokNode(name string) *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("250"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{kwokNodeLabel: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels:      map[string]string{"kubernetes.io/hostname": name, "type": "kwok"},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kwokNodeLabel, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Capacity: capacity, Allocatable: capacity,
+			Phase: corev1.NodeRunning,
+		},
+	}
+}

@@ -1,0 +1,229 @@
+package devcluster
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// certSpec is one certificate signed by the cluster CA.
+type certSpec struct {
+	name   string // file stem under pki/
+	cn     string
+	orgs   []string
+	ips    []string
+	dns    []string
+	server bool
+}
+
+// The identities of the cluster. Our controller and router authenticate with certificates whose
+// CN is their service account's user name, so RBAC bindings to those service accounts apply to
+// them exactly as they would to pods running as the service accounts.
+func (c *Config) certSpecs() []certSpec {
+	return []certSpec{
+		{name: "apiserver", cn: "kube-apiserver", server: true,
+			ips: []string{"127.0.0.1", "10.96.0.1"},
+			dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
+		{name: "kubelet-serving", cn: NodeName, server: true, ips: []string{bridgeIP}, dns: []string{NodeName}},
+		{name: "kcm-serving", cn: "kube-controller-manager", server: true, ips: []string{"127.0.0.1"}, dns: []string{"localhost"}},
+		{name: "scheduler-serving", cn: "kube-scheduler", server: true, ips: []string{"127.0.0.1"}, dns: []string{"localhost"}},
+		{name: "admin", cn: "agent-sandbox-dev-admin", orgs: []string{"system:masters"}},
+		{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}},
+		{name: "kube-controller-manager", cn: "system:kube-controller-manager"},
+		{name: "kube-scheduler", cn: "system:kube-scheduler"},
+		{name: "kubelet", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}},
+		{name: "kwok", cn: "kwok", orgs: []string{"system:masters"}},
+		{name: "controller", cn: controllerUser},
+		{name: "router", cn: routerUser},
+	}
+}
+
+// ensurePKI creates the CA, every certificate and the service-account key pair once; later runs
+// reuse them so that kubeconfigs handed out earlier keep working.
+func (c *Config) ensurePKI() error {
+	dir := c.path("pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	caCert, caKey, err := loadOrCreateCA(dir)
+	if err != nil {
+		return err
+	}
+	for _, s := range c.certSpecs() {
+		if fileExists(filepath.Join(dir, s.name+".crt")) && fileExists(filepath.Join(dir, s.name+".key")) {
+			continue
+		}
+		if err := issue(dir, s, caCert, caKey); err != nil {
+			return fmt.Errorf("issuing %s certificate: %w", s.name, err)
+		}
+	}
+	if !fileExists(filepath.Join(dir, "sa.key")) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		if err := writeKey(filepath.Join(dir, "sa.key"), key); err != nil {
+			return err
+		}
+		pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+		if err != nil {
+			return err
+		}
+		if err := writePEM(filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub, 0o644); err != nil {
+			return err
+		}
+	}
+	// One kubeconfig per identity; "admin" is also copied to the top-level kubeconfig.
+	for _, id := range []string{"admin", "kube-controller-manager", "kube-scheduler", "kubelet", "kwok", "controller", "router"} {
+		if err := c.writeKubeconfig(c.kubeconfigFor(id), id); err != nil {
+			return err
+		}
+	}
+	return c.writeKubeconfig(c.KubeconfigPath(), "admin")
+}
+
+func (c *Config) kubeconfigFor(id string) string { return c.path("kubeconfigs", id+".kubeconfig") }
+
+func (c *Config) writeKubeconfig(path, id string) error {
+	pki := c.path("pki")
+	ca, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		return err
+	}
+	crt, err := os.ReadFile(filepath.Join(pki, id+".crt"))
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(filepath.Join(pki, id+".key"))
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["agent-sandbox-dev"] = &clientcmdapi.Cluster{Server: c.apiServerURL(), CertificateAuthorityData: ca}
+	cfg.AuthInfos[id] = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
+	cfg.Contexts["agent-sandbox-dev"] = &clientcmdapi.Context{Cluster: "agent-sandbox-dev", AuthInfo: id, Namespace: "default"}
+	cfg.CurrentContext = "agent-sandbox-dev"
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func loadOrCreateCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	crtPath, keyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if fileExists(crtPath) && fileExists(keyPath) {
+		return loadPair(crtPath, keyPath)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "agent-sandbox-dev-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writePEM(crtPath, "CERTIFICATE", der, 0o644); err != nil {
+		return nil, nil, err
+	}
+	if err := writeKey(keyPath, key); err != nil {
+		return nil, nil, err
+	}
+	crt, err := x509.ParseCertificate(der)
+	return crt, key, err
+}
+
+func issue(dir string, s certSpec, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: s.cn, Organization: s.orgs},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().AddDate(5, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		DNSNames:     s.dns,
+	}
+	if s.server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	}
+	for _, ip := range s.ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	if err := writeKey(filepath.Join(dir, s.name+".key"), key); err != nil {
+		return err
+	}
+	return writePEM(filepath.Join(dir, s.name+".crt"), "CERTIFICATE", der, 0o644)
+}
+
+func loadPair(crtPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	crtPEM, err := os.ReadFile(crtPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	cb, _ := pem.Decode(crtPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, errors.New("corrupt CA files in " + filepath.Dir(crtPath))
+	}
+	crt, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	return crt, key, err
+}
+
+func writeKey(path string, key *ecdsa.PrivateKey) error {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return writePEM(path, "EC PRIVATE KEY", der, 0o600)
+}
+
+func writePEM(path, typ string, der []byte, mode os.FileMode) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	return n
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,98 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ComponentStatus is one line of `dev status`.
+type ComponentStatus struct {
+	Name    string
+	PID     int // 0 when not running
+	Healthy bool
+	Detail  string
+}
+
+// Status reports each process of the cluster and whether it answers its health check.
+func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	checks := map[string]func(context.Context) error{
+		"etcd":                     c.etcd("").ready,
+		"kube-apiserver":           c.apiserver("").ready,
+		"kube-controller-manager":  c.controllerManager("").ready,
+		"kube-scheduler":           c.scheduler("").ready,
+		"containerd":               func(ctx context.Context) error { return c.ctr(ctx, "version") },
+		"kubelet":                  c.nodeReady(NodeName),
+		"agent-sandbox-controller": c.controller().ready,
+		"sandbox-router":           c.router().ready,
+		"kwok":                     c.kwokNodesReady,
+	}
+	var out []ComponentStatus
+	for _, name := range components {
+		st := ComponentStatus{Name: name}
+		r := c.running(name)
+		if r == nil {
+			st.Detail = "not running"
+			if name == "kwok" {
+				st.Detail = "not running (no --kwok-nodes)"
+			}
+			out = append(out, st)
+			continue
+		}
+		st.PID = r.PID
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := checks[name](cctx); err != nil {
+			st.Detail = err.Error()
+		} else {
+			st.Healthy, st.Detail = true, "ok"
+		}
+		cancel()
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func (c *Config) kwokNodesReady(ctx context.Context) error {
+	cs, err := c.clientset()
+	if err != nil {
+		return err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		if err := c.nodeReady(n.Name)(ctx); err != nil {
+			return err
+		}
+	}
+	if len(nodes.Items) == 0 {
+		return fmt.Errorf("no simulated nodes registered")
+	}
+	return nil
+}
+
+// PrintStatus writes the status as a table.
+func PrintStatus(w io.Writer, sts []ComponentStatus, cfg Config) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tPID\tHEALTHY\tDETAIL")
+	for _, s := range sts {
+		pid := "-"
+		if s.PID != 0 {
+			pid = fmt.Sprint(s.PID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", s.Name, pid, s.Healthy, s.Detail)
+	}
+	_ = tw.Flush()
+	if c, err := cfg.withDefaults(); err == nil {
+		fmt.Fprintf(w, "\nstate dir: %s\nexport KUBECONFIG=%s\nrouter: %s\n", c.Dir, c.KubeconfigPath(), c.RouterURL())
+	}
+}

@@ -1,0 +1,178 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Cluster describes a running dev cluster.
+type Cluster struct {
+	Dir        string
+	Kubeconfig string
+	RouterURL  string
+	// Reused is set when every component was already running.
+	Reused bool
+}
+
+// Up brings the cluster up, or completes and reuses one that is (partly) running. It is safe to
+// call repeatedly: running components are kept, our own binaries are rebuilt and a component
+// whose binary changed is restarted.
+func Up(ctx context.Context, cfg Config) (*Cluster, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the dev cluster runs containerd and a kubelet: run as root")
+	}
+	start := time.Now()
+	if _, err := c.repoRoot(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	wasRunning := c.allRunning()
+	if err := c.ensureNodeDeps(ctx); err != nil {
+		return nil, fmt.Errorf("installing node packages: %w", err)
+	}
+	bin, err := c.ensureK8sBinaries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.buildOurs(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.ensurePKI(); err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	if err := c.recordHost(); err != nil {
+		return nil, fmt.Errorf("recording host state: %w", err)
+	}
+	if err := c.ensureBridge(); err != nil {
+		return nil, fmt.Errorf("pod bridge: %w", err)
+	}
+	if err := c.writeCNIConfig(); err != nil {
+		return nil, err
+	}
+	ctrd, err := c.containerd()
+	if err != nil {
+		return nil, err
+	}
+	kubelet, err := c.kubelet(bin)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
+		if err := c.restartIfReplaced(name); err != nil {
+			return nil, err
+		}
+	}
+	core := []component{c.etcd(bin), c.apiserver(bin), c.controllerManager(bin), c.scheduler(bin), ctrd, kubelet}
+	ours := []component{c.controller(), c.router()}
+	if err := c.preflight(append(core, ours...)); err != nil {
+		return nil, err
+	}
+	for _, comp := range core {
+		if err := c.ensure(ctx, comp); err != nil {
+			return nil, err
+		}
+		if comp.name == "containerd" {
+			// Before the kubelet: it must find the pause image when it starts pods.
+			c.progress("importing images %s and %s into containerd", RuntimeImage, PauseImage)
+			if err := c.importImages(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := c.ensureKwok(ctx, bin); err != nil {
+		return nil, err
+	}
+	c.progress("installing CRDs, RBAC and the default StorageClass")
+	if err := c.install(ctx); err != nil {
+		return nil, err
+	}
+	for _, comp := range ours {
+		if err := c.ensure(ctx, comp); err != nil {
+			return nil, err
+		}
+	}
+	cl := &Cluster{Dir: c.Dir, Kubeconfig: c.KubeconfigPath(), RouterURL: c.RouterURL(), Reused: wasRunning}
+	c.progress("cluster ready in %s", time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(c.Out, `
+  export KUBECONFIG=%s
+  kubectl get nodes            # (%s/kubectl is version-matched)
+  router: %s  (X-Sandbox-ID: <sandbox name>)
+  stop and clean up: dev down
+`, cl.Kubeconfig, bin, cl.RouterURL)
+	return cl, nil
+}
+
+func (c *Config) ensureKwok(ctx context.Context, bin string) error {
+	if c.KwokNodes <= 0 {
+		return nil
+	}
+	comp, err := c.kwok(ctx, bin)
+	if err != nil {
+		return err
+	}
+	if err := c.ensure(ctx, comp); err != nil {
+		return err
+	}
+	c.progress("registering %d simulated (kwok) nodes", c.KwokNodes)
+	return c.ensureKwokNodes(ctx)
+}
+
+// preflight refuses to start anything when a port of a component that is not running is taken,
+// so that a conflict is reported before half a cluster is up.
+func (c *Config) preflight(comps []component) error {
+	var errs []error
+	for _, comp := range comps {
+		if c.running(comp.name) != nil {
+			continue
+		}
+		for _, a := range comp.addrs {
+			if err := portFree(a); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", comp.name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// restartIfReplaced stops a running component whose binary was rebuilt since it started, so
+// that `up` after a code change runs the new code.
+func (c *Config) restartIfReplaced(name string) error {
+	r := c.running(name)
+	if r == nil {
+		return nil
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", r.PID))
+	if err != nil || !strings.HasSuffix(exe, " (deleted)") {
+		return nil
+	}
+	c.progress("restarting %s: its binary was rebuilt", name)
+	return c.stop(name)
+}
+
+// components lists every process the cluster may run, in start order.
+var components = []string{
+	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
+	"kwok", "agent-sandbox-controller", "sandbox-router",
+}
+
+func (c *Config) allRunning() bool {
+	for _, n := range components {
+		if n == "kwok" {
+			continue
+		}
+		if c.running(n) == nil {
+			return false
+		}
+	}
+	return true
+}

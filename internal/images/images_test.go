@@ -1,0 +1,88 @@
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestRelTo(t *testing.T) {
+	for _, tc := range []struct{ dir, target, want string }{
+		{"/bin", "/bin/busybox", "busybox"},
+		{"/usr/bin", "/bin/busybox", "../../bin/busybox"},
+		{"/sbin", "/bin/busybox", "../bin/busybox"},
+		{"/", "/bin/busybox", "bin/busybox"},
+	} {
+		if got, _ := relTo(tc.dir, tc.target); got != tc.want {
+			t.Errorf("relTo(%q, %q) = %q, want %q", tc.dir, tc.target, got, tc.want)
+		}
+	}
+}
+
+func TestArchiveIsDeterministicAndComplete(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := Pause("docker.io/example/pause:dev", bin)
+	img.Files = append(img.Files, File{Path: "/a/b/link", Link: "../../prog"})
+	var a, b bytes.Buffer
+	idA, err := img.WriteArchive(&a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idB, _ := img.WriteArchive(&b)
+	if idA != idB || !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatalf("two builds differ: %s vs %s", idA, idB)
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(&a)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		files[h.Name] = data
+	}
+	var manifest []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
+		t.Fatalf("manifest.json: %v %s", err, files["manifest.json"])
+	}
+	m := manifest[0]
+	if m.RepoTags[0] != "docker.io/example/pause:dev" || files[m.Config] == nil || len(m.Layers) != 1 {
+		t.Fatalf("bad manifest %+v", m)
+	}
+	var names []string
+	lr := tar.NewReader(bytes.NewReader(files[m.Layers[0]]))
+	for {
+		h, err := lr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	want := []string{"a/", "a/b/", "a/b/link", "pause"}
+	if len(names) != len(want) {
+		t.Fatalf("layer entries %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("layer entries %v, want %v", names, want)
+		}
+	}
+}

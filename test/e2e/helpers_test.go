@@ -1,0 +1,221 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
+)
+
+// waitLimit bounds every wait; it is a failure bound, never an assertion on speed.
+const waitLimit = 3 * time.Minute
+
+// newNamespace gives a test its own namespace, deleted (cascading to everything in it) after.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + rand.String(5)}}
+	if err := kube.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// eventually polls cond until it holds, failing the test with what it last saw.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
+	}
+}
+
+// gone reports whether obj no longer exists.
+func gone(ctx context.Context, obj client.Object) (bool, error) {
+	err := kube.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// runtimeContainer is the sandbox runtime image with sandboxd, probed on its health endpoint.
+func runtimeContainer() corev1.Container {
+	return corev1.Container{
+		Name:            "runtime",
+		Image:           devcluster.RuntimeImage,
+		ImagePullPolicy: corev1.PullNever,
+		Ports:           []corev1.ContainerPort{{Name: "sandboxd", ContainerPort: 8888}},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8888)}},
+			PeriodSeconds: 1, TimeoutSeconds: 5, // generous: a busy 2-core machine answers slowly
+		},
+	}
+}
+
+func homeClaim(name, size string) agentsv1alpha1.PersistentVolumeClaimTemplate {
+	return agentsv1alpha1.PersistentVolumeClaimTemplate{
+		EmbeddedObjectMetadata: agentsv1alpha1.EmbeddedObjectMetadata{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(devcluster.StorageClass),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+}
+
+// createTemplate applies a SandboxTemplate running the runtime image; withHome adds a 1Gi PVC
+// mounted at /workspace/home.
+func createTemplate(t *testing.T, ns, name string, withHome bool) *extv1alpha1.SandboxTemplate {
+	t.Helper()
+	c := runtimeContainer()
+	tmpl := &extv1alpha1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: extv1alpha1.SandboxTemplateSpec{PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+		}}},
+	}
+	if withHome {
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/workspace/home"}}
+		tmpl.Spec.VolumeClaimTemplates = []agentsv1alpha1.PersistentVolumeClaimTemplate{homeClaim("home", "1Gi")}
+	}
+	tmpl.Spec.PodTemplate.Spec.Containers = []corev1.Container{c}
+	if err := kube.Create(t.Context(), tmpl); err != nil {
+		t.Fatalf("creating template: %v", err)
+	}
+	return tmpl
+}
+
+func createPool(t *testing.T, ns, name, template string, replicas int32) *extv1alpha1.SandboxWarmPool {
+	t.Helper()
+	pool := &extv1alpha1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       extv1alpha1.SandboxWarmPoolSpec{Replicas: replicas, TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}},
+	}
+	if err := kube.Create(t.Context(), pool); err != nil {
+		t.Fatalf("creating warm pool: %v", err)
+	}
+	waitPoolReady(t, pool)
+	return pool
+}
+
+func waitPoolReady(t *testing.T, pool *extv1alpha1.SandboxWarmPool) {
+	t.Helper()
+	eventually(t, "warm pool "+pool.Name+" ready", func(ctx context.Context) (bool, error) {
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+			return false, err
+		}
+		return pool.Status.ReadyReplicas == pool.Spec.Replicas, nil
+	})
+}
+
+// sdkClient is an SDK client for a namespace that reaches sandboxes through the router.
+func sdkClient(t *testing.T, ns string) *sdk.Client {
+	t.Helper()
+	cli, err := sdk.New(sdk.Options{Kubeconfig: cluster.Kubeconfig, Namespace: ns, RouterURL: cluster.RouterURL, Mode: sdk.ModeRouter})
+	if err != nil {
+		t.Fatalf("sdk client: %v", err)
+	}
+	t.Cleanup(cli.Close)
+	return cli
+}
+
+// untilRouted waits until the router routes to a sandbox the SDK saw become ready: the
+// router's watch cache can trail the SDK's own watch by a few milliseconds.
+func untilRouted(t *testing.T, sb *sdk.Sandbox) {
+	t.Helper()
+	eventually(t, "router to route to "+sb.Name(), func(ctx context.Context) (bool, error) {
+		_, err := sb.Run(ctx, sdk.Argv("true"))
+		return err == nil, err
+	})
+}
+
+// podOf returns the running pod of a Sandbox (the controller names it after the Sandbox).
+func podOf(ctx context.Context, ns, sandbox string) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	return pod, kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: sandbox}, pod)
+}
+
+func sandboxReady(sb *agentsv1alpha1.Sandbox) bool {
+	return meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady) && len(sb.Status.PodIPs) > 0
+}
+
+// kubeExec runs argv in a pod's container through the Kubernetes exec API over WebSocket (what
+// @kubernetes/client-node does), streaming stdout and stderr into separate writers.
+func kubeExec(ctx context.Context, ns, pod, container string, argv []string, stdout, stderr io.Writer) error {
+	req := kcs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdout: true, Stderr: true}, clientgoscheme.ParameterCodec)
+	exec, err := remotecommand.NewWebSocketExecutor(restCfg, http.MethodGet, req.URL().String())
+	if err != nil {
+		return err
+	}
+	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr})
+}
+
+// execOut is kubeExec collecting the output.
+func execOut(t *testing.T, ns, pod, script string) (string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := kubeExec(t.Context(), ns, pod, "runtime", []string{"sh", "-c", script}, &out, &errOut); err != nil {
+		t.Fatalf("exec %q in %s: %v (stderr %q)", script, pod, err, errOut.String())
+	}
+	return out.String(), errOut.String()
+}
+
+// routerPost sends a request to the router for a sandbox, the way seed 004's Python SDK does.
+func routerPost(ctx context.Context, ns, sandbox, path, body string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cluster.RouterURL+path, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Sandbox-ID", sandbox)
+	req.Header.Set("X-Sandbox-Namespace", ns)
+	req.Header.Set("X-Sandbox-Port", "8888")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+func mustf(t *testing.T, err error, format string, args ...any) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", fmt.Sprintf(format, args...), err)
+	}
+}
