@@ -39,6 +39,8 @@ type Reconciler struct {
 	// that ownership: a reconcile running on a cache that lags its own writes must not hand the
 	// claim a second Sandbox.
 	bound sync.Map
+	// written is the last status written per claim UID (see writeStatus).
+	written sync.Map
 }
 
 // userError is bad input on the claim: reported as a condition, never retried in a hot loop.
@@ -62,6 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.firstSeen.Delete(req.NamespacedName)
 			r.forgetBindings(req.NamespacedName)
+			r.forgetWritten(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -217,4 +220,20 @@ func (r *Reconciler) forgetBindings(key types.NamespacedName) {
 		}
 		return true
 	})
+}
+
+// forgetWritten drops the remembered status of a deleted claim.
+func (r *Reconciler) forgetWritten(key types.NamespacedName) {
+	r.written.Range(func(k, v any) bool {
+		if v.(writtenStatus).claim == key {
+			r.written.Delete(k)
+		}
+		return true
+	})
+}
+
+// writtenStatus is the last status this process wrote for a claim.
+type writtenStatus struct {
+	claim  types.NamespacedName
+	status *extv1alpha1.SandboxClaimStatus
 }

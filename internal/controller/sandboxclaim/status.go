@@ -54,9 +54,20 @@ func setReconcileError(claim *extv1alpha1.SandboxClaim, err error) {
 }
 
 // writeStatus writes the claim status only when it changed; this controller is its only writer.
+// It also skips a status it has just written but the cache has not shown yet: under load a
+// claim is often reconciled again before its own status write comes back through the watch,
+// and rewriting the same status would double the API server's work on the hot path.
 func (r *Reconciler) writeStatus(ctx context.Context, original, claim *extv1alpha1.SandboxClaim) error {
 	if equality.Semantic.DeepEqual(original.Status, claim.Status) {
+		r.written.Delete(claim.UID) // the cache has caught up
 		return nil
 	}
-	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, claim, client.MergeFrom(original)))
+	if last, ok := r.written.Load(claim.UID); ok && equality.Semantic.DeepEqual(last.(writtenStatus).status, &claim.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, claim, client.MergeFrom(original)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.written.Store(claim.UID, writtenStatus{claim: client.ObjectKeyFromObject(claim), status: claim.Status.DeepCopy()})
+	return nil
 }

@@ -57,6 +57,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	if wait := r.Pacer.Wait(); wait > 0 {
+		// Claims are being served: everything below (refill, status) waits, and so does the
+		// cost of looking at every member.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	members, err := r.members(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -82,18 +87,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	desired := int(pool.Spec.Replicas)
 	switch have := m.count(); {
 	case have < desired:
-		if wait := r.Pacer.Wait(); wait > 0 {
-			result.RequeueAfter = wait // claims first; the pool catches up right after
-			break
-		}
 		errs = append(errs, r.createMembers(ctx, pool, tmpl, min(desired-have, r.maxBatch())))
 	case have > desired && !r.expect.pendingCreates(req.NamespacedName):
 		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch()))))
 	}
-	if result.RequeueAfter == 0 {
-		// While claims are served, status waits with the refill: it is rewritten right after.
-		errs = append(errs, r.writeStatus(ctx, pool, m))
-	}
+	errs = append(errs, r.writeStatus(ctx, pool, m))
 	return result, joinErrs(errs)
 }
 
