@@ -41,3 +41,28 @@ func rssMiB(pid int) (float64, error) {
 	}
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
+
+// childCPUSeconds sums the CPU time of this process's direct children whose executable is
+// named name (the control-plane processes envtest and testenv started).
+func childCPUSeconds(name string) float64 {
+	entries, _ := os.ReadDir("/proc")
+	total := 0.0
+	me := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil || !strings.Contains(string(status), "\nPPid:\t"+me+"\n") {
+			continue
+		}
+		if !strings.HasPrefix(string(status), "Name:\t"+name[:min(len(name), 15)]+"\n") {
+			continue
+		}
+		if cpu, err := cpuSeconds(pid); err == nil {
+			total += cpu
+		}
+	}
+	return total
+}

@@ -34,6 +34,8 @@ type Report struct {
 	RefillWrites    float64            `json:"controllerRefillWritesPerClaim"`
 	ControllerCPU   float64            `json:"controllerCPUCores"`
 	ControllerRSSMB float64            `json:"controllerRSSMiB"`
+	APIServerCPU    float64            `json:"apiserverCPUCores"`
+	EtcdCPU         float64            `json:"etcdCPUCores"`
 	Errors          []string           `json:"errors,omitempty"`
 }
 
@@ -83,6 +85,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(tw, "controller refill writes/claim\t%.2f\n", r.RefillWrites)
 	fmt.Fprintf(tw, "controller CPU (cores, during run)\t%.2f\n", r.ControllerCPU)
 	fmt.Fprintf(tw, "controller RSS (MiB)\t%.0f\n", r.ControllerRSSMB)
+	fmt.Fprintf(tw, "kube-apiserver / etcd CPU (cores)\t%.2f / %.2f\n", r.APIServerCPU, r.EtcdCPU)
 	if r.PoolFill != "" {
 		fmt.Fprintf(tw, "pool fill\t%s\n", r.PoolFill)
 	}

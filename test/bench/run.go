@@ -101,6 +101,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	n := int(cfg.Rate * cfg.Duration.Seconds())
 	rec.expect(n)
 	cpuBefore, _ := cpuSeconds(ctrlProc.pid())
+	apiBefore, etcdBefore := childCPUSeconds("kube-apiserver"), childCPUSeconds("etcd")
 	start := time.Now()
 	profileDone := make(chan error, 1)
 	if cfg.Profile {
@@ -123,6 +124,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	end := time.Now()
 	cpuAfter, _ := cpuSeconds(ctrlProc.pid())
 	report.ControllerCPU = (cpuAfter - cpuBefore) / end.Sub(start).Seconds()
+	report.APIServerCPU = (childCPUSeconds("kube-apiserver") - apiBefore) / end.Sub(start).Seconds()
+	report.EtcdCPU = (childCPUSeconds("etcd") - etcdBefore) / end.Sub(start).Seconds()
 	report.ControllerRSSMB, _ = rssMiB(ctrlProc.pid())
 	report.Claims = n
 	report.AchievedRate = float64(n) / sendTime.Seconds()
