@@ -34,7 +34,6 @@ const (
 	StorageClass   = "standard"
 	RuntimeImage   = "agent-sandbox/runtime:dev"
 	PauseImage     = "agent-sandbox/pause:dev"
-	kwokNodeLabel  = "kwok.x-k8s.io/node"
 	controllerUser = "system:serviceaccount:" + SystemNS + ":agent-sandbox-controller"
 	routerUser     = "system:serviceaccount:" + SystemNS + ":sandbox-router"
 )

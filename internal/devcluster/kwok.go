@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/kwoknode"
 )
 
 const kwokModule = "sigs.k8s.io/kwok@v0.8.0" // same version as hack/build-k8s.sh builds
@@ -66,7 +66,7 @@ func (c *Config) kwok(ctx context.Context, bin string) (component, error) {
 			"--kubeconfig=" + c.kubeconfigFor("kwok"),
 			"--config=" + cfg,
 			"--manage-all-nodes=false",
-			"--manage-nodes-with-annotation-selector=" + kwokNodeLabel + "=fake",
+			"--manage-nodes-with-annotation-selector=" + kwoknode.Annotation + "=fake",
 			// Simulated pod IPs sit on our bridge's subnet, never routed off the machine.
 			"--cidr=" + kwokPodCIDR,
 			"--node-ip=127.0.0.1",
@@ -100,7 +100,7 @@ func (c *Config) ensureKwokNodes(ctx context.Context) error {
 		}
 	}
 	for name := range want {
-		_, err := cs.CoreV1().Nodes().Create(ctx, kwokNode(name), metav1.CreateOptions{})
+		_, err := cs.CoreV1().Nodes().Create(ctx, kwoknode.New(name, 250), metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("registering %s: %w", name, err)
 		}
@@ -111,24 +111,4 @@ func (c *Config) ensureKwokNodes(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func kwokNode(name string) *corev1.Node {
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("32"),
-		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("250"),
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Annotations: map[string]string{kwokNodeLabel: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-			Labels:      map[string]string{"kubernetes.io/hostname": name, "type": "kwok"},
-		},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kwokNodeLabel, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{
-			Capacity: capacity, Allocatable: capacity,
-			Phase: corev1.NodeRunning,
-		},
-	}
 }

@@ -7,20 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-)
 
-const (
-	kwokAnnotation = "kwok.x-k8s.io/node"
-	// KwokTaint keeps real workloads off simulated nodes; benchmark pods tolerate it.
-	KwokTaint = "kwok.x-k8s.io/node"
+	"github.com/agent-sandbox/agent-sandbox/internal/kwoknode"
 )
 
 // KwokToleration lets a pod run on the simulated nodes.
-var KwokToleration = corev1.Toleration{Key: KwokTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+var KwokToleration = kwoknode.Toleration
 
 // startKwok runs kwok for the simulated nodes and registers them; kwok keeps them Ready and
 // moves their pods to Running with an IP, which is all a control-plane benchmark needs.
@@ -37,7 +30,7 @@ func (e *Env) startKwok(nodes int) error {
 		"--kubeconfig="+kubeconfig,
 		"--config="+stages,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector="+kwokAnnotation+"=fake",
+		"--manage-nodes-with-annotation-selector="+kwoknode.Annotation+"=fake",
 		"--cidr=10.128.0.1/12", // simulated pod IPs; nothing is ever sent to them
 		"--node-ip=127.0.0.1",
 		"--server-address=127.0.0.1:0",
@@ -46,7 +39,7 @@ func (e *Env) startKwok(nodes int) error {
 	}
 	ctx := context.Background()
 	for i := 0; i < nodes; i++ {
-		node := kwokNode(fmt.Sprintf("kwok-node-%d", i))
+		node := kwoknode.New(fmt.Sprintf("kwok-node-%d", i), 1000)
 		if err := e.Client.Create(ctx, node); err != nil {
 			return fmt.Errorf("registering simulated node: %w", err)
 		}
@@ -54,33 +47,13 @@ func (e *Env) startKwok(nodes int) error {
 		// don't run (it would taint simulated nodes whose heartbeats lag under load), would
 		// lift it once kwok reports Ready. Keep only our own taint.
 		untainted := node.DeepCopy()
-		untainted.Spec.Taints = kwokNode(node.Name).Spec.Taints
+		untainted.Spec.Taints = kwoknode.Taints()
 		// A merge patch, not an update: kwok is writing the node's status at the same time.
 		if err := e.Client.Patch(ctx, untainted, client.MergeFrom(node)); err != nil {
 			return fmt.Errorf("untainting simulated node: %w", err)
 		}
 	}
 	return nil
-}
-
-func kwokNode(name string) *corev1.Node {
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("64"),
-		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("1000"),
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Annotations: map[string]string{kwokAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-			Labels:      map[string]string{"kubernetes.io/hostname": name, "type": "kwok"},
-		},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: KwokTaint, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{
-			Capacity: capacity, Allocatable: capacity,
-			Phase: corev1.NodeRunning,
-		},
-	}
 }
 
 // writeKwokStages copies the stock stages that ship in the kwok module (node heartbeat with

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -153,3 +154,13 @@ func (e *Env) Kubeconfig(user string) (string, error) {
 
 // Binary is the path of a Kubernetes binary in the assets folder.
 func (e *Env) Binary(name string) string { return filepath.Join(e.assets, name) }
+
+// GoleakOptions ignores the process-wide goroutines that client libraries start once and never
+// stop; test mains check for leaks with them after stopping the control plane.
+func GoleakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntil"),
+		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
+	}
+}

@@ -32,20 +32,10 @@ func run(m *testing.M) int {
 		}
 	}
 	if code == 0 {
-		if err := goleak.Find(goleakOptions()...); err != nil {
+		if err := goleak.Find(testenv.GoleakOptions()...); err != nil {
 			fmt.Fprintln(os.Stderr, "sdk: leaked goroutines:", err)
 			code = 1
 		}
 	}
 	return code
-}
-
-// goleakOptions ignores process-wide goroutines that client libraries start
-// once and never stop.
-func goleakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntil"),
-		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
-	}
 }
