@@ -108,13 +108,15 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		quiet = 250 * time.Millisecond
 	}
 	pacer := warmpool.NewPacer(quiet)
+	// Background work yields to claims, but at most this long at a stretch.
+	const maxHold = 2 * time.Second
 	if err := (&sandbox.Reconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorderFor("sandbox-controller"),
 		ClusterDomain:           opts.ClusterDomain,
 		MaxConcurrentReconciles: opts.SandboxWorkers,
-		Pacer:                   pacer,
+		Gate:                    warmpool.NewGate(pacer, maxHold),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandbox controller: %w", err)
 	}
@@ -128,7 +130,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := (&sandboxwarmpool.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
-		Pacer:    pacer,
+		Gate:     warmpool.NewGate(pacer, maxHold),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}

@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// Pacer lets pool refills yield to claims. On a small control plane the API server's CPU per
-// write is the bottleneck: refills that race a claim burst slow every claim down, so the pool
-// waits until claims have been quiet for a moment and then catches up.
+// Pacer lets background writes (pool refills, label bookkeeping) yield to claims. On a small
+// control plane the API server's CPU per write is the bottleneck: refills that race a claim
+// burst slow every claim down, so they wait until claims have been quiet for a moment and then
+// catch up.
 type Pacer struct {
 	mu        sync.Mutex
 	lastClaim time.Time
@@ -16,8 +17,8 @@ type Pacer struct {
 	now       func() time.Time
 }
 
-// NewPacer returns a pacer that asks refills to wait until no claim is being served and none
-// arrived for quiet.
+// NewPacer returns a pacer that reports claims busy while one is being served and for quiet
+// after the last one.
 func NewPacer(quiet time.Duration) *Pacer {
 	return &Pacer{quiet: quiet, now: time.Now}
 }
@@ -36,11 +37,8 @@ func (p *Pacer) ClaimStarted() (done func()) {
 	}
 }
 
-// Wait is how long a refill should hold back; zero means go.
-func (p *Pacer) Wait() time.Duration {
-	if p == nil {
-		return 0
-	}
+// busyFor is how long until claims count as quiet; zero when they are.
+func (p *Pacer) busyFor() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.inFlight > 0 {
@@ -50,4 +48,49 @@ func (p *Pacer) Wait() time.Duration {
 		return d
 	}
 	return 0
+}
+
+// Gate is one kind of background work held back by a Pacer, but never for longer than maxHold
+// at a stretch: under a steady stream of claims (never quiet) the work still trickles through,
+// so a pool serving a constant load still refills.
+type Gate struct {
+	pacer     *Pacer
+	maxHold   time.Duration
+	mu        sync.Mutex
+	heldSince time.Time
+}
+
+// NewGate returns a gate on p; a nil p never holds.
+func NewGate(p *Pacer, maxHold time.Duration) *Gate {
+	return &Gate{pacer: p, maxHold: maxHold}
+}
+
+// Wait is how long the work should hold back; zero means go now. When it says go while
+// claims are still busy (the hold ran out), Busy is still true so the caller can keep the
+// batch small.
+func (g *Gate) Wait() time.Duration {
+	if g == nil || g.pacer == nil {
+		return 0
+	}
+	d := g.pacer.busyFor()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d == 0 {
+		g.heldSince = time.Time{}
+		return 0
+	}
+	now := g.pacer.now()
+	if g.heldSince.IsZero() {
+		g.heldSince = now
+	}
+	if g.maxHold > 0 && now.Sub(g.heldSince) >= g.maxHold {
+		g.heldSince = now // let this one through, then hold again
+		return 0
+	}
+	return d
+}
+
+// Busy reports whether claims are being served right now.
+func (g *Gate) Busy() bool {
+	return g != nil && g.pacer != nil && g.pacer.busyFor() > 0
 }

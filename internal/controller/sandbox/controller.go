@@ -38,8 +38,8 @@ type Reconciler struct {
 	Now func() time.Time
 	// MaxConcurrentReconciles bounds parallel reconciles (default 16).
 	MaxConcurrentReconciles int
-	// Pacer defers pod label bookkeeping while claims are being served (nil: never).
-	Pacer *warmpool.Pacer
+	// Gate defers pod label bookkeeping while claims are being served (nil: never).
+	Gate *warmpool.Gate
 }
 
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete

@@ -180,7 +180,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 	if equality.Semantic.DeepEqual(pod.Labels, updated.Labels) && equality.Semantic.DeepEqual(pod.Annotations, updated.Annotations) {
 		return nil
 	}
-	if wait := r.Pacer.Wait(); wait > 0 {
+	if wait := r.Gate.Wait(); wait > 0 {
 		// Labels are bookkeeping, not readiness: during a claim burst this write waits, so the
 		// API server spends its CPU on the claims themselves.
 		return &deferredError{after: wait}

@@ -20,6 +20,9 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
+// trickleBatch bounds a refill that goes through while claims are still being served.
+const trickleBatch = 5
+
 // Event reasons.
 const (
 	ReasonTemplateNotFound = "TemplateNotFound"
@@ -30,8 +33,9 @@ const (
 type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
-	// Pacer holds refills back while claims are being served (nil: never).
-	Pacer *warmpool.Pacer
+	// Gate holds refills back while claims are being served (nil: never); when its hold runs
+	// out under a steady claim stream, refills go through in small batches.
+	Gate *warmpool.Gate
 	// MaxBatch bounds the creates or deletes of one reconcile (default 50).
 	MaxBatch int
 
@@ -57,7 +61,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	if wait := r.Pacer.Wait(); wait > 0 {
+	if wait := r.Gate.Wait(); wait > 0 {
 		// Claims are being served: everything below (refill, status) waits, and so does the
 		// cost of looking at every member.
 		return ctrl.Result{RequeueAfter: wait}, nil
@@ -87,7 +91,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	desired := int(pool.Spec.Replicas)
 	switch have := m.count(); {
 	case have < desired:
-		errs = append(errs, r.createMembers(ctx, pool, tmpl, min(desired-have, r.maxBatch())))
+		batch := r.maxBatch()
+		if r.Gate.Busy() {
+			batch = min(batch, trickleBatch)
+		}
+		errs = append(errs, r.createMembers(ctx, pool, tmpl, min(desired-have, batch)))
 	case have > desired && !r.expect.pendingCreates(req.NamespacedName):
 		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch()))))
 	}
