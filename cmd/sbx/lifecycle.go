@@ -19,20 +19,13 @@ func (a *app) pauseCommand() *cobra.Command {
 and the Service stay. sbx resume brings a new pod up on the same volumes.`,
 		Args: atLeastOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var errs []error
-			for _, name := range args {
+			return a.eachName(args, func(c *sdk.Client, name string) error {
 				if err := c.Pause(cmd.Context(), name); err != nil {
-					errs = append(errs, err)
-					continue
+					return err
 				}
 				fmt.Fprintf(a.stdout, "sandbox %s paused\n", name)
-			}
-			return errors.Join(errs...)
+				return nil
+			})
 		},
 	}
 }
@@ -44,13 +37,7 @@ func (a *app) resumeCommand() *cobra.Command {
 		Short: "Resume paused sandboxes and wait until they are ready",
 		Args:  atLeastOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var errs []error
-			for _, name := range args {
+			return a.eachName(args, func(c *sdk.Client, name string) error {
 				opts := []sdk.WaitOption{}
 				if timeout > 0 {
 					opts = append(opts, sdk.WithReadyTimeout(timeout))
@@ -60,12 +47,11 @@ func (a *app) resumeCommand() *cobra.Command {
 				sb, err := c.Resume(cmd.Context(), name, append(opts, sdk.WithProgress(prog.update))...)
 				stop()
 				if err != nil {
-					errs = append(errs, err)
-					continue
+					return err
 				}
 				fmt.Fprintf(a.stdout, "sandbox %s resumed (pod IP %s)\n", name, strings.Join(sb.PodIPs(), ","))
-			}
-			return errors.Join(errs...)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for each sandbox to be ready (default 2m)")
@@ -81,21 +67,14 @@ func (a *app) rmCommand() *cobra.Command {
 		Short:   "Delete sandboxes (the claim, its Sandbox, pod, Service and volumes)",
 		Args:    atLeastOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var errs []error
-			for _, name := range args {
+			return a.eachName(args, func(c *sdk.Client, name string) error {
 				err := c.Delete(cmd.Context(), name, opt)
 				if err != nil && !(ignoreMissing && errors.Is(err, sdk.ErrNotFound)) {
-					errs = append(errs, err)
-					continue
+					return err
 				}
 				fmt.Fprintf(a.stdout, "sandbox %s deleted\n", name)
-			}
-			return errors.Join(errs...)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&opt.Wait, "wait", false, "wait until the objects are gone")
@@ -117,21 +96,14 @@ to now + --for, so that a TTL only removes sandboxes nobody uses.`,
 			if d <= 0 {
 				return fmt.Errorf("--for must be a positive duration, such as 30m or 1h")
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var errs []error
 			at := time.Now().Add(d)
-			for _, name := range args {
+			return a.eachName(args, func(c *sdk.Client, name string) error {
 				if err := c.SetShutdownTime(cmd.Context(), name, at); err != nil {
-					errs = append(errs, err)
-					continue
+					return err
 				}
 				fmt.Fprintf(a.stdout, "sandbox %s now expires at %s\n", name, at.Add(time.Second-1).Truncate(time.Second).UTC().Format(time.RFC3339))
-			}
-			return errors.Join(errs...)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&d, "for", 0, "how long the sandbox should live from now (required)")
@@ -173,4 +145,21 @@ the --template templates exist. It says how to fix whatever is missing.`,
 	}
 	cmd.Flags().StringArrayVar(&templates, "template", nil, "also require this SandboxTemplate (repeatable)")
 	return cmd
+}
+
+// eachName runs fn for every sandbox named on the command line with one client, going on past
+// failures and returning them all.
+func (a *app) eachName(names []string, fn func(c *sdk.Client, name string) error) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var errs []error
+	for _, name := range names {
+		if err := fn(c, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

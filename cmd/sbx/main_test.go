@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,35 +23,7 @@ import (
 // tests that need it skip.
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") != "" {
-		var err error
-		if env, err = testenv.Start(testenv.Options{}); err != nil {
-			fmt.Fprintln(os.Stderr, "sbx: starting control plane:", err)
-			return 1
-		}
-	}
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "sbx: stopping control plane:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntil"),
-			goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
-		); err != nil {
-			fmt.Fprintln(os.Stderr, "sbx: leaked goroutines:", err)
-			code = 1
-		}
-	}
-	return code
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, "sbx", &env)) }
 
 // cli runs sbx commands against the test API server and a real sandboxd,
 // in its own namespace, with a stand-in controller marking claims ready.

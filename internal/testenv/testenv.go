@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
@@ -42,6 +43,7 @@ type Env struct {
 	env     *envtest.Environment
 	procs   []*process // stopped in reverse order
 	dataDir string
+	ownDir  bool // dataDir was made by Start and goes with Stop
 	assets  string
 }
 
@@ -64,7 +66,8 @@ func Start(opts Options) (*Env, error) {
 	// Tests don't need durability; fsync dominates etcd's cost on small VMs.
 	env.ControlPlane.Etcd = &envtest.Etcd{}
 	env.ControlPlane.Etcd.Configure().Append("unsafe-no-fsync", "true")
-	if opts.DataDir == "" {
+	ownDir := opts.DataDir == ""
+	if ownDir {
 		if opts.DataDir, err = os.MkdirTemp("", "testenv-"); err != nil {
 			return nil, err
 		}
@@ -78,7 +81,7 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
-	e := &Env{Config: cfg, env: env, dataDir: opts.DataDir, assets: assets}
+	e := &Env{Config: cfg, env: env, dataDir: opts.DataDir, ownDir: ownDir, assets: assets}
 	scheme, err := manager.NewScheme()
 	if err != nil {
 		_ = e.Stop()
@@ -116,6 +119,9 @@ func (e *Env) Stop() error {
 		errs = append(errs, e.procs[i].stop())
 	}
 	errs = append(errs, e.env.Stop())
+	if e.ownDir {
+		errs = append(errs, os.RemoveAll(e.dataDir))
+	}
 	return errors.Join(errs...)
 }
 
@@ -163,4 +169,32 @@ func GoleakOptions() []goleak.Option {
 		goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/util/wait.BackoffUntil"),
 		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
 	}
+}
+
+// Main runs a package's tests with one shared control plane (started only when
+// KUBEBUILDER_ASSETS is set, as `make test` does; tests that need it skip otherwise), stops it,
+// and then fails the run on leaked goroutines. Use it as os.Exit(testenv.Main(m, "pkg", &env)).
+func Main(m *testing.M, name string, env **Env) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") != "" {
+		started, err := Start(Options{})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: starting control plane: %v\n", name, err)
+			return 1
+		}
+		*env = started
+	}
+	code := m.Run()
+	if *env != nil {
+		if err := (*env).Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: stopping control plane: %v\n", name, err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(GoleakOptions()...); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: leaked goroutines: %v\n", name, err)
+			code = 1
+		}
+	}
+	return code
 }

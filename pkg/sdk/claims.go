@@ -156,7 +156,12 @@ func (c *Client) GetOrCreate(ctx context.Context, name, template string, opts ..
 // finishCreate waits for a claim unless NoWait, and cleans up a claim this
 // call created when the wait fails.
 func (c *Client) finishCreate(ctx context.Context, cl *extv1alpha1.SandboxClaim, cfg *createConfig, created bool) (*Sandbox, error) {
-	s := c.claimHandle(cl)
+	return c.finish(ctx, c.claimHandle(cl), cl, "sandboxclaim", cfg, created)
+}
+
+// finish waits for s unless NoWait; when the wait fails it deletes obj if this call created it
+// (unless KeepOnFailure), so a failed Create leaves nothing behind.
+func (c *Client) finish(ctx context.Context, s *Sandbox, obj client.Object, kind string, cfg *createConfig, created bool) (*Sandbox, error) {
 	if cfg.noWait {
 		return s, nil
 	}
@@ -167,8 +172,8 @@ func (c *Client) finishCreate(ctx context.Context, cl *extv1alpha1.SandboxClaim,
 	if created && !cfg.keepOnFailure && !errors.Is(err, ErrNotFound) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		if derr := client.IgnoreNotFound(c.kube.Delete(dctx, cl)); derr != nil {
-			err = fmt.Errorf("%w (deleting the claim afterwards failed too: %v)", err, derr)
+		if derr := client.IgnoreNotFound(c.kube.Delete(dctx, obj)); derr != nil {
+			err = fmt.Errorf("%w (deleting the %s afterwards failed too: %v)", err, kind, derr)
 		}
 	}
 	return nil, err

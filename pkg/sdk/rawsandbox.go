@@ -105,21 +105,6 @@ func (c *Client) GetOrCreateSandbox(ctx context.Context, sb *agentsv1alpha1.Sand
 }
 
 func (c *Client) finishSandbox(ctx context.Context, sb *agentsv1alpha1.Sandbox, cfg *createConfig, created bool) (*Sandbox, error) {
-	s := c.sandboxHandle(sb)
-	if cfg.noWait {
-		return s, nil
-	}
-	err := s.WaitReady(ctx, waitOpt(cfg.waitConfig))
-	if err == nil {
-		return s, nil
-	}
-	if created && !cfg.keepOnFailure && !errors.Is(err, ErrNotFound) {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		del := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: sb.Name}}
-		if derr := client.IgnoreNotFound(c.kube.Delete(dctx, del)); derr != nil {
-			err = fmt.Errorf("%w (deleting the sandbox afterwards failed too: %v)", err, derr)
-		}
-	}
-	return nil, err
+	del := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: sb.Name}}
+	return c.finish(ctx, c.sandboxHandle(sb), del, "sandbox", cfg, created)
 }

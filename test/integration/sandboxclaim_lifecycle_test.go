@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -148,4 +149,23 @@ func TestDeletingAClaimLeavesNothingBehind(t *testing.T) {
 	eventually(t, "pod gone", exists(podOf(ns, "gone"), false))
 	eventually(t, "service gone", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}, false))
 	eventually(t, "PVC gone", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-gone"}}, false))
+}
+
+func TestClaimNamingAMissingPoolStartsColdAndSaysSo(t *testing.T) {
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	mustCreateObj(t, aTemplate(ns, "tpl"), withWarmPool(aClaim(ns, "typo", "tpl"), "fast-pol"))
+	eventually(t, "Ready from a cold start", claimReadyIs(t, ns, "typo", metav1.ConditionTrue, ""))
+	eventually(t, "WarmPoolNotFound event", func() string {
+		events := &corev1.EventList{}
+		if err := k8s.List(context.Background(), events, client.InNamespace(ns)); err != nil {
+			return err.Error()
+		}
+		for _, e := range events.Items {
+			if e.Reason == extv1alpha1.ReasonWarmPoolNotFound && e.InvolvedObject.Name == "typo" {
+				return ""
+			}
+		}
+		return "no WarmPoolNotFound event on the claim"
+	})
 }

@@ -40,6 +40,10 @@ func setStatus(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error, clu
 	}
 
 	ready := readyCondition(sb, obs, reconcileErr)
+	if obs.serviceProblem != "" {
+		// The pod is reachable by IP either way; say why serviceFQDN is empty.
+		ready.Message += "; " + obs.serviceProblem
+	}
 	ready.Type = agentsv1alpha1.SandboxConditionReady
 	ready.ObservedGeneration = sb.Generation
 	meta.SetStatusCondition(&st.Conditions, ready)

@@ -44,9 +44,12 @@ func (r *Reconciler) acquire(ctx context.Context, claim *extv1alpha1.SandboxClai
 	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata); err != nil {
 		return nil, "", err
 	}
-	// Validate env against the template before touching any warm sandbox.
-	if _, err := injectEnv(tmpl.Spec.PodTemplate.Spec.DeepCopy(), tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
-		return nil, "", err
+	// Validate env against the template before touching any warm sandbox (on a copy: the
+	// template is the cache's).
+	if len(claim.Spec.Env) > 0 {
+		if _, err := injectEnv(tmpl.Spec.PodTemplate.Spec.DeepCopy(), tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
+			return nil, "", err
+		}
 	}
 	// Env is part of the container spec, which a running warm pod cannot take on: claims with
 	// env start cold (documented in docs/claims.md).
@@ -56,8 +59,23 @@ func (r *Reconciler) acquire(ctx context.Context, claim *extv1alpha1.SandboxClai
 			return sb, extv1alpha1.LaunchTypeWarm, err
 		}
 	}
+	r.warnIfPoolMissing(ctx, claim)
 	sb, err := r.createCold(ctx, claim, tmpl)
 	return sb, extv1alpha1.LaunchTypeCold, err
+}
+
+// warnIfPoolMissing tells the user when the warm pool a claim names does not exist, so a typo
+// does not silently turn every claim into a cold start.
+func (r *Reconciler) warnIfPoolMissing(ctx context.Context, claim *extv1alpha1.SandboxClaim) {
+	policy := claim.EffectiveWarmPool()
+	if policy == extv1alpha1.WarmPoolPolicyNone || policy == extv1alpha1.WarmPoolPolicyDefault {
+		return
+	}
+	pool := &extv1alpha1.SandboxWarmPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: string(policy)}, pool); apierrors.IsNotFound(err) {
+		r.event(claim, corev1.EventTypeWarning, extv1alpha1.ReasonWarmPoolNotFound,
+			"SandboxWarmPool %q not found; starting a Sandbox from the template instead", policy)
+	}
 }
 
 // adopt takes over a ready warm Sandbox: one optimistic-locked patch moves its ownership to the

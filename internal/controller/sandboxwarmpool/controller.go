@@ -82,7 +82,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	m := classify(pool, members, tmpl, &r.expect)
 
-	var result ctrl.Result
 	var errs []error
 	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
 		errs = append(errs, r.deleteMembers(ctx, pool, m.stale))
@@ -100,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch()))))
 	}
 	errs = append(errs, r.writeStatus(ctx, pool, m))
-	return result, joinErrs(errs)
+	return ctrl.Result{}, joinErrs(errs)
 }
 
 func (r *Reconciler) members(ctx context.Context, pool *extv1alpha1.SandboxWarmPool) ([]agentsv1alpha1.Sandbox, error) {
