@@ -441,15 +441,24 @@ func (c *command) pumpOutput(emit func(stream int, p []byte)) {
 			bp := readBufPool.Get().(*[]byte)
 			defer readBufPool.Put(bp)
 			buf := *bp
+			retried := false
 			for {
 				n, err := f.Read(buf)
 				if n > 0 {
+					retried = false
 					busy.Add(1)
 					emit(i, buf[:n]) // may block on a slow client
 					lastData.Store(time.Now().UnixNano())
 					busy.Add(-1)
 				}
 				if err != nil {
+					// A PTY master can report EIO for a closed terminal while
+					// the last bytes written before the close are still being
+					// handed over; one more read returns them (or EIO again).
+					if c.pty != nil && !retried && errors.Is(err, syscall.EIO) {
+						retried = true
+						continue
+					}
 					return
 				}
 			}
