@@ -17,17 +17,19 @@ help: ## Show the targets.
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers.
+generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (and their copies in the Helm chart).
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:maxDescLen=0 paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/... output:rbac:dir=config/rbac
+	rm -f charts/agent-sandbox/crds/*.yaml && cp config/crd/bases/*.yaml charts/agent-sandbox/crds/
+	cp config/rbac/role.yaml charts/agent-sandbox/files/controller-role.yaml
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale or code is not gofmt'ed / vetted.
-	@if ! git diff --quiet -- api config; then \
-	  echo "generated files are stale; run 'make generate' and commit:"; git --no-pager diff --stat -- api config; exit 1; fi
-	@if [ -n "$$(git ls-files --others --exclude-standard -- api config)" ]; then \
-	  echo "untracked generated files; run 'make generate' and commit:"; git ls-files --others --exclude-standard -- api config; exit 1; fi
+	@if ! git diff --quiet -- api config charts; then \
+	  echo "generated files are stale; run 'make generate' and commit:"; git --no-pager diff --stat -- api config charts; exit 1; fi
+	@if [ -n "$$(git ls-files --others --exclude-standard -- api config charts)" ]; then \
+	  echo "untracked generated files; run 'make generate' and commit:"; git ls-files --others --exclude-standard -- api config charts; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "not gofmt'ed: $$out"; exit 1; fi
 	go vet ./...
 
@@ -36,8 +38,12 @@ build: ## Build the binaries into bin/.
 	go build -o bin/ ./cmd/...
 
 .PHONY: k8s-binaries
-k8s-binaries: ## Build the pinned kube-apiserver, etcd and kube-controller-manager (cached).
-	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager
+k8s-binaries: ## Build the pinned kube-apiserver, etcd, kube-controller-manager, kubectl and helm (cached).
+	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kubectl helm
+
+.PHONY: images
+images: ## Write the runtime, controller and router images as docker-archive tars into bin/images (no Docker needed).
+	go run ./cmd/sbx dev images --out bin/images
 
 .PHONY: test
 test: k8s-binaries verify ## Run every test: unit, integration on a real kube-apiserver (-race), then end to end on the local cluster.

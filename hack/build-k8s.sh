@@ -7,12 +7,13 @@
 #   hack/build-k8s.sh --print-dir     prints the folder that holds the binaries
 #
 # Known binaries: kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy
-# etcd kwok.
+# etcd kwok helm (helm renders and lints charts/agent-sandbox in the tests).
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+HELM_VERSION="${HELM_VERSION:-v3.21.4}"
 CACHE_ROOT="${AGENT_SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox}"
 BIN_DIR="$CACHE_ROOT/k8s/$K8S_VERSION"
 SRC_DIR="$CACHE_ROOT/src"
@@ -75,7 +76,10 @@ k8s_ldflags() {
 
 build_one() {
   local bin="$1" out="$BIN_DIR/$1"
-  if [[ -x "$out" ]]; then return; fi
+  # Tools not versioned with Kubernetes carry their version in a stamp next to them.
+  local stamp=""
+  [[ "$bin" == helm ]] && stamp="$HELM_VERSION"
+  if [[ -x "$out" && "$(cat "$out.version" 2>/dev/null || true)" == "$stamp" ]]; then return; fi
   local start=$SECONDS dir pkg ldflags=""
   case "$bin" in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|kube-proxy)
@@ -90,6 +94,11 @@ build_one() {
       dir="$(prepare_tool_module "kwok-$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")"
       pkg="sigs.k8s.io/kwok/cmd/kwok"; ldflags="-s -w"
       ;;
+    helm)
+      dir="$(prepare_tool_module "helm-$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")"
+      pkg="helm.sh/helm/v3/cmd/helm"
+      ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+      ;;
     *) log "unknown binary: $bin"; exit 2 ;;
   esac
   log "building $bin (first build of kube-apiserver takes ~6 min on 2 cores)"
@@ -97,6 +106,7 @@ build_one() {
   if [[ "$pkg" == k8s.io/kubernetes/* ]]; then (cd "$dir" && go get "$pkg@$K8S_VERSION" 2>&1 | grep -v '^go: ' >&2 || true); fi
   (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"
+  if [[ -n "$stamp" ]]; then echo "$stamp" > "$out.version"; else rm -f "$out.version"; fi
   log "built $bin in $((SECONDS - start))s"
 }
 

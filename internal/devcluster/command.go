@@ -62,6 +62,28 @@ one directory. Needs root. The first run builds Kubernetes from the Go module pr
 			return nil
 		},
 	}
-	cmd.AddCommand(up, down, status)
+	var imagesDir string
+	imagesCmd := &cobra.Command{
+		Use:   "images",
+		Short: "Build the runtime, controller and router images as docker-archive tars, for other clusters",
+		Long: `Builds our binaries from the source tree and writes agent-sandbox/{runtime,controller,router}:dev
+as docker-archive tars (no container engine needed). Load them with docker/podman load, kind load
+image-archive or ctr images import, or push them with skopeo copy docker-archive:<tar> docker://<ref>.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Out = cmd.ErrOrStderr()
+			paths, err := WriteImages(cmd.Context(), cfg, imagesDir)
+			if err != nil {
+				return err
+			}
+			for _, p := range paths {
+				fmt.Fprintln(cmd.OutOrStdout(), p)
+			}
+			return nil
+		},
+	}
+	imagesCmd.Flags().StringVar(&imagesDir, "out", "", "Folder for the archives (default: bin/images of the source tree).")
+	imagesCmd.Flags().StringVar(&cfg.RepoRoot, "source", "", "agent-sandbox source tree to build from (default: found from the working directory).")
+	cmd.AddCommand(up, down, status, imagesCmd)
 	return cmd
 }

@@ -28,14 +28,16 @@ const (
 	podRangeTo   = "10.244.0.254"
 	// Simulated (kwok) pod IPs live inside the bridge's /16 but outside the real range: a stray
 	// packet to one stays on our bridge and goes nowhere.
-	kwokPodCIDR    = "10.244.128.1/17"
-	serviceCIDR    = "10.96.0.0/16"
-	SystemNS       = "agent-sandbox-system"
-	StorageClass   = "standard"
-	RuntimeImage   = "agent-sandbox/runtime:dev"
-	PauseImage     = "agent-sandbox/pause:dev"
-	controllerUser = "system:serviceaccount:" + SystemNS + ":agent-sandbox-controller"
-	routerUser     = "system:serviceaccount:" + SystemNS + ":sandbox-router"
+	kwokPodCIDR     = "10.244.128.1/17"
+	serviceCIDR     = "10.96.0.0/16"
+	SystemNS        = "agent-sandbox-system"
+	StorageClass    = "standard"
+	RuntimeImage    = "agent-sandbox/runtime:dev"
+	PauseImage      = "agent-sandbox/pause:dev"
+	ControllerImage = "agent-sandbox/controller:dev"
+	RouterImage     = "agent-sandbox/router:dev"
+	controllerUser  = "system:serviceaccount:" + SystemNS + ":agent-sandbox-controller"
+	routerUser      = "system:serviceaccount:" + SystemNS + ":sandbox-router"
 )
 
 // Ports on 127.0.0.1 (the kubelet listens on the bridge address). Non-standard numbers so that

@@ -95,13 +95,10 @@ func (c *Config) ctrOutput(ctx context.Context, args ...string) (string, error) 
 	return string(out), nil
 }
 
-// importImages builds the runtime and pause images from our binaries and busybox and imports
-// them. The archives are deterministic, so an unchanged image re-imports as a no-op.
-func (c *Config) importImages(ctx context.Context) error {
-	dir := c.path("images")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
+// ourImages builds the images of our binaries: the sandbox runtime and pause images the
+// cluster needs, and the controller and router images of an in-cluster install (config/,
+// charts/). bin/ must hold fresh binaries (buildOurs).
+func (c *Config) ourImages() (map[string]*images.Image, error) {
 	// python3 is a nicety (agents run `python3 file.py`); the image works without it.
 	python, err := images.Python()
 	if err != nil {
@@ -109,21 +106,54 @@ func (c *Config) importImages(ctx context.Context) error {
 	}
 	runtime, err := images.Runtime("docker.io/"+RuntimeImage, c.ourBin("sandboxd"), "/bin/busybox", python...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for name, img := range map[string]*images.Image{
-		"runtime": runtime,
-		"pause":   images.Pause("docker.io/"+PauseImage, c.ourBin("pause")),
-	} {
+	return map[string]*images.Image{
+		"runtime":    runtime,
+		"pause":      images.Pause("docker.io/"+PauseImage, c.ourBin("pause")),
+		"controller": images.Server("docker.io/"+ControllerImage, c.ourBin("controller"), 8080, 8081),
+		"router":     images.Server("docker.io/"+RouterImage, c.ourBin("router"), 8080, 8081),
+	}, nil
+}
+
+// writeImages writes the named images as docker-archives <dir>/<name>.tar and returns their
+// paths.
+func (c *Config) writeImages(dir string, names ...string) ([]string, error) {
+	imgs, err := c.ourImages()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, name := range names {
+		img := imgs[name]
+		if img == nil {
+			return nil, fmt.Errorf("no image %q", name)
+		}
 		tarPath := filepath.Join(dir, name+".tar")
 		id, err := img.WriteArchiveFile(tarPath)
 		if err != nil {
-			return fmt.Errorf("building image %s: %w", img.Ref, err)
+			return nil, fmt.Errorf("building image %s: %w", img.Ref, err)
 		}
-		if err := c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", tarPath); err != nil {
+		c.Log.Info("image written", "image", img.Ref, "id", id, "archive", tarPath)
+		paths = append(paths, tarPath)
+	}
+	return paths, nil
+}
+
+// importImages builds the named images and imports them into the cluster's containerd. The
+// archives are deterministic, so an unchanged image re-imports as a no-op.
+func (c *Config) importImages(ctx context.Context, names ...string) error {
+	paths, err := c.writeImages(c.path("images"), names...)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if err := c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", p); err != nil {
 			return err
 		}
-		c.Log.Info("image imported", "image", img.Ref, "id", id)
 	}
 	return nil
 }

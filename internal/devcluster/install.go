@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -45,6 +46,12 @@ func (c *Config) install(ctx context.Context) error {
 			return err
 		}
 	}
+	// The namespace, service accounts, roles and bindings of an in-cluster install: our host
+	// processes authenticate as those service accounts, so they get exactly that access.
+	ns, err := readYAMLFile(filepath.Join(c.RepoRoot, "config", "manager", "namespace.yaml"))
+	if err != nil {
+		return err
+	}
 	rbac, err := readYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac"))
 	if err != nil {
 		return err
@@ -57,7 +64,7 @@ func (c *Config) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return applyAll(ctx, cl, append(ours, rbac...))
+	return applyAll(ctx, cl, slices.Concat(ns, rbac, ours))
 }
 
 func (c *Config) kubeClient() (client.Client, error) {
@@ -97,30 +104,39 @@ func crdEstablished(cl client.Client, name string) func(context.Context) error {
 	}
 }
 
-// readYAMLDir decodes every *.yaml of a directory, in name order.
+// readYAMLDir decodes every *.yaml of a directory but its kustomization.yaml, in name order.
 func readYAMLDir(dir string) ([]*unstructured.Unstructured, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
+	paths = slices.DeleteFunc(paths, func(p string) bool { return filepath.Base(p) == "kustomization.yaml" })
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("no manifests in %s", dir)
 	}
 	sort.Strings(paths)
 	var out []*unstructured.Unstructured
 	for _, p := range paths {
-		f, err := os.Open(p)
+		objs, err := readYAMLFile(p)
 		if err != nil {
 			return nil, err
-		}
-		objs, err := decodeYAML(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		out = append(out, objs...)
 	}
 	return out, nil
+}
+
+func readYAMLFile(p string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	objs, err := decodeYAML(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return objs, nil
 }
 
 func decodeYAML(r io.Reader) ([]*unstructured.Unstructured, error) {

@@ -84,7 +84,7 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 		if comp.name == "containerd" {
 			// Before the kubelet: it must find the pause image when it starts pods.
 			c.progress("importing images %s and %s into containerd", RuntimeImage, PauseImage)
-			if err := c.importImages(ctx); err != nil {
+			if err := c.importImages(ctx, "runtime", "pause"); err != nil {
 				return nil, err
 			}
 		}

@@ -50,6 +50,29 @@ func Pause(ref, pausePath string) *Image {
 	}
 }
 
+// nonRoot is the user our server images run as (the "nonroot" of distroless images).
+const nonRoot = "65532:65532"
+
+// Server is the image of one of our static Go servers (controller, router): the binary alone
+// as the entrypoint, run as an unprivileged user; no shell, nothing else to attack.
+func Server(ref, binPath string, ports ...int) *Image {
+	bin := "/usr/local/bin/" + path.Base(binPath)
+	return &Image{
+		Ref:        ref,
+		Entrypoint: []string{bin},
+		Env:        []string{basePath},
+		WorkingDir: "/",
+		User:       nonRoot,
+		Ports:      ports,
+		Files: []File{
+			{Path: bin, Mode: 0o755, Src: binPath},
+			{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+			{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+			{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
+		},
+	}
+}
+
 // busybox installs the static busybox at /bin/busybox with a symlink per applet, at the paths
 // the binary itself lists (--list-full), like `busybox --install -s` would inside the image.
 func busybox(busyboxPath string) ([]File, error) {

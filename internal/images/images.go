@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ type Image struct {
 	Cmd        []string
 	Env        []string
 	WorkingDir string
+	User       string // uid[:gid] the entrypoint runs as; empty is root
 	Ports      []int
 	Files      []File
 }
@@ -95,6 +97,9 @@ func (img *Image) WriteArchiveFile(p string) (string, error) {
 	}
 	defer os.Remove(f.Name())
 	id, err := img.WriteArchive(f)
+	if err == nil {
+		err = f.Chmod(0o644) // CreateTemp makes it private; an image is not a secret
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -110,7 +115,7 @@ func (img *Image) config(diffID string) ([]byte, error) {
 		exposed[fmt.Sprintf("%d/tcp", p)] = struct{}{}
 	}
 	return json.Marshal(map[string]any{
-		"architecture": "amd64",
+		"architecture": runtime.GOARCH, // our binaries are built for this machine
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
 		"config": map[string]any{
@@ -118,6 +123,7 @@ func (img *Image) config(diffID string) ([]byte, error) {
 			"Cmd":          img.Cmd,
 			"Env":          img.Env,
 			"WorkingDir":   img.WorkingDir,
+			"User":         img.User,
 			"ExposedPorts": exposed,
 		},
 		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{diffID}},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -84,5 +85,67 @@ func TestArchiveIsDeterministicAndComplete(t *testing.T) {
 		if names[i] != want[i] {
 			t.Fatalf("layer entries %v, want %v", names, want)
 		}
+	}
+}
+
+// readArchive returns the image config and the layer's entry names of a docker-archive.
+func readArchive(t *testing.T, archive []byte) (config map[string]any, entries []string) {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(archive))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name], _ = io.ReadAll(tr)
+	}
+	var manifest []struct {
+		Config string
+		Layers []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
+		t.Fatalf("manifest.json: %v %s", err, files["manifest.json"])
+	}
+	if err := json.Unmarshal(files[manifest[0].Config], &config); err != nil {
+		t.Fatal(err)
+	}
+	lr := tar.NewReader(bytes.NewReader(files[manifest[0].Layers[0]]))
+	for {
+		h, err := lr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, h.Name)
+	}
+	return config, entries
+}
+
+func TestServerImageRunsTheBinaryAsNonRoot(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "router")
+	if err := os.WriteFile(bin, []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := Server("docker.io/agent-sandbox/router:dev", bin, 8080).WriteArchive(&buf); err != nil {
+		t.Fatal(err)
+	}
+	config, entries := readArchive(t, buf.Bytes())
+	cfg := config["config"].(map[string]any)
+	if cfg["User"] != "65532:65532" {
+		t.Errorf("User = %v, want the unprivileged 65532:65532", cfg["User"])
+	}
+	if ep, _ := json.Marshal(cfg["Entrypoint"]); string(ep) != `["/usr/local/bin/router"]` {
+		t.Errorf("Entrypoint = %s, want the binary", ep)
+	}
+	want := []string{"etc/", "etc/group", "etc/passwd", "tmp/", "usr/", "usr/local/", "usr/local/bin/", "usr/local/bin/router"}
+	if strings.Join(entries, " ") != strings.Join(want, " ") {
+		t.Errorf("layer entries %v, want %v", entries, want)
 	}
 }

@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The install paths a user takes — `kubectl apply -k config/default` and the Helm chart — are
+// checked against the real API server: every object they render passes a server-side dry-run,
+// their pods pass the restricted Pod Security level, and the samples validate against the CRDs.
+
+const repoRoot = "../.."
+
+// tool is a binary of the pinned Kubernetes tool cache (kubectl, helm).
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	p := env.Binary(name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is missing from KUBEBUILDER_ASSETS: run `hack/build-k8s.sh kubectl helm` (make test does): %v", name, err)
+	}
+	return p
+}
+
+func runTool(t *testing.T, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(tool(t, name), args...)
+	cmd.Dir = repoRoot
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := runTool(t, "kubectl", "kustomize", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeObjects(t, out)
+}
+
+func helmTemplate(t *testing.T, ns string, set ...string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	args := []string{"template", "agent-sandbox", "charts/agent-sandbox", "--namespace", ns, "--include-crds"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := runTool(t, "helm", args...)
+	if err != nil {
+		return nil, err
+	}
+	return decodeObjects(t, out), nil
+}
+
+func decodeObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding rendered manifests: %v", err)
+		}
+		if len(m) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+func kinds(objs []*unstructured.Unstructured) map[string]int {
+	n := map[string]int{}
+	for _, o := range objs {
+		n[o.GetKind()]++
+	}
+	return n
+}
+
+// restrictedNamespace creates ns enforcing the restricted Pod Security level, as
+// config/manager/namespace.yaml does, and deletes it afterwards.
+func restrictedNamespace(t *testing.T, ns string) {
+	t.Helper()
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+	}}}
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating namespace %s: %v", ns, err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+}
+
+// dryRunApply server-side applies every object without persisting it (service accounts are
+// persisted: pods name them, and admission looks them up). Namespaces are created beforehand.
+func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			continue
+		}
+		opts := []client.PatchOption{client.FieldOwner("install-test"), client.ForceOwnership}
+		if o.GetKind() != "ServiceAccount" {
+			opts = append(opts, client.DryRunAll)
+		}
+		if err := k8s.Patch(ctx, o, client.Apply, opts...); err != nil { //nolint:staticcheck // unstructured apply
+			t.Errorf("the API server refused %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+}
+
+// dryRunPods creates (dry run) one pod from each Deployment's template, so that Pod Security
+// admission and the ServiceAccount admission check them as the ReplicaSet's pods would be.
+func dryRunPods(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+			t.Fatalf("Deployment %s: %v", o.GetName(), err)
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-pod", Labels: d.Spec.Template.Labels},
+			Spec:       d.Spec.Template.Spec,
+		}
+		if err := k8s.Create(context.Background(), pod, client.DryRunAll); err != nil {
+			t.Errorf("a pod of Deployment %s is refused: %v", d.Name, err)
+		}
+	}
+}
+
+func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ns     string
+		render func(t *testing.T, ns string) []*unstructured.Unstructured
+	}{
+		{"kustomize config/default", "agent-sandbox-system", func(t *testing.T, _ string) []*unstructured.Unstructured {
+			return kustomize(t, "config/default")
+		}},
+		{"helm chart with default values", "it-helm-defaults", func(t *testing.T, ns string) []*unstructured.Unstructured {
+			objs, err := helmTemplate(t, ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return objs
+		}},
+		{"helm chart with a shared router token, one namespace routed", "it-helm-token", func(t *testing.T, ns string) []*unstructured.Unstructured {
+			objs, err := helmTemplate(t, ns, "router.auth.mode=token", "router.auth.tokenSecret=router-token",
+				"router.watchNamespace=agents", "controller.replicas=2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return objs
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			restrictedNamespace(t, tc.ns)
+			objs := tc.render(t, tc.ns)
+			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Service": 2}
+			got := kinds(objs)
+			for k, n := range want {
+				if got[k] != n {
+					t.Errorf("rendered %d %s, want %d (all: %v)", got[k], k, n, got)
+				}
+			}
+			dryRunApply(t, objs)
+			dryRunPods(t, objs)
+		})
+	}
+}
+
+func TestSamplesValidateAgainstTheCRDs(t *testing.T) {
+	ns := newNamespace(t)
+	objs := kustomize(t, "config/samples")
+	if got := kinds(objs); !reflect.DeepEqual(got, map[string]int{"Sandbox": 1, "SandboxTemplate": 1, "SandboxWarmPool": 1, "SandboxClaim": 1}) {
+		t.Fatalf("samples: %v, want one of each kind", got)
+	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+	}
+	dryRunApply(t, objs)
+}
+
+func TestHelmChart(t *testing.T) {
+	t.Run("lints cleanly", func(t *testing.T) {
+		if _, err := runTool(t, "helm", "lint", "--strict", "charts/agent-sandbox"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("refuses bad values with a message", func(t *testing.T) {
+		for _, tc := range []struct {
+			set  []string
+			want string
+		}{
+			{[]string{"router.auth.mode=open"}, `router.auth.mode must be none, token or tokenreview, not "open"`},
+			{[]string{"router.auth.mode=token"}, "router.auth.mode=token needs router.auth.tokenSecret"},
+		} {
+			_, err := helmTemplate(t, "x", tc.set...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("--set %v: error %v, want one containing %q", tc.set, err, tc.want)
+			}
+		}
+	})
+	t.Run("grants the controller exactly the generated role", func(t *testing.T) {
+		objs, err := helmTemplate(t, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		generated := decodeObjects(t, mustRead(t, filepath.Join(repoRoot, "config/rbac/role.yaml")))
+		for _, o := range objs {
+			if o.GetKind() == "ClusterRole" && o.GetName() == "agent-sandbox-controller" {
+				if !reflect.DeepEqual(o.Object["rules"], generated[0].Object["rules"]) {
+					t.Fatalf("chart rules %v\nwant config/rbac/role.yaml's %v", o.Object["rules"], generated[0].Object["rules"])
+				}
+				return
+			}
+		}
+		t.Fatal("no ClusterRole agent-sandbox-controller in the chart")
+	})
+	t.Run("leaves the router out when disabled", func(t *testing.T) {
+		objs, err := helmTemplate(t, "x", "router.enabled=false")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if strings.Contains(o.GetName(), "router") {
+				t.Errorf("rendered %s %s with the router disabled", o.GetKind(), o.GetName())
+			}
+		}
+	})
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
