@@ -40,42 +40,9 @@ func TestArchiveIsDeterministicAndComplete(t *testing.T) {
 	if idA != idB || !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Fatalf("two builds differ: %s vs %s", idA, idB)
 	}
-	files := map[string][]byte{}
-	tr := tar.NewReader(&a)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		files[h.Name] = data
-	}
-	var manifest []struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}
-	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
-		t.Fatalf("manifest.json: %v %s", err, files["manifest.json"])
-	}
-	m := manifest[0]
-	if m.RepoTags[0] != "docker.io/example/pause:dev" || files[m.Config] == nil || len(m.Layers) != 1 {
-		t.Fatalf("bad manifest %+v", m)
-	}
-	var names []string
-	lr := tar.NewReader(bytes.NewReader(files[m.Layers[0]]))
-	for {
-		h, err := lr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
+	repoTags, _, names := readArchive(t, a.Bytes())
+	if len(repoTags) != 1 || repoTags[0] != "docker.io/example/pause:dev" {
+		t.Fatalf("RepoTags %v, want the image's ref", repoTags)
 	}
 	want := []string{"a/", "a/b/", "a/b/link", "pause"}
 	if len(names) != len(want) {
@@ -88,8 +55,9 @@ func TestArchiveIsDeterministicAndComplete(t *testing.T) {
 	}
 }
 
-// readArchive returns the image config and the layer's entry names of a docker-archive.
-func readArchive(t *testing.T, archive []byte) (config map[string]any, entries []string) {
+// readArchive returns the manifest's tags, the image config and the layer's entry names of a
+// docker-archive with one image of one layer.
+func readArchive(t *testing.T, archive []byte) (repoTags []string, config map[string]any, entries []string) {
 	t.Helper()
 	files := map[string][]byte{}
 	tr := tar.NewReader(bytes.NewReader(archive))
@@ -104,14 +72,15 @@ func readArchive(t *testing.T, archive []byte) (config map[string]any, entries [
 		files[h.Name], _ = io.ReadAll(tr)
 	}
 	var manifest []struct {
-		Config string
-		Layers []string
+		Config   string
+		RepoTags []string
+		Layers   []string
 	}
-	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 {
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 || len(manifest[0].Layers) != 1 {
 		t.Fatalf("manifest.json: %v %s", err, files["manifest.json"])
 	}
 	if err := json.Unmarshal(files[manifest[0].Config], &config); err != nil {
-		t.Fatal(err)
+		t.Fatalf("image config %s: %v", manifest[0].Config, err)
 	}
 	lr := tar.NewReader(bytes.NewReader(files[manifest[0].Layers[0]]))
 	for {
@@ -124,7 +93,7 @@ func readArchive(t *testing.T, archive []byte) (config map[string]any, entries [
 		}
 		entries = append(entries, h.Name)
 	}
-	return config, entries
+	return manifest[0].RepoTags, config, entries
 }
 
 func TestServerImageRunsTheBinaryAsNonRoot(t *testing.T) {
@@ -136,7 +105,7 @@ func TestServerImageRunsTheBinaryAsNonRoot(t *testing.T) {
 	if _, err := Server("docker.io/agent-sandbox/router:dev", bin, 8080).WriteArchive(&buf); err != nil {
 		t.Fatal(err)
 	}
-	config, entries := readArchive(t, buf.Bytes())
+	_, config, entries := readArchive(t, buf.Bytes())
 	cfg := config["config"].(map[string]any)
 	if cfg["User"] != "65532:65532" {
 		t.Errorf("User = %v, want the unprivileged 65532:65532", cfg["User"])
