@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
@@ -42,16 +43,7 @@ func wantsNDJSON(r *http.Request) bool {
 // handleExec serves POST /v1/exec, buffered or (Accept: application/x-ndjson)
 // streamed.
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	var req wire.ExecRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	if req.TTY {
-		s.writeErr(w, badRequest("tty is only supported on /v1/exec/ws"))
-		return
-	}
-	sp, err := s.buildSpec(&req, s.cfg.ExecTimeout)
+	sp, err := s.readExecRequest(r, s.cfg.ExecTimeout)
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -152,4 +144,17 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *execSpec
 	}
 	s.metrics.observeExec("stream", res)
 	_ = nw.write(wire.Frame{Type: wire.FrameExit, ExitCode: res.exitCode, TimedOut: res.timedOut}, true)
+}
+
+// readExecRequest decodes the ExecRequest body of an HTTP (non-WebSocket) exec, which cannot
+// carry a terminal, into a spec; defaultTimeout applies when the request sets none.
+func (s *Server) readExecRequest(r *http.Request, defaultTimeout time.Duration) (*execSpec, error) {
+	var req wire.ExecRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if req.TTY {
+		return nil, badRequest("tty is only supported on /v1/exec/ws")
+	}
+	return s.buildSpec(&req, defaultTimeout)
 }

@@ -74,13 +74,8 @@ func (s *Server) statInfo(rel string) (wire.FileInfo, error) {
 // handleGetFile serves GET/HEAD /v1/files/{path}: a file's bytes (with Range
 // support), or a directory as a tar stream with ?format=tar.
 func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, err := s.res.resolve(arg, true)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
 	// Stat before Open: opening a fifo would block until a writer shows up.
-	fi, err := s.root.Stat(rel)
+	rel, fi, err := s.resolveStat(arg)
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -289,12 +284,7 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request, arg string) 
 // handleList serves GET /v1/list/{path}[?recursive=true]. Symlinked
 // directories below path are listed as links, not descended into.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, err := s.res.resolve(arg, true)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	fi, err := s.root.Stat(rel)
+	rel, fi, err := s.resolveStat(arg)
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -331,4 +321,17 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, arg string) 
 	}
 	slices.SortFunc(entries, func(a, b wire.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 	writeJSON(w, http.StatusOK, wire.ListResponse{Entries: entries})
+}
+
+// resolveStat resolves a request path (following symlinks inside the root) and stats it.
+func (s *Server) resolveStat(arg string) (string, fs.FileInfo, error) {
+	rel, err := s.res.resolve(arg, true)
+	if err != nil {
+		return "", nil, err
+	}
+	fi, err := s.root.Stat(rel)
+	if err != nil {
+		return "", nil, err
+	}
+	return rel, fi, nil
 }

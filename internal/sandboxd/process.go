@@ -240,16 +240,7 @@ func randomHex(n int) string {
 // ---- handlers ----
 
 func (s *Server) handleStartProcess(w http.ResponseWriter, r *http.Request) {
-	var req wire.ExecRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	if req.TTY {
-		s.writeErr(w, badRequest("tty is only supported on /v1/exec/ws"))
-		return
-	}
-	sp, err := s.buildSpec(&req, 0) // no default timeout: it outlives the request
+	sp, err := s.readExecRequest(r, 0) // no default timeout: it outlives the request
 	if err != nil {
 		s.writeErr(w, err)
 		return
