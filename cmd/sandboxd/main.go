@@ -65,7 +65,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (sand
 	token := fset.String("token", "", "bearer token required on every endpoint but /healthz and GET /; prefer SANDBOXD_TOKEN or --token-file")
 	tokenFile := fset.String("token-file", env("SANDBOXD_TOKEN_FILE"), "file holding the bearer token (SANDBOXD_TOKEN_FILE)")
 	execTimeout := fset.String("exec-timeout", or(env("SANDBOXD_EXEC_TIMEOUT"), legacySeconds(env("SANDBOX_EXEC_TIMEOUT_SECONDS")), "300s"), "default command timeout (SANDBOXD_EXEC_TIMEOUT)")
-	maxOutput := fset.Int64("max-output", 10<<20, "bytes kept per output stream of a buffered command (SANDBOXD_MAX_OUTPUT)")
+	maxOutput := fset.Int64("max-output", sandboxd.DefaultMaxOutput, "cap in bytes per output stream of a buffered command; output over it is reported, never cut silently (SANDBOXD_MAX_OUTPUT)")
 	shutdownTimeout := fset.String("shutdown-timeout", or(env("SANDBOXD_SHUTDOWN_TIMEOUT"), "10s"), "grace period for requests and commands on SIGTERM (SANDBOXD_SHUTDOWN_TIMEOUT)")
 	logLevel := fset.String("log-level", or(env("SANDBOXD_LOG_LEVEL"), "info"), "debug, info, warn or error (SANDBOXD_LOG_LEVEL)")
 	logFormat := fset.String("log-format", or(env("SANDBOXD_LOG_FORMAT"), "json"), "json or text (SANDBOXD_LOG_FORMAT)")

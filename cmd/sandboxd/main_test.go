@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 )
 
 func TestMain(m *testing.M) {
@@ -32,7 +34,7 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "defaults",
 			check: func(t *testing.T, listen, root, token string, et, sd time.Duration, mo int64) {
-				if listen != ":8888" || root != "/workspace" || token != "" || et != 300*time.Second || sd != 10*time.Second || mo != 10<<20 {
+				if listen != ":8888" || root != "/workspace" || token != "" || et != 300*time.Second || sd != 10*time.Second || mo != sandboxd.DefaultMaxOutput {
 					t.Fatalf("%q %q %q %v %v %d", listen, root, token, et, sd, mo)
 				}
 			},

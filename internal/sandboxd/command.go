@@ -419,9 +419,21 @@ func exitCode(st *os.ProcessState) int {
 	return st.ExitCode()
 }
 
+// termSignal is the signal that killed the process, 0 if it exited.
+func termSignal(st *os.ProcessState) int {
+	if st == nil {
+		return 0
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return int(ws.Signal())
+	}
+	return 0
+}
+
 // result is how a command ended.
 type result struct {
 	exitCode int
+	signal   int // the signal that killed it, 0 if it exited
 	timedOut bool
 	duration time.Duration
 }
@@ -557,7 +569,7 @@ func (s *Server) run(ctx context.Context, sp *execSpec, keepStdin bool, emit fun
 	if killing {
 		<-killed // the group is gone too, not just the leader
 	}
-	res := result{exitCode: exitCode(c.state), timedOut: timedOut, duration: time.Since(begin)}
+	res := result{exitCode: exitCode(c.state), signal: termSignal(c.state), timedOut: timedOut, duration: time.Since(begin)}
 	if timedOut {
 		res.exitCode = 124 // like coreutils timeout(1)
 	}

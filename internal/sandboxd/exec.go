@@ -58,6 +58,12 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 
 // execBuffered runs sp to completion and collects its output.
 func (s *Server) execBuffered(ctx context.Context, sp *execSpec, mode string) wire.ExecResult {
+	out, _ := s.execCollect(ctx, sp, mode)
+	return out
+}
+
+// execCollect is execBuffered that also returns how the command ended.
+func (s *Server) execCollect(ctx context.Context, sp *execSpec, mode string) (wire.ExecResult, result) {
 	out := [2]*cappedBuffer{{max: sp.maxOutput}, {max: sp.maxOutput}}
 	res := s.run(ctx, sp, false, func(i int, p []byte) { out[i].write(p) }, nil)
 	s.metrics.observeExec(mode, res)
@@ -68,8 +74,9 @@ func (s *Server) execBuffered(ctx context.Context, sp *execSpec, mode string) wi
 		TimedOut:        res.timedOut,
 		StdoutTruncated: out[0].truncated,
 		StderrTruncated: out[1].truncated,
+		Truncated:       out[0].truncated || out[1].truncated,
 		DurationMs:      res.duration.Milliseconds(),
-	}
+	}, res
 }
 
 // frameStream turns emit callbacks from the output readers into an ordered

@@ -3,6 +3,7 @@ package sandboxd
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,8 +41,8 @@ func TestExecBuffered(t *testing.T) {
 		{"not found by path", wire.ExecRequest{Argv: []string{"/no/such/bin"}}, wire.ExecResult{Stderr: "sandboxd: /no/such/bin: no such file or directory\n", ExitCode: 127}},
 		{"shell not found", wire.ExecRequest{Command: "no-such-binary-xyz 2>/dev/null"}, wire.ExecResult{ExitCode: 127}},
 		{"killed by signal", wire.ExecRequest{Command: "kill -9 $$"}, wire.ExecResult{ExitCode: 137}},
-		{"stdout truncated", wire.ExecRequest{Command: "head -c 100 /dev/zero | tr '\\0' x", MaxOutputBytes: 10}, wire.ExecResult{Stdout: "xxxxxxxxxx", StdoutTruncated: true}},
-		{"stderr truncated", wire.ExecRequest{Command: "echo 123456 >&2", MaxOutputBytes: 3}, wire.ExecResult{Stderr: "123", StderrTruncated: true}},
+		{"stdout truncated", wire.ExecRequest{Command: "head -c 100 /dev/zero | tr '\\0' x", MaxOutputBytes: 10}, wire.ExecResult{Stdout: "xxxxxxxxxx", StdoutTruncated: true, Truncated: true}},
+		{"stderr truncated", wire.ExecRequest{Command: "echo 123456 >&2", MaxOutputBytes: 3}, wire.ExecResult{Stderr: "123", StderrTruncated: true, Truncated: true}},
 		{"exactly at limit", wire.ExecRequest{Command: "printf abc", MaxOutputBytes: 3}, wire.ExecResult{Stdout: "abc"}},
 	}
 	for _, tc := range tests {
@@ -115,8 +116,19 @@ func TestExecServerOutputCap(t *testing.T) {
 	var res wire.ExecResult
 	// A client may lower the cap but not raise it.
 	e.doJSON("POST", "/v1/exec", wire.ExecRequest{Command: "echo 0123456789", MaxOutputBytes: 1000}, http.StatusOK, &res)
-	if res.Stdout != "01234" || !res.StdoutTruncated {
-		t.Fatalf("result %+v", res)
+	if res.Stdout != "01234" || !res.StdoutTruncated || !res.Truncated {
+		t.Fatalf("result %+v, want stdout 01234 with stdoutTruncated and truncated set", res)
+	}
+}
+
+// TestExecLargeOutput: 17 MiB of stdout arrives whole with the default cap.
+func TestExecLargeOutput(t *testing.T) {
+	e := newEnv(t)
+	const n = 17 << 20
+	var res wire.ExecResult
+	e.doJSON("POST", "/v1/exec", wire.ExecRequest{Command: fmt.Sprintf("head -c %d /dev/zero | tr '\\0' y", n)}, http.StatusOK, &res)
+	if len(res.Stdout) != n || res.Truncated || res.ExitCode != 0 || strings.Trim(res.Stdout, "y") != "" {
+		t.Fatalf("stdout %d bytes, truncated %v, exit %d; want %d bytes of y, not truncated, 0", len(res.Stdout), res.Truncated, res.ExitCode, n)
 	}
 }
 

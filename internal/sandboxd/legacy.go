@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
@@ -34,7 +35,10 @@ func (s *Server) handleLegacyRoot(w http.ResponseWriter, r *http.Request) {
 
 // handleLegacyExecute serves POST /execute. Unlike the python runtime, the
 // command goes through /bin/sh -c, so pipes and redirections work; clients
-// that wrapped commands in `sh -c '...'` themselves are unaffected.
+// that wrapped commands in `sh -c '...'` themselves are unaffected. Failures
+// the python runtime reported as exit code 1 with "Failed to execute
+// command: ..." on stderr (empty command, program not found, timeout) are
+// answered the same way; see legacyexec.go and docs/sandboxd-api.md.
 func (s *Server) handleLegacyExecute(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Command *string `json:"command"`
@@ -47,17 +51,23 @@ func (s *Server) handleLegacyExecute(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, []string{"body", "command"}, "Field required")
 		return
 	}
-	sp, err := s.buildSpec(&wire.ExecRequest{Command: *req.Command}, s.cfg.ExecTimeout)
-	if err != nil {
-		status, msg := errorStatus(err)
-		writeMessage(w, status, msg)
+	if strings.TrimSpace(*req.Command) == "" {
+		writeLegacyFailure(w, "", "empty command")
 		return
 	}
-	res := s.execBuffered(r.Context(), sp, "legacy")
-	if res.TimedOut {
-		res.Stderr += fmt.Sprintf("\nsandboxd: command timed out after %s and was killed\n", s.cfg.ExecTimeout)
+	sp, err := s.buildSpec(&wire.ExecRequest{Command: *req.Command}, s.cfg.ExecTimeout)
+	if err != nil {
+		_, msg := errorStatus(err)
+		writeLegacyFailure(w, "", msg)
+		return
 	}
-	writeJSON(w, http.StatusOK, wire.LegacyExecuteResponse{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode})
+	if name, ok := legacyMissingProgram(*req.Command, sp); ok {
+		writeLegacyFailure(w, "", fmt.Sprintf("[Errno 2] No such file or directory: '%s'", name))
+		return
+	}
+	out, res := s.execCollect(r.Context(), sp, "legacy")
+	secs := strconv.FormatFloat(s.cfg.ExecTimeout.Seconds(), 'f', -1, 64)
+	writeJSON(w, http.StatusOK, s.legacyResult(out, res, *req.Command, secs))
 }
 
 // handleLegacyUpload serves POST /upload: multipart field "file", whose

@@ -3,6 +3,7 @@ package sandboxd
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
 // decodeMap decodes a JSON object so tests compare exact keys and values.
@@ -43,33 +46,91 @@ func TestLegacyRoot(t *testing.T) {
 func TestLegacyExecute(t *testing.T) {
 	e := newEnv(t)
 	tests := []struct {
+		name    string
 		command string
 		want    map[string]any
 	}{
-		{"echo hi | tr a-z A-Z", map[string]any{"stdout": "HI\n", "stderr": "", "exit_code": 0.0}},
-		{`sh -c 'echo wrapped; echo e >&2; exit 2'`, map[string]any{"stdout": "wrapped\n", "stderr": "e\n", "exit_code": 2.0}},
-		{"pwd", map[string]any{"stdout": e.root + "\n", "stderr": "", "exit_code": 0.0}},
-		{"echo '<&>'", map[string]any{"stdout": "<&>\n", "stderr": "", "exit_code": 0.0}},
-		{"no-such-binary-xyz 2>/dev/null", map[string]any{"stdout": "", "stderr": "", "exit_code": 127.0}},
+		{"shell pipes work", "echo hi | tr a-z A-Z", map[string]any{"stdout": "HI\n", "stderr": "", "exit_code": 0.0}},
+		{"exit code and stderr", `sh -c 'echo wrapped; echo e >&2; exit 2'`, map[string]any{"stdout": "wrapped\n", "stderr": "e\n", "exit_code": 2.0}},
+		{"cwd is the root", "pwd", map[string]any{"stdout": e.root + "\n", "stderr": "", "exit_code": 0.0}},
+		{"no HTML escaping", "echo '<&>'", map[string]any{"stdout": "<&>\n", "stderr": "", "exit_code": 0.0}},
+		{"empty command is exit 1", "", map[string]any{"stdout": "", "stderr": "Failed to execute command: empty command", "exit_code": 1.0}},
+		{"blank command is exit 1", "  \t ", map[string]any{"stdout": "", "stderr": "Failed to execute command: empty command", "exit_code": 1.0}},
+		{"program not found is exit 1", "no-such-binary-xyz 2>/dev/null", map[string]any{"stdout": "",
+			"stderr": "Failed to execute command: [Errno 2] No such file or directory: 'no-such-binary-xyz'", "exit_code": 1.0}},
+		{"missing path is exit 1", "./nope.sh arg", map[string]any{"stdout": "",
+			"stderr": "Failed to execute command: [Errno 2] No such file or directory: './nope.sh'", "exit_code": 1.0}},
+		{"builtin is not looked up", "exit 3", map[string]any{"stdout": "", "stderr": "", "exit_code": 3.0}},
+		{"killed by a signal is -N", "kill -9 $$", map[string]any{"stdout": "", "stderr": "", "exit_code": -9.0}},
 	}
 	for _, tc := range tests {
-		wantMap(t, e.do("POST", "/execute", map[string]string{"command": tc.command}, http.StatusOK), tc.want)
+		t.Run(tc.name, func(t *testing.T) {
+			wantMap(t, e.do("POST", "/execute", map[string]string{"command": tc.command}, http.StatusOK), tc.want)
+		})
 	}
-	// No HTML escaping, like the python runtime.
+}
+
+func TestLegacyExecuteRawBody(t *testing.T) {
+	e := newEnv(t)
+	// No HTML escaping and no trailing newline, like the python runtime.
 	if b := e.do("POST", "/execute", map[string]string{"command": "printf '<&>'"}, http.StatusOK); string(b) != `{"stdout":"<&>","stderr":"","exit_code":0}` {
-		t.Fatalf("raw body %s", b)
+		t.Fatalf("raw body %s, want {\"stdout\":\"<&>\",\"stderr\":\"\",\"exit_code\":0}", b)
 	}
 	m := decodeMap(t, e.do("POST", "/execute", map[string]string{}, http.StatusUnprocessableEntity))
 	if _, ok := m["detail"]; !ok {
-		t.Fatalf("422 body %v", m)
+		t.Fatalf("422 body %v, want a FastAPI-style detail", m)
 	}
 }
 
 func TestLegacyExecuteTimeout(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.ExecTimeout = 300 * time.Millisecond })
 	m := decodeMap(t, e.do("POST", "/execute", map[string]string{"command": "echo started; sleep 300"}, http.StatusOK))
-	if m["exit_code"] != 124.0 || m["stdout"] != "started\n" || !strings.Contains(m["stderr"].(string), "timed out after 300ms") || len(m) != 3 {
-		t.Fatalf("body %v", m)
+	want := "Failed to execute command: Command \"echo started; sleep 300\" timed out after 0.3 seconds\n"
+	if m["exit_code"] != 1.0 || m["stdout"] != "started\n" || m["stderr"] != want || len(m) != 3 {
+		t.Fatalf("body %v, want exit_code 1, the output so far and stderr %q", m, want)
+	}
+}
+
+// TestLegacyExecuteOutputCap: output up to the cap arrives whole; over it the
+// answer says so (exit code 1 unless already failing, a stderr line), and is
+// never cut silently.
+func TestLegacyExecuteOutputCap(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxOutput = 1000 })
+	tests := []struct {
+		name       string
+		command    string
+		wantExit   float64
+		wantStdout int
+		wantNote   string // substring of stderr; "" for none
+	}{
+		{"at the cap", "head -c 1000 /dev/zero", 0, 1000, ""},
+		{"stdout over the cap", "head -c 1001 /dev/zero", 1, 1000, "OUTPUT TRUNCATED: stdout exceeded the output cap of 1000 bytes"},
+		{"stderr over the cap", "head -c 5000 /dev/zero >&2", 1, 0, "OUTPUT TRUNCATED: stderr exceeded the output cap of 1000 bytes"},
+		{"failing command keeps its code", "head -c 2000 /dev/zero; exit 7", 7, 1000, "OUTPUT TRUNCATED: stdout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := decodeMap(t, e.do("POST", "/execute", map[string]string{"command": tc.command}, http.StatusOK))
+			stderr := m["stderr"].(string)
+			if m["exit_code"] != tc.wantExit || len(m["stdout"].(string)) != tc.wantStdout {
+				t.Fatalf("exit_code %v, stdout %d bytes; want %v and %d bytes", m["exit_code"], len(m["stdout"].(string)), tc.wantExit, tc.wantStdout)
+			}
+			if tc.wantNote == "" && strings.Contains(stderr, "TRUNCATED") || tc.wantNote != "" && !strings.Contains(stderr, tc.wantNote) {
+				t.Fatalf("stderr %.200q, want note %q", stderr, tc.wantNote)
+			}
+		})
+	}
+}
+
+// TestLegacyExecuteLargeOutput: 17 MiB of stdout (more than the old 10 MiB
+// cap and the upstream Go SDK's 16 MB) arrives whole with the default cap.
+func TestLegacyExecuteLargeOutput(t *testing.T) {
+	e := newEnv(t)
+	const n = 17 << 20
+	var res wire.LegacyExecuteResponse
+	e.doJSON("POST", "/execute", map[string]string{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x", n)}, http.StatusOK, &res)
+	if len(res.Stdout) != n || res.ExitCode != 0 || res.Stderr != "" || strings.Trim(res.Stdout, "x") != "" {
+		t.Fatalf("stdout %d bytes, exit_code %d, stderr %q; want %d bytes of x, 0, empty", len(res.Stdout), res.ExitCode, res.Stderr, n)
 	}
 }
 

@@ -40,7 +40,10 @@ type Config struct {
 	// ExecTimeout is the default timeout of buffered and streamed commands
 	// and of the legacy /execute (default 300s).
 	ExecTimeout time.Duration
-	// MaxOutput caps each output stream of a buffered command (default 10 MiB).
+	// MaxOutput caps each output stream of a buffered command (default
+	// DefaultMaxOutput). Output over it is never dropped silently: /v1/exec
+	// sets truncated flags, the legacy /execute and gRPC Execute answer with
+	// a non-zero exit code and a stderr line.
 	MaxOutput int64
 	// ShutdownTimeout is how long Run waits for requests and foreground
 	// commands before killing them (default 10s).
@@ -59,6 +62,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultMaxOutput is the default cap per output stream of a buffered
+// command: generous, so that a client sees everything a command prints.
+const DefaultMaxOutput = 64 << 20
+
 func (c *Config) setDefaults() {
 	if c.Listen == "" {
 		c.Listen = ":8888"
@@ -70,7 +77,7 @@ func (c *Config) setDefaults() {
 		c.ExecTimeout = 300 * time.Second
 	}
 	if c.MaxOutput <= 0 {
-		c.MaxOutput = 10 << 20
+		c.MaxOutput = DefaultMaxOutput
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second

@@ -25,7 +25,7 @@ const (
 	maxInlineStdin = 8 << 20
 	// defaultStreamMaxOutput caps what a streamed run keeps per stream when
 	// no writer takes it.
-	defaultStreamMaxOutput = 16 << 20
+	defaultStreamMaxOutput = 64 << 20 // sandboxd's default --max-output
 	// wsReadLimit bounds one WebSocket message (a base64 output frame).
 	wsReadLimit = 16 << 20
 )

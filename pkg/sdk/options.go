@@ -233,7 +233,7 @@ func WithStderr(w io.Writer) RunOption { return runFunc(func(c *runConfig) { c.s
 
 // WithMaxOutput caps how many bytes of each of stdout and stderr the Result
 // keeps; Result.Truncated tells when more was produced. Default: sandboxd's
-// limit (10 MiB) for buffered runs, 16 MiB for streamed ones.
+// --max-output (64 MiB by default) for buffered runs, 64 MiB for streamed ones.
 func WithMaxOutput(n int64) RunOption { return runFunc(func(c *runConfig) { c.maxOutput = n }) }
 
 // WithTTY runs the command on a pseudo-terminal (Run only).

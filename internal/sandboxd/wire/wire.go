@@ -42,7 +42,10 @@ type ExecRequest struct {
 	Rows uint16 `json:"rows,omitempty"`
 }
 
-// ExecResult is the response of a buffered POST /v1/exec.
+// ExecResult is the response of a buffered POST /v1/exec. When a stream
+// went over the output cap (the server's --max-output, or the request's
+// maxOutputBytes) only its first bytes are returned and Truncated is set,
+// together with the per-stream flag: output is never cut silently.
 type ExecResult struct {
 	Stdout          string `json:"stdout"`
 	Stderr          string `json:"stderr"`
@@ -50,7 +53,9 @@ type ExecResult struct {
 	TimedOut        bool   `json:"timedOut"`
 	StdoutTruncated bool   `json:"stdoutTruncated"`
 	StderrTruncated bool   `json:"stderrTruncated"`
-	DurationMs      int64  `json:"durationMs"`
+	// Truncated is StdoutTruncated || StderrTruncated.
+	Truncated  bool  `json:"truncated"`
+	DurationMs int64 `json:"durationMs"`
 }
 
 // Frame types. Server to client: stdout, stderr, exit, error. Client to

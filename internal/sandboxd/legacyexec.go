@@ -1,0 +1,103 @@
+package sandboxd
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+)
+
+// The python runtime ran `shlex.split(command)` without a shell and answered
+// every failure to run it (empty command, program not found, timeout) with
+// HTTP 200, exit_code 1 and "Failed to execute command: <reason>" on stderr.
+// Clients test exit_code, so POST /execute answers those cases the same way.
+
+// legacyFailurePrefix starts the stderr of every failure to run a command.
+const legacyFailurePrefix = "Failed to execute command: "
+
+// writeLegacyFailure answers a command that could not run, as the python
+// runtime did.
+func writeLegacyFailure(w http.ResponseWriter, stdout, reason string) {
+	writeJSON(w, http.StatusOK, wire.LegacyExecuteResponse{Stdout: stdout, Stderr: legacyFailurePrefix + reason, ExitCode: 1})
+}
+
+// shellWords are the first words that the shell runs itself: no program of
+// that name needs to exist.
+var shellWords = map[string]bool{
+	".": true, ":": true, "[": true, "alias": true, "bg": true, "break": true, "case": true, "cd": true,
+	"command": true, "continue": true, "echo": true, "eval": true, "exec": true, "exit": true,
+	"export": true, "false": true, "fg": true, "for": true, "getopts": true, "hash": true, "if": true,
+	"jobs": true, "kill": true, "printf": true, "pwd": true, "read": true, "readonly": true,
+	"return": true, "set": true, "shift": true, "test": true, "times": true, "trap": true, "true": true,
+	"type": true, "ulimit": true, "umask": true, "unalias": true, "unset": true, "until": true,
+	"wait": true, "while": true, "{": true, "!": true, "local": true, "time": true,
+}
+
+// legacyMissingProgram reports the program a command starts with when it
+// does not exist, so the answer can be the python runtime's FileNotFoundError
+// rather than the shell's exit code 127. Only a plain first word is checked;
+// anything the shell would expand, or a builtin, is left to the shell.
+func legacyMissingProgram(command string, sp *execSpec) (string, bool) {
+	fields := strings.Fields(command)
+	if len(fields) == 0 {
+		return "", false
+	}
+	name := fields[0]
+	if shellWords[name] || strings.ContainsAny(name, "$`\"'\\|&;<>(){}*?[]~=#") {
+		return "", false
+	}
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(sp.dir, p)
+		}
+		_, err := os.Stat(p)
+		return name, errors.Is(err, fs.ErrNotExist)
+	}
+	return name, lookPath(name, envValue(sp.env, "PATH"), sp.dir) == ""
+}
+
+// legacyResult turns a finished command into the python runtime's answer: a
+// timeout is exit code 1 with a message (python discarded the output; we keep
+// what was produced, see docs/sandboxd-api.md), a signal is -N as
+// subprocess reports it, and output over the cap is never cut silently: the
+// answer carries exit code 1 (unless the command already failed) and a
+// stderr line saying which stream was cut where.
+func (s *Server) legacyResult(out wire.ExecResult, res result, command string, timeout string) wire.LegacyExecuteResponse {
+	r := wire.LegacyExecuteResponse{Stdout: out.Stdout, Stderr: out.Stderr, ExitCode: out.ExitCode}
+	switch {
+	case res.timedOut:
+		r.Stderr = appendLine(r.Stderr, fmt.Sprintf("%sCommand %q timed out after %s seconds", legacyFailurePrefix, command, timeout))
+		r.ExitCode = 1
+	case res.signal != 0:
+		r.ExitCode = -res.signal
+	}
+	for _, c := range []struct {
+		name string
+		cut  bool
+	}{{"stdout", out.StdoutTruncated}, {"stderr", out.StderrTruncated}} {
+		if !c.cut {
+			continue
+		}
+		r.Stderr = appendLine(r.Stderr, fmt.Sprintf(
+			"sandboxd: OUTPUT TRUNCATED: %s exceeded the output cap of %d bytes (sandboxd --max-output); only the first %d bytes are returned",
+			c.name, s.cfg.MaxOutput, s.cfg.MaxOutput))
+		if r.ExitCode == 0 {
+			r.ExitCode = 1
+		}
+	}
+	return r
+}
+
+// appendLine adds line to s on a line of its own.
+func appendLine(s, line string) string {
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return s + line + "\n"
+}
