@@ -116,7 +116,7 @@ type SandboxClaimStatus struct {
 // SandboxClaim asks for a sandbox from a warm pool.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,shortName=sandboxclaim
+// +kubebuilder:resource:scope=Namespaced,shortName=sbxc;sandboxclaim
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Sandbox",type=string,JSONPath=`.status.sandbox.name`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`

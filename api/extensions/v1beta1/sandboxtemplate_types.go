@@ -86,7 +86,7 @@ type SandboxTemplateSpec struct {
 
 // SandboxTemplate describes the sandboxes that claims and warm pools make.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,shortName=sandboxtemplate
+// +kubebuilder:resource:scope=Namespaced,shortName=sbxt;sandboxtemplate
 type SandboxTemplate struct {
 	metav1.TypeMeta `json:",inline"`
 
