@@ -15,9 +15,18 @@ type sandboxBetaState struct {
 }
 
 // sandboxAlphaState is what a v1alpha1 Sandbox has and v1beta1 lacks; it rides on the served
-// v1beta1 object in the same annotation.
+// v1beta1 object in the same annotation, only when it cannot be derived (status.replicas is
+// derived from status.podIPs: 1 with a pod IP, else 0).
 type sandboxAlphaState struct {
-	StatusReplicas int32 `json:"statusReplicas,omitempty"`
+	StatusReplicas *int32 `json:"statusReplicas,omitempty"`
+}
+
+// statusReplicas is v1alpha1 status.replicas as the v1beta1 status implies it.
+func statusReplicas(st SandboxStatus) int32 {
+	if len(st.PodIPs) > 0 {
+		return 1
+	}
+	return 0
 }
 
 // ConvertTo converts this v1beta1 Sandbox to the hub (v1alpha1).
@@ -36,11 +45,15 @@ func (src *Sandbox) ConvertTo(dstRaw conversion.Hub) error {
 		},
 		Replicas: replicasFor(in.Spec.OperatingMode),
 	}
+	replicas := statusReplicas(in.Status)
+	if alpha.StatusReplicas != nil {
+		replicas = *alpha.StatusReplicas
+	}
 	dst.Status = hub.SandboxStatus{
 		ServiceFQDN:   in.Status.ServiceFQDN,
 		Service:       in.Status.Service,
 		Conditions:    in.Status.Conditions,
-		Replicas:      alpha.StatusReplicas,
+		Replicas:      replicas,
 		LabelSelector: in.Status.LabelSelector,
 		PodIPs:        in.Status.PodIPs,
 	}
@@ -74,8 +87,11 @@ func (dst *Sandbox) ConvertFrom(srcRaw conversion.Hub) error {
 		PodIPs:        in.Status.PodIPs,
 		NodeName:      beta.NodeName,
 	}
-	alpha := sandboxAlphaState{StatusReplicas: in.Status.Replicas}
-	return convstate.Put(&dst.ObjectMeta, hub.SandboxConversionAnnotation, alpha, alpha != (sandboxAlphaState{}))
+	var alpha sandboxAlphaState
+	if in.Status.Replicas != statusReplicas(dst.Status) {
+		alpha.StatusReplicas = &in.Status.Replicas
+	}
+	return convstate.Put(&dst.ObjectMeta, hub.SandboxConversionAnnotation, alpha, alpha.StatusReplicas != nil)
 }
 
 // replicasFor maps operatingMode to v1alpha1 spec.replicas: Suspended is 0, Running 1, unset

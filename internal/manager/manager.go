@@ -21,7 +21,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	extensionsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extensionsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
@@ -48,6 +51,8 @@ type Options struct {
 	RefillQuiet time.Duration
 	// PprofAddr serves net/http/pprof when set (profiling the hot path in benchmarks).
 	PprofAddr string
+	// Webhook serves the CRD conversion webhook (v1beta1 ⇄ v1alpha1) when set.
+	Webhook *conversion.Options
 }
 
 // NewScheme returns a scheme with the core Kubernetes kinds and ours.
@@ -55,6 +60,7 @@ func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, agentsv1alpha1.AddToScheme, extensionsv1alpha1.AddToScheme,
+		agentsv1beta1.AddToScheme, extensionsv1beta1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, err
@@ -144,15 +150,32 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}
-	if opts.ProbeAddr != "" {
-		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-			return nil, err
-		}
-		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-			return nil, err
-		}
+	if err := addWebhookAndProbes(mgr, opts); err != nil {
+		return nil, err
 	}
 	return mgr, nil
+}
+
+// addWebhookAndProbes serves the conversion webhook when asked, and the health probes; the
+// webhook's readiness is part of /readyz.
+func addWebhookAndProbes(mgr ctrl.Manager, opts Options) error {
+	webhookReady := healthz.Ping
+	if opts.Webhook != nil {
+		var err error
+		if webhookReady, err = conversion.Setup(mgr, *opts.Webhook); err != nil {
+			return fmt.Errorf("setting up the conversion webhook: %w", err)
+		}
+	}
+	if opts.ProbeAddr == "" {
+		return nil
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("conversion-webhook", webhookReady)
 }
 
 // cacheOptions limits the pod, service and PVC informers to objects a Sandbox made, so that the

@@ -33,6 +33,9 @@ type Options struct {
 	AuditLogPath string
 	// DataDir holds logs and kubeconfigs of the processes started; a temp dir when empty.
 	DataDir string
+	// ConversionWebhook points the CRDs' conversion at a webhook on loopback (with a CA envtest
+	// makes); the test's manager serves it with Env.WebhookOptions().
+	ConversionWebhook bool
 }
 
 // Env is a running control plane.
@@ -62,6 +65,11 @@ func Start(opts Options) (*Env, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
+	}
+	if opts.ConversionWebhook {
+		if err := configureConversionWebhook(env); err != nil {
+			return nil, err
+		}
 	}
 	// Tests don't need durability; fsync dominates etcd's cost on small VMs.
 	env.ControlPlane.Etcd = &envtest.Etcd{}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
 	var err error
-	env, err = testenv.Start(testenv.Options{ControllerManager: true})
+	env, err = testenv.Start(testenv.Options{ControllerManager: true, ConversionWebhook: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: starting control plane:", err)
 		return 1
@@ -41,7 +42,7 @@ func run(m *testing.M) int {
 	mgrConfig := rest.CopyConfig(env.Config)
 	mgrConfig.QPS, mgrConfig.Burst = 500, 1000
 	mgrConfig.Wrap(controllerWrites.wrap)
-	mgr, err := manager.New(mgrConfig, manager.Options{SkipNameValidation: true})
+	mgr, err := manager.New(mgrConfig, manager.Options{SkipNameValidation: true, Webhook: env.WebhookOptions()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: building manager:", err)
 		_ = env.Stop()
@@ -51,7 +52,12 @@ func run(m *testing.M) int {
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()
 
-	code := m.Run()
+	code := 1
+	if err := env.WaitForWebhook(time.Minute); err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+	} else {
+		code = m.Run()
+	}
 
 	cancel()
 	if err := <-mgrDone; err != nil {

@@ -32,12 +32,7 @@ const maxAdoptAttempts = 5
 // acquire gets the claim a Sandbox: warm when the policy and the claim allow it and a ready
 // member is queued, cold otherwise. It returns the launch type.
 func (r *Reconciler) acquire(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, string, error) {
-	tmpl := &extv1alpha1.SandboxTemplate{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.TemplateRef.Name}, tmpl)
-	if apierrors.IsNotFound(err) {
-		return nil, "", &userError{extv1alpha1.ReasonTemplateNotFound,
-			fmt.Sprintf("SandboxTemplate %q not found; the claim proceeds once it exists", claim.Spec.TemplateRef.Name)}
-	}
+	tmpl, err := r.templateOf(ctx, claim)
 	if err != nil {
 		return nil, "", err
 	}

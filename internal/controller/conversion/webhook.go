@@ -1,0 +1,110 @@
+// Package conversion serves the CRD conversion webhook (v1beta1 ⇄ v1alpha1, see
+// docs/api-versions.md) from the controller, and, unless the certificates come from elsewhere
+// (cert-manager, envtest, the local cluster), creates and rotates its own serving certificate and
+// injects the CA into the four CRDs with github.com/open-policy-agent/cert-controller.
+package conversion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+)
+
+// The cert rotator keeps the serving certificate in a Secret of the controller's namespace and
+// writes the CA into the CRDs' spec.conversion.webhook.clientConfig.caBundle.
+// +kubebuilder:rbac:groups="",namespace=agent-sandbox-system,resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;update;patch
+
+// Path is where the conversion webhook is served (the CRDs' clientConfig points there).
+const Path = "/convert"
+
+// CRDs are the CustomResourceDefinitions converted by the webhook.
+var CRDs = []string{
+	"sandboxes.agents.x-k8s.io",
+	"sandboxclaims.extensions.agents.x-k8s.io",
+	"sandboxtemplates.extensions.agents.x-k8s.io",
+	"sandboxwarmpools.extensions.agents.x-k8s.io",
+}
+
+// Options configures the webhook server.
+type Options struct {
+	// Host and Port the HTTPS server listens on (Host empty: all addresses).
+	Host string
+	Port int
+	// CertDir holds tls.crt and tls.key. With CertRotation they are the mounted Secret the
+	// rotator writes; otherwise someone else provides them (cert-manager, envtest, a dev CA).
+	CertDir string
+	// CertRotation, when set, makes the controller create and rotate its certificate.
+	CertRotation *CertRotation
+}
+
+// CertRotation names what the controller's own certificate management touches.
+type CertRotation struct {
+	Namespace   string // of the Secret and the Service
+	SecretName  string // holds the CA and the serving key pair
+	ServiceName string // the webhook Service; the certificate is for <svc>.<ns>.svc
+}
+
+// Setup registers the conversion webhook with mgr. The HTTPS server starts once its certificate
+// is in place (immediately without CertRotation) and runs on every replica, leader or not.
+// The returned checker passes once the server accepts TLS connections.
+func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
+	server := webhook.NewServer(webhook.Options{Host: opts.Host, Port: opts.Port, CertDir: opts.CertDir})
+	server.Register(Path, conversion.NewWebhookHandler(mgr.GetScheme()))
+	ready := make(chan struct{})
+	if r := opts.CertRotation; r != nil {
+		if r.Namespace == "" || r.SecretName == "" || r.ServiceName == "" {
+			return nil, errors.New("webhook certificate rotation needs a namespace, a Secret and a Service name")
+		}
+		webhooks := make([]rotator.WebhookInfo, len(CRDs))
+		for i, crd := range CRDs {
+			webhooks[i] = rotator.WebhookInfo{Name: crd, Type: rotator.CRDConversion}
+		}
+		err := rotator.AddRotator(mgr, &rotator.CertRotator{
+			SecretKey:      types.NamespacedName{Namespace: r.Namespace, Name: r.SecretName},
+			CertDir:        opts.CertDir,
+			CAName:         "agent-sandbox-ca",
+			CAOrganization: "agent-sandbox",
+			DNSName:        fmt.Sprintf("%s.%s.svc", r.ServiceName, r.Namespace),
+			ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", r.ServiceName, r.Namespace)},
+			IsReady:        ready,
+			Webhooks:       webhooks,
+			FieldOwner:     "agent-sandbox-controller",
+		})
+		if err != nil {
+			return nil, fmt.Errorf("setting up webhook certificate rotation: %w", err)
+		}
+	} else {
+		close(ready)
+	}
+	if err := mgr.Add(&gatedServer{server: server, ready: ready}); err != nil {
+		return nil, err
+	}
+	return server.StartedChecker(), nil
+}
+
+// gatedServer starts the webhook server once its certificate exists.
+type gatedServer struct {
+	server webhook.Server
+	ready  <-chan struct{}
+}
+
+func (g *gatedServer) Start(ctx context.Context) error {
+	select {
+	case <-g.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	ctrl.Log.WithName("conversion-webhook").Info("serving", "path", Path)
+	return g.server.Start(ctx)
+}
+
+// NeedLeaderElection is false: the API server may call any replica behind the Service.
+func (g *gatedServer) NeedLeaderElection() bool { return false }

@@ -1,0 +1,46 @@
+package sandboxclaim
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+)
+
+// templateOf returns the template a claim is served from: its sandboxTemplateRef, or, when that
+// is empty, the template of the warm pool the claim names. A claim created in v1beta1 names only
+// a pool (spec.warmPoolRef), so its stored v1alpha1 form has warmpool=<pool> and no template
+// (see docs/api-versions.md).
+func (r *Reconciler) templateOf(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*extv1alpha1.SandboxTemplate, error) {
+	name := claim.Spec.TemplateRef.Name
+	if name == "" {
+		policy := claim.EffectiveWarmPool()
+		if policy == extv1alpha1.WarmPoolPolicyNone || policy == extv1alpha1.WarmPoolPolicyDefault {
+			return nil, &userError{extv1alpha1.ReasonTemplateNotFound,
+				"the claim names neither a SandboxTemplate (sandboxTemplateRef) nor a warm pool"}
+		}
+		pool := &extv1alpha1.SandboxWarmPool{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: string(policy)}, pool)
+		if apierrors.IsNotFound(err) {
+			return nil, &userError{extv1alpha1.ReasonWarmPoolNotFound,
+				fmt.Sprintf("SandboxWarmPool %q not found", policy)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		name = pool.Spec.TemplateRef.Name
+	}
+	tmpl := &extv1alpha1.SandboxTemplate{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, tmpl)
+	if apierrors.IsNotFound(err) {
+		return nil, &userError{extv1alpha1.ReasonTemplateNotFound,
+			fmt.Sprintf("SandboxTemplate %q not found; the claim proceeds once it exists", name)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tmpl, nil
+}

@@ -1,0 +1,58 @@
+package testenv
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
+	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+)
+
+// configureConversionWebhook makes envtest install the CRDs with webhook conversion pointing at
+// https://127.0.0.1:<free port>/convert and a CA of its own; the real API server then calls the
+// webhook the test's manager serves (Env.WebhookOptions).
+func configureConversionWebhook(env *envtest.Environment) error {
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		return err
+	}
+	env.CRDInstallOptions.Scheme = scheme
+	env.WebhookInstallOptions.LocalServingHost = "127.0.0.1"
+	return nil
+}
+
+// WebhookOptions are the manager options that serve the conversion webhook envtest installed
+// (nil unless Start was asked for it).
+func (e *Env) WebhookOptions() *conversion.Options {
+	w := e.env.WebhookInstallOptions
+	if w.LocalServingCertDir == "" {
+		return nil
+	}
+	return &conversion.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}
+}
+
+// WaitForWebhook waits until the conversion webhook accepts TLS connections (no-op when Start
+// was not asked for it), so that tests never see "connection refused" from the API server.
+func (e *Env) WaitForWebhook(timeout time.Duration) error {
+	w := e.WebhookOptions()
+	if w == nil {
+		return nil
+	}
+	addr := net.JoinHostPort(w.Host, strconv.Itoa(w.Port))
+	deadline := time.Now().Add(timeout)
+	for {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that it listens
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("conversion webhook at %s not serving after %s: %w", addr, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,197 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+)
+
+// betaSandbox is a v1beta1 Sandbox as upstream's clients write it.
+func betaSandbox(ns, name string) *agentsv1beta1.Sandbox {
+	return &agentsv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
+			PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "runtime", Image: "sandbox-runtime:test", Command: []string{"sleep", "infinity"},
+			}}}},
+		}},
+	}
+}
+
+func get(t *testing.T, ns, name string, obj client.Object) {
+	t.Helper()
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatalf("getting %T %s: %v", obj, name, err)
+	}
+}
+
+// noConversionState fails when an object served in v1beta1 shows a conversion annotation: the
+// state kept on the stored object is stripped on the way out, and a v1alpha1-only value rides
+// along only while it cannot be derived (e.g. status.replicas of a pod that has no IP yet).
+func noConversionState(t *testing.T, obj client.Object) {
+	t.Helper()
+	for _, key := range []string{agentsv1alpha1.SandboxConversionAnnotation, extv1alpha1.SandboxClaimConversionAnnotation,
+		extv1alpha1.SandboxTemplateConversionAnnotation, extv1alpha1.SandboxWarmPoolConversionAnnotation} {
+		if v, ok := obj.GetAnnotations()[key]; ok {
+			t.Errorf("%T %s shows the conversion annotation %s=%s", obj, obj.GetName(), key, v)
+		}
+	}
+}
+
+func TestConversionCreateInOneVersionReadInTheOther(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name  string
+		check func(t *testing.T)
+	}{
+		{"v1alpha1 Sandbox replicas 0 reads as v1beta1 Suspended", func(t *testing.T) {
+			aSandbox(ns, "alpha-paused").withReplicas(0).withShutdown(time.Now().Add(time.Hour), agentsv1alpha1.ShutdownPolicyDelete).create(t)
+			got := &agentsv1beta1.Sandbox{}
+			get(t, ns, "alpha-paused", got)
+			if got.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeSuspended || got.Spec.ShutdownPolicy == nil ||
+				*got.Spec.ShutdownPolicy != agentsv1beta1.ShutdownPolicyDelete || got.Spec.PodTemplate.Spec.Containers[0].Name != "runtime" {
+				t.Errorf("v1beta1 spec = %+v", got.Spec)
+			}
+			noConversionState(t, got)
+		}},
+		{"v1beta1 Sandbox defaults to Running and reads as v1alpha1 replicas 1, keeping spec.service", func(t *testing.T) {
+			sb := betaSandbox(ns, "beta-running")
+			sb.Spec.Service = ptr.To(true)
+			mustCreateObj(t, sb)
+			if sb.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeRunning || *sb.Spec.ShutdownPolicy != agentsv1beta1.ShutdownPolicyRetain {
+				t.Errorf("v1beta1 defaults = %q/%v, want Running/Retain", sb.Spec.OperatingMode, sb.Spec.ShutdownPolicy)
+			}
+			alpha := getSandbox(t, ns, "beta-running")
+			if alpha.DesiredReplicas() != 1 || alpha.EffectiveShutdownPolicy() != agentsv1alpha1.ShutdownPolicyRetain {
+				t.Errorf("v1alpha1 replicas/policy = %d/%s, want 1/Retain", alpha.DesiredReplicas(), alpha.EffectiveShutdownPolicy())
+			}
+			back := &agentsv1beta1.Sandbox{}
+			get(t, ns, "beta-running", back)
+			if back.Spec.Service == nil || !*back.Spec.Service {
+				t.Errorf("v1beta1 spec.service = %v after a round trip through storage, want true", back.Spec.Service)
+			}
+			noConversionState(t, back)
+		}},
+		{"v1beta1 template keeps volumeClaimTemplatesPolicy; v1alpha1 sees its defaults", func(t *testing.T) {
+			tmpl := &extv1beta1.SandboxTemplate{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "beta-tmpl"},
+				Spec: extv1beta1.SandboxTemplateSpec{
+					SandboxBlueprint:           betaSandbox(ns, "").Spec.SandboxBlueprint,
+					VolumeClaimTemplatesPolicy: extv1beta1.VolumeClaimTemplatesPolicyAllowed,
+				},
+			}
+			mustCreateObj(t, tmpl)
+			alpha := &extv1alpha1.SandboxTemplate{}
+			get(t, ns, "beta-tmpl", alpha)
+			if alpha.Spec.EnvVarsInjectionPolicy != extv1alpha1.EnvVarsInjectionPolicyDisallowed || alpha.Spec.NetworkPolicyManagement != extv1alpha1.NetworkPolicyManagementManaged {
+				t.Errorf("v1alpha1 template spec = %+v, want the defaults", alpha.Spec)
+			}
+			back := &extv1beta1.SandboxTemplate{}
+			get(t, ns, "beta-tmpl", back)
+			if back.Spec.VolumeClaimTemplatesPolicy != extv1beta1.VolumeClaimTemplatesPolicyAllowed {
+				t.Errorf("v1beta1 volumeClaimTemplatesPolicy = %q, want Allowed", back.Spec.VolumeClaimTemplatesPolicy)
+			}
+			noConversionState(t, back)
+		}},
+		{"v1alpha1 pool reads as v1beta1 with replicas and strategy", func(t *testing.T) {
+			pool := aPool(ns, "alpha-pool", "missing-template", 3)
+			pool.Spec.UpdateStrategy.Type = extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType
+			mustCreateObj(t, pool)
+			got := &extv1beta1.SandboxWarmPool{}
+			get(t, ns, "alpha-pool", got)
+			if got.Spec.Replicas == nil || *got.Spec.Replicas != 3 || got.Spec.UpdateStrategy == nil ||
+				got.Spec.UpdateStrategy.Type != extv1beta1.RecreateSandboxWarmPoolUpdateStrategyType || got.Spec.TemplateRef.Name != "missing-template" {
+				t.Errorf("v1beta1 pool spec = %+v", got.Spec)
+			}
+		}},
+		{"v1alpha1 claim with the default policy reads as v1beta1 shadow pool of its template", func(t *testing.T) {
+			mustCreateObj(t, aClaim(ns, "alpha-claim", "python"))
+			got := &extv1beta1.SandboxClaim{}
+			get(t, ns, "alpha-claim", got)
+			if got.Spec.WarmPoolRef.Name != extv1alpha1.ShadowPoolPrefix+"python" {
+				t.Errorf("v1beta1 warmPoolRef = %q, want %s", got.Spec.WarmPoolRef.Name, extv1alpha1.ShadowPoolPrefix+"python")
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, tc.check)
+	}
+}
+
+func TestConversionPatchInV1beta1SuspendsAV1alpha1Sandbox(t *testing.T) {
+	ns := newNamespace(t)
+	aSandbox(ns, "patched").withHomeVolume().create(t)
+	setPodStatus(t, waitForPod(t, ns, "patched"), running("10.0.9.1"))
+	eventually(t, "Ready=True", readyIs(t, ns, "patched", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+
+	beta := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "patched"}}
+	patch := []byte(`{"metadata":{"labels":{"tenant":"acme"}},"spec":{"operatingMode":"Suspended"}}`)
+	if err := k8s.Patch(context.Background(), beta, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("merge-patching in v1beta1: %v", err)
+	}
+	eventually(t, "pod deleted on suspend", exists(podOf(ns, "patched"), false))
+	eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "patched", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
+	alpha := getSandbox(t, ns, "patched")
+	if alpha.DesiredReplicas() != 0 || alpha.Labels["tenant"] != "acme" || len(alpha.Spec.VolumeClaimTemplates) != 1 {
+		t.Errorf("v1alpha1 after the v1beta1 patch: replicas %d, labels %v, %d volume claim templates; want 0, tenant=acme, 1",
+			alpha.DesiredReplicas(), alpha.Labels, len(alpha.Spec.VolumeClaimTemplates))
+	}
+	eventually(t, "status in v1beta1 shows the suspension", func() string {
+		got := &agentsv1beta1.Sandbox{}
+		get(t, ns, "patched", got)
+		c := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.SandboxConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || len(got.Status.PodIPs) != 0 {
+			return fmt.Sprintf("v1beta1 status = %+v", got.Status)
+		}
+		return ""
+	})
+}
+
+func TestConversionWatchInV1beta1SeesV1alpha1WritesAndControllerStatus(t *testing.T) {
+	ns := newNamespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &agentsv1beta1.SandboxList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatalf("watching v1beta1 sandboxes: %v", err)
+	}
+	defer w.Stop()
+	aSandbox(ns, "watched").create(t)
+	setPodStatus(t, waitForPod(t, ns, "watched"), running("10.0.9.2"))
+
+	var sawAdded bool
+	for ev := range w.ResultChan() {
+		sb, ok := ev.Object.(*agentsv1beta1.Sandbox)
+		if !ok {
+			t.Fatalf("watch event %s carries %T, want a v1beta1 Sandbox", ev.Type, ev.Object)
+		}
+		sawAdded = sawAdded || ev.Type == watch.Added
+		c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
+		if ev.Type == watch.Modified && c != nil && c.Status == metav1.ConditionTrue {
+			if !sawAdded || sb.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeRunning || len(sb.Status.PodIPs) != 1 || sb.Status.ServiceFQDN == "" {
+				t.Errorf("v1beta1 watch: added seen %v, ready sandbox %+v", sawAdded, sb.Status)
+			}
+			noConversionState(t, sb)
+			return
+		}
+	}
+	t.Fatalf("the v1beta1 watch ended before the controller reported Ready (added seen: %v)", sawAdded)
+}
