@@ -23,6 +23,14 @@ const (
 	ReasonReconcilerError = "ReconcilerError"
 )
 
+// Event reasons of a Sandbox.
+const (
+	// EventRouterLabelsRefused: the pod template carries labels of the sandbox router's pods,
+	// which the controller does not put on a sandbox pod (they would let it pass the router's
+	// NetworkPolicy peer rules).
+	EventRouterLabelsRefused = "RouterLabelsRefused"
+)
+
 // Label and annotation keys.
 const (
 	// SandboxNameHashLabel tracks the objects a Sandbox owns; the headless Service selects its pod by it.

@@ -114,6 +114,8 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		quiet = 250 * time.Millisecond
 	}
 	pacer := warmpool.NewPacer(quiet)
+	// One set of pod metadata rules for every controller that builds sandbox pods.
+	podRules := (&sandboxtemplate.Reconciler{Router: opts.Router}).PodRules()
 	// Background work yields to claims, but at most this long at a stretch.
 	const maxHold = 2 * time.Second
 	if err := (&sandbox.Reconciler{
@@ -123,6 +125,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		ClusterDomain:           opts.ClusterDomain,
 		MaxConcurrentReconciles: opts.SandboxWorkers,
 		Gate:                    warmpool.NewGate(pacer, maxHold),
+		PodRules:                podRules,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandbox controller: %w", err)
 	}
@@ -137,6 +140,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
 		Gate:     warmpool.NewGate(pacer, maxHold),
+		PodRules: podRules,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}
@@ -147,6 +151,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Queue:                   warmpool.NewQueue(),
 		Pacer:                   pacer,
 		MaxConcurrentReconciles: opts.ClaimWorkers,
+		PodRules:                podRules,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}

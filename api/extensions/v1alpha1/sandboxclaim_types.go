@@ -96,6 +96,16 @@ type SandboxClaimSpec struct {
 
 	// additionalPodMetadata defines the labels and annotations to be propagated to the Sandbox
 	// Pod. Label values are limited to 63 characters and must match Kubernetes label value patterns.
+	// Keys in the domains kubernetes.io, k8s.io and agents.x-k8s.io (and their subdomains, but
+	// app.kubernetes.io) and the router's label app=sandbox-router are refused: they would let a
+	// tenant's pod pose as a system component or as the router.
+	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.kubernetes.io/') && !k.startsWith('app.kubernetes.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.kubernetes.io/') && !k.startsWith('app.kubernetes.io/'))[0] + ' is in the reserved domain kubernetes.io'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.k8s.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.k8s.io/'))[0] + ' is in the reserved domain k8s.io'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.agents.x-k8s.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.agents.x-k8s.io/'))[0] + ' is in the reserved domain agents.x-k8s.io'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.kubernetes.io/') && k != 'cluster-autoscaler.kubernetes.io/safe-to-evict')",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.kubernetes.io/') && k != 'cluster-autoscaler.kubernetes.io/safe-to-evict')[0] + ' is in the reserved domain kubernetes.io'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.k8s.io/'))",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.k8s.io/'))[0] + ' is in the reserved domain k8s.io'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.agents.x-k8s.io/'))",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.agents.x-k8s.io/'))[0] + ' is in the reserved domain agents.x-k8s.io'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, (k == 'app' || k == 'app.kubernetes.io/name') && self.labels[k] == 'sandbox-router')",message="additionalPodMetadata.labels: app=sandbox-router and app.kubernetes.io/name=sandbox-router identify the sandbox router; a sandbox may not carry them"
 	// +optional
 	AdditionalPodMetadata agentsv1alpha1.PodMetadata `json:"additionalPodMetadata,omitempty"`
 

@@ -38,6 +38,13 @@ const (
 	ReasonWarmPoolNotFound         = "WarmPoolNotFound"
 )
 
+// Event reasons of a SandboxTemplate.
+const (
+	// EventReservedPodMetadata: the template's pod labels or annotations use a reserved domain
+	// or the router's labels; those keys are left out of every Sandbox made from it.
+	EventReservedPodMetadata = "ReservedPodMetadata"
+)
+
 // EffectiveWarmPool returns spec.warmpool with its default applied.
 func (c *SandboxClaim) EffectiveWarmPool() WarmPoolPolicy {
 	if c.Spec.WarmPool == nil || *c.Spec.WarmPool == "" {

@@ -16,6 +16,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
 // Public resolvers used when a template's secure-default NetworkPolicy blocks cluster DNS.
@@ -58,7 +59,9 @@ func computeHash(tmpl *extv1alpha1.SandboxTemplate) string {
 }
 
 // NewSandbox returns an unnamed Sandbox built from the template, in the template's namespace.
-func NewSandbox(tmpl *extv1alpha1.SandboxTemplate) *agentsv1alpha1.Sandbox {
+// Pod labels and annotations the rules refuse (reserved domains, the router's identity) are left
+// out; the template controller tells the template's author with an event.
+func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv1alpha1.Sandbox {
 	sb := &agentsv1alpha1.Sandbox{}
 	sb.Namespace = tmpl.Namespace
 	sb.Labels = map[string]string{
@@ -71,6 +74,7 @@ func NewSandbox(tmpl *extv1alpha1.SandboxTemplate) *agentsv1alpha1.Sandbox {
 		sb.Spec.VolumeClaimTemplates = append(sb.Spec.VolumeClaimTemplates, *v.DeepCopy())
 	}
 	meta := &sb.Spec.PodTemplate.Metadata
+	meta.Labels, meta.Annotations, _ = rules.Filter(meta.Labels, meta.Annotations)
 	if meta.Labels == nil {
 		meta.Labels = map[string]string{}
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
@@ -40,6 +41,8 @@ type Reconciler struct {
 	MaxConcurrentReconciles int
 	// Gate defers pod label bookkeeping while claims are being served (nil: never).
 	Gate *warmpool.Gate
+	// PodRules keep the router's identifying labels off sandbox pods.
+	PodRules podmeta.Rules
 }
 
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete

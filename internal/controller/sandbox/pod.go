@@ -17,6 +17,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
 // Pod annotations recording which template keys the controller put on the pod, so that keys
@@ -60,10 +61,11 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		return pod, false, r.syncPodMetadata(ctx, sb, pod)
 	}
 
-	pod = buildPod(sb)
+	pod, refused := buildPod(sb, r.PodRules)
 	if err := controllerutil.SetControllerReference(sb, pod, r.Client.Scheme()); err != nil {
 		return nil, false, err
 	}
+	r.warnRefused(sb, refused)
 	if err := r.Client.Create(ctx, pod, FieldOwner); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, false, err
@@ -112,8 +114,17 @@ func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	return err
 }
 
-func buildPod(sb *agentsv1alpha1.Sandbox) *corev1.Pod {
-	labels, annotations := podMetadata(sb)
+// warnRefused tells the Sandbox's owner which pod labels were left out because they would make
+// the pod look like the router.
+func (r *Reconciler) warnRefused(sb *agentsv1alpha1.Sandbox, refused []string) {
+	if len(refused) > 0 && r.Recorder != nil {
+		r.Recorder.Eventf(sb, corev1.EventTypeWarning, agentsv1alpha1.EventRouterLabelsRefused,
+			"pod labels %s identify the sandbox router and were not applied to the pod", strings.Join(refused, ", "))
+	}
+}
+
+func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (*corev1.Pod, []string) {
+	labels, annotations, refused := podMetadata(sb, rules)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        sb.Name,
@@ -128,15 +139,19 @@ func buildPod(sb *agentsv1alpha1.Sandbox) *corev1.Pod {
 	if pod.Spec.AutomountServiceAccountToken == nil {
 		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
 	}
-	return pod
+	return pod, refused
 }
 
 // podMetadata is the labels and annotations the pod must carry: the template's, the tracking
-// labels (which the template cannot override), and the bookkeeping of propagated keys.
-func podMetadata(sb *agentsv1alpha1.Sandbox) (map[string]string, map[string]string) {
+// labels (which the template cannot override), and the bookkeeping of propagated keys. Template
+// labels that would make the pod look like the router are left out and returned: whoever can
+// write a Sandbox (or patch one, as some tenants may) must not be able to open other sandboxes'
+// NetworkPolicies to it.
+func podMetadata(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (map[string]string, map[string]string, []string) {
 	tmpl := sb.Spec.PodTemplate.Metadata
+	tmplLabels, refused := rules.WithoutRouterLabels(tmpl.Labels)
 	propagated := map[string]string{}
-	for k, v := range tmpl.Labels {
+	for k, v := range tmplLabels {
 		propagated[k] = v
 	}
 	// Pool membership and claim identity live in the Sandbox's own labels so that adopting a
@@ -164,14 +179,14 @@ func podMetadata(sb *agentsv1alpha1.Sandbox) (map[string]string, map[string]stri
 	if keys := sortedKeys(tmpl.Annotations); keys != "" {
 		annotations[propagatedAnnotationsAnnotation] = keys
 	}
-	return labels, annotations
+	return labels, annotations, refused
 }
 
 // syncPodMetadata applies template label/annotation changes to a running pod with one merge
 // patch. The pod spec is left alone: changing it would need a restart, which a stateful
 // sandbox must not get behind its user's back.
 func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.Sandbox, pod *corev1.Pod) error {
-	wantLabels, wantAnnotations := podMetadata(sb)
+	wantLabels, wantAnnotations, refused := podMetadata(sb, r.PodRules)
 	updated := pod.DeepCopy()
 	updated.Labels = mergeTracked(pod.Labels, wantLabels, splitKeys(pod.Annotations[propagatedLabelsAnnotation]))
 	prevAnnotations := splitKeys(pod.Annotations[propagatedAnnotationsAnnotation])
@@ -185,6 +200,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 		// API server spends its CPU on the claims themselves.
 		return &deferredError{after: wait}
 	}
+	r.warnRefused(sb, refused)
 	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), FieldOwner); err != nil {
 		return client.IgnoreNotFound(err)
 	}

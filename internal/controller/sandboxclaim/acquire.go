@@ -36,7 +36,7 @@ func (r *Reconciler) acquire(ctx context.Context, claim *extv1alpha1.SandboxClai
 	if err != nil {
 		return nil, "", err
 	}
-	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata); err != nil {
+	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata, r.PodRules); err != nil {
 		return nil, "", err
 	}
 	// Validate env against the template before touching any warm sandbox (on a copy: the
@@ -155,7 +155,7 @@ func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxCla
 
 // createCold builds the claim's own Sandbox from the template, named after the claim.
 func (r *Reconciler) createCold(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate) (*agentsv1alpha1.Sandbox, error) {
-	sb := blueprint.NewSandbox(tmpl)
+	sb := blueprint.NewSandbox(tmpl, r.PodRules)
 	sb.Name = claim.Name
 	stampClaim(sb, claim, extv1alpha1.LaunchTypeCold)
 	if _, err := injectEnv(&sb.Spec.PodTemplate.Spec, tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {

@@ -20,6 +20,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
@@ -33,6 +34,9 @@ type Reconciler struct {
 	// MaxConcurrentReconciles bounds parallel reconciles (default 32).
 	MaxConcurrentReconciles int
 	Now                     func() time.Time
+	// PodRules refuse claim pod metadata that is reserved or poses as the router, and filter
+	// the template's.
+	PodRules podmeta.Rules
 
 	firstSeen sync.Map // claim namespace/name -> time the controller first saw it (latency metric)
 	// bound remembers, per claim UID, the Sandbox this process gave it until the cache shows

@@ -10,6 +10,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
 // injectEnv applies the claim's env to the pod spec under the template's policy: Disallowed
@@ -73,9 +74,11 @@ func envIndex(env []corev1.EnvVar, name string) int {
 }
 
 // validatePodMetadata checks additionalPodMetadata the way the API server would check pod
-// metadata, so a bad key or value becomes a condition on the claim, not a pod that never comes.
-func validatePodMetadata(md agentsv1alpha1.PodMetadata) error {
-	var problems []string
+// metadata, so a bad key or value becomes a condition on the claim, not a pod that never comes;
+// and refuses what the rules reserve (system domains, the router's labels), which the CRD's CEL
+// rules also refuse at admission for the fixed part.
+func validatePodMetadata(md agentsv1alpha1.PodMetadata, rules podmeta.Rules) error {
+	problems := rules.Problems(md.Labels, md.Annotations)
 	for k, v := range md.Labels {
 		for _, msg := range validation.IsQualifiedName(k) {
 			problems = append(problems, fmt.Sprintf("label key %q: %s", k, msg))
@@ -83,16 +86,10 @@ func validatePodMetadata(md agentsv1alpha1.PodMetadata) error {
 		for _, msg := range validation.IsValidLabelValue(v) {
 			problems = append(problems, fmt.Sprintf("label %s value %q: %s", k, v, msg))
 		}
-		if systemKey(k) {
-			problems = append(problems, fmt.Sprintf("label key %q is reserved for the controller", k))
-		}
 	}
 	for k := range md.Annotations {
 		for _, msg := range validation.IsQualifiedName(strings.ToLower(k)) {
 			problems = append(problems, fmt.Sprintf("annotation key %q: %s", k, msg))
-		}
-		if systemKey(k) {
-			problems = append(problems, fmt.Sprintf("annotation key %q is reserved for the controller", k))
 		}
 	}
 	if len(problems) == 0 {

@@ -5,6 +5,7 @@ package sandboxtemplate
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -19,6 +20,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
 // RouterPeer identifies the sandbox router's pods, the only ingress the secure default allows.
@@ -55,6 +57,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !tmpl.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	r.warnReservedPodMetadata(tmpl)
 	current := &networkingv1.NetworkPolicy{}
 	key := types.NamespacedName{Namespace: tmpl.Namespace, Name: PolicyName(tmpl.Name)}
 	err := r.Client.Get(ctx, key, current)
@@ -125,6 +128,22 @@ func (r *Reconciler) desiredSpec(tmpl *extv1alpha1.SandboxTemplate) networkingv1
 		{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fc00::/7", "fe80::/10"}}},
 	}}}
 	return spec
+}
+
+// warnReservedPodMetadata tells the template's author which pod labels and annotations are left
+// out of its Sandboxes (blueprint.NewSandbox filters them with the same rules).
+func (r *Reconciler) warnReservedPodMetadata(tmpl *extv1alpha1.SandboxTemplate) {
+	md := tmpl.Spec.PodTemplate.Metadata
+	problems := r.PodRules().Problems(md.Labels, md.Annotations)
+	if len(problems) > 0 {
+		r.Recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventReservedPodMetadata,
+			"left out of every Sandbox made from this template: %s", strings.Join(problems, "; "))
+	}
+}
+
+// PodRules are the pod metadata rules that follow from where the router runs.
+func (r *Reconciler) PodRules() podmeta.Rules {
+	return podmeta.Rules{RouterLabels: r.router().PodLabels}
 }
 
 func (r *Reconciler) router() RouterPeer {

@@ -17,6 +17,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
@@ -38,6 +39,8 @@ type Reconciler struct {
 	Gate *warmpool.Gate
 	// MaxBatch bounds the creates or deletes of one reconcile (default 50).
 	MaxBatch int
+	// PodRules filter the template's pod metadata (reserved keys, the router's labels).
+	PodRules podmeta.Rules
 
 	expect expectations
 }

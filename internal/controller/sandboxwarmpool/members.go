@@ -16,6 +16,7 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
 // membership is the pool's members sorted by what the reconcile does with them.
@@ -82,8 +83,8 @@ func isReady(sb *agentsv1alpha1.Sandbox) bool {
 func poolHash(pool *extv1alpha1.SandboxWarmPool) string { return sandbox.NameHash(pool.Name) }
 
 // NewMember builds an unnamed pool member from the template.
-func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate) *agentsv1alpha1.Sandbox {
-	sb := blueprint.NewSandbox(tmpl)
+func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv1alpha1.Sandbox {
+	sb := blueprint.NewSandbox(tmpl, rules)
 	sb.GenerateName = pool.Name + "-"
 	sb.Labels[extv1alpha1.WarmPoolLabel] = poolHash(pool)
 	return sb
@@ -93,7 +94,7 @@ func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTempl
 func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, n int) error {
 	key := client.ObjectKeyFromObject(pool)
 	return forEachParallel(n, func(int) error {
-		sb := NewMember(pool, tmpl)
+		sb := NewMember(pool, tmpl, r.PodRules)
 		if err := controllerutil.SetControllerReference(pool, sb, r.Client.Scheme()); err != nil {
 			return err
 		}

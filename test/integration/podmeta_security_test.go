@@ -1,0 +1,130 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// A sandbox pod wearing the router's labels would pass the secure-default NetworkPolicy's
+// ingress rule of every other sandbox of the template (in a namespace where a router runs), so
+// no path that tenants write may put them there.
+
+func TestClaimPodMetadataPosingAsTheRouterIsRefusedAtAdmission(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name     string
+		metadata string
+		wantErr  string
+	}{
+		{"the router's label", "labels: {app: sandbox-router}",
+			"additionalPodMetadata.labels: app=sandbox-router and app.kubernetes.io/name=sandbox-router identify the sandbox router"},
+		{"the router's recommended label", "labels: {app.kubernetes.io/name: sandbox-router}",
+			"additionalPodMetadata.labels: app=sandbox-router and app.kubernetes.io/name=sandbox-router identify the sandbox router"},
+		{"a label in the controller's domain", "labels: {agents.x-k8s.io/sandbox-template-ref-hash: abc}",
+			"additionalPodMetadata.labels: key agents.x-k8s.io/sandbox-template-ref-hash is in the reserved domain agents.x-k8s.io"},
+		{"a label in a Kubernetes subdomain", "labels: {node.kubernetes.io/role: x}",
+			"additionalPodMetadata.labels: key node.kubernetes.io/role is in the reserved domain kubernetes.io"},
+		{"an annotation in a Kubernetes domain", "annotations: {k8s.io/anything: x}",
+			"additionalPodMetadata.annotations: key k8s.io/anything is in the reserved domain k8s.io"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := createYAML(t, ns, claimYAML("sandboxTemplateRef: {name: t}\n  additionalPodMetadata: {"+c.metadata+"}"))
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("create error = %v, want one containing %q", err, c.wantErr)
+			}
+		})
+	}
+	t.Run("open keys are accepted", func(t *testing.T) {
+		mustCreate(t, ns, claimYAML("sandboxTemplateRef: {name: t}\n  additionalPodMetadata: {"+
+			"labels: {app: my-agent, app.kubernetes.io/name: my-agent, cognition.io/tenant: a, kueue.x-k8s.io/queue-name: q}, "+
+			"annotations: {cluster-autoscaler.kubernetes.io/safe-to-evict: 'false', example.com/owner: me}}"))
+	})
+}
+
+func TestTemplateReservedPodMetadataIsLeftOutAndReported(t *testing.T) {
+	ns := newNamespace(t)
+	tmpl := aTemplate(ns, "leaky")
+	tmpl.Spec.PodTemplate.Metadata.Labels = map[string]string{
+		"app":                       "sandbox-router",
+		"agents.x-k8s.io/claim-uid": "forged",
+		"team":                      "a",
+	}
+	tmpl.Spec.PodTemplate.Metadata.Annotations = map[string]string{"kubernetes.io/egress-bandwidth": "1G", "owner": "me"}
+	mustCreateObj(t, tmpl, aClaim(ns, "c", "leaky"))
+
+	pod := waitForPod(t, ns, "c")
+	if pod.Labels["app"] == "sandbox-router" || pod.Labels[extv1alpha1.ClaimUIDLabel] == "forged" {
+		t.Errorf("pod labels = %v: the router's label or a forged controller label got through", pod.Labels)
+	}
+	if pod.Labels["team"] != "a" || pod.Annotations["owner"] != "me" {
+		t.Errorf("pod metadata = %v / %v: the template's open keys must still be applied", pod.Labels, pod.Annotations)
+	}
+	if _, ok := pod.Annotations["kubernetes.io/egress-bandwidth"]; ok {
+		t.Errorf("pod annotations = %v: a reserved annotation got through", pod.Annotations)
+	}
+	eventually(t, "a ReservedPodMetadata warning names every refused key", warningNames(ns, "SandboxTemplate", "leaky",
+		extv1alpha1.EventReservedPodMetadata, "app=sandbox-router", "agents.x-k8s.io/claim-uid", "kubernetes.io/egress-bandwidth"))
+}
+
+func TestSandboxPodNeverCarriesTheRouterLabels(t *testing.T) {
+	ns := newNamespace(t)
+	aSandbox(ns, "raw").withPodLabels("app", "sandbox-router", "team", "a").create(t)
+	pod := waitForPod(t, ns, "raw")
+	if pod.Labels["app"] == "sandbox-router" || pod.Labels["team"] != "a" {
+		t.Fatalf("pod labels = %v, want team=a and no app=sandbox-router", pod.Labels)
+	}
+	eventually(t, "a RouterLabelsRefused warning on the Sandbox", warningNames(ns, "Sandbox", "raw",
+		agentsv1alpha1.EventRouterLabelsRefused, "app=sandbox-router"))
+
+	// A tenant allowed to patch Sandboxes (seed 004's Role grants patch, for shutdownTime) adds
+	// the router's recommended label to a running sandbox's pod template.
+	aSandbox(ns, "patched").withPodLabels("team", "b").create(t)
+	waitForPod(t, ns, "patched")
+	patch := []byte(`{"spec":{"podTemplate":{"metadata":{"labels":{"app.kubernetes.io/name":"sandbox-router","extra":"yes"}}}}}`)
+	sb := &agentsv1alpha1.Sandbox{}
+	sb.Namespace, sb.Name = ns, "patched"
+	if err := k8s.Patch(context.Background(), sb, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod takes the open label and refuses the router's", func() string {
+		p := &corev1.Pod{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "patched"}, p); err != nil {
+			return err.Error()
+		}
+		if p.Labels["extra"] != "yes" {
+			return fmt.Sprintf("pod labels %v, waiting for extra=yes", p.Labels)
+		}
+		if _, ok := p.Labels["app.kubernetes.io/name"]; ok {
+			return fmt.Sprintf("pod labels %v carry the router's label", p.Labels)
+		}
+		return ""
+	})
+}
+
+// warningNames checks for a Warning event with reason on the object whose message names every
+// one of names.
+func warningNames(ns, kind, name, reason string, names ...string) func() string {
+	return func() string {
+		events := &corev1.EventList{}
+		sel := fields.SelectorFromSet(fields.Set{"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason})
+		if err := k8s.List(context.Background(), events, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: sel}); err != nil {
+			return err.Error()
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning && containsAll(e.Message, names...) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("no %s Warning on %s %s naming %v yet (%d events)", reason, kind, name, names, len(events.Items))
+	}
+}
