@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+)
+
+func betaClaim(ns, name, pool string) *extv1beta1.SandboxClaim {
+	return &extv1beta1.SandboxClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.SandboxWarmPoolRef{Name: pool}},
+	}
+}
+
+// betaClaimReady checks, in v1beta1, what upstream's SDKs wait for: Ready=True, status.sandbox.name
+// and podIPs. It returns the sandbox name through name.
+func betaClaimReady(ns, claim string, name *string) func() string {
+	return func() string {
+		c := &extv1beta1.SandboxClaim{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: claim}, c); err != nil {
+			return err.Error()
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, "Ready")
+		if cond == nil || cond.Status != metav1.ConditionTrue || c.Status.SandboxStatus.Name == "" || len(c.Status.SandboxStatus.PodIPs) == 0 {
+			return fmt.Sprintf("v1beta1 claim status = %+v", c.Status)
+		}
+		*name = c.Status.SandboxStatus.Name
+		return ""
+	}
+}
+
+func TestConversionV1beta1ClaimIsServedWarmByTheSamePoolAsAV1alpha1Claim(t *testing.T) {
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "pool", "tpl", 2))
+	eventually(t, "pool ready", poolReady(t, ns, "pool", 2))
+
+	mustCreateObj(t, withWarmPool(aClaim(ns, "alpha", "tpl"), "pool"), betaClaim(ns, "beta", "pool"))
+	eventually(t, "v1alpha1 claim Ready", claimReadyIs(t, ns, "alpha", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	var betaSandbox string
+	eventually(t, "v1beta1 claim Ready", betaClaimReady(ns, "beta", &betaSandbox))
+
+	alphaSandbox := getClaim(t, ns, "alpha").Status.SandboxStatus.Name
+	for claim, name := range map[string]string{"alpha": alphaSandbox, "beta": betaSandbox} {
+		sb := getSandbox(t, ns, name)
+		if !strings.HasPrefix(name, "pool-") || sb.Labels[extv1alpha1.LaunchTypeLabel] != extv1alpha1.LaunchTypeWarm {
+			t.Errorf("claim %s got sandbox %s (launch type %q), want a warm member of pool", claim, name, sb.Labels[extv1alpha1.LaunchTypeLabel])
+		}
+		if owner := metav1.GetControllerOf(sb); owner == nil || owner.Name != claim {
+			t.Errorf("sandbox %s controller = %v, want claim %s", name, owner, claim)
+		}
+	}
+	if alphaSandbox == betaSandbox {
+		t.Errorf("both claims got sandbox %s", alphaSandbox)
+	}
+	stored := getClaim(t, ns, "beta")
+	if stored.EffectiveWarmPool() != "pool" || stored.Spec.TemplateRef.Name != "" {
+		t.Errorf("v1beta1 claim read as v1alpha1: warmpool %q, template %q; want pool and none", stored.EffectiveWarmPool(), stored.Spec.TemplateRef.Name)
+	}
+}
+
+// TestConversionUpstreamPythonSDKClaim creates the SandboxClaim body the upstream Python SDK
+// (k8s_agent_sandbox, CLAIM_API_VERSION v1beta1) sends for create_sandbox("python-pool",
+// labels=..., shutdown_after_seconds=..., pod_labels=...), then follows its flow: watch the claim
+// by field selector until Ready with status.sandbox.name, then read the Sandbox in v1beta1.
+func TestConversionUpstreamPythonSDKClaim(t *testing.T) {
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	mustCreateObj(t, aTemplate(ns, "python"), aPool(ns, "python-pool", "python", 1))
+	eventually(t, "pool ready", poolReady(t, ns, "python-pool", 1))
+
+	body := sdkFixture(t, "testdata/python-sdk-sandboxclaim.json", time.Now().Add(time.Hour))
+	body.SetNamespace(ns) // the SDK puts the namespace in the URL, not the body
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := wc.Create(ctx, body); err != nil {
+		t.Fatalf("creating the SDK's v1beta1 claim: %v", err)
+	}
+	w, err := wc.Watch(ctx, &extv1beta1.SandboxClaimList{}, client.InNamespace(ns),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", body.GetName())},
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: body.GetResourceVersion()}})
+	if err != nil {
+		t.Fatalf("watching the claim as the SDK does: %v", err)
+	}
+	defer w.Stop()
+	sandboxName := waitClaimBound(t, w)
+
+	sb := &agentsv1beta1.Sandbox{}
+	get(t, ns, sandboxName, sb)
+	cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
+	if cond == nil || cond.Status != metav1.ConditionTrue || len(sb.Status.PodIPs) == 0 {
+		t.Errorf("v1beta1 sandbox %s status = %+v, want Ready with pod IPs", sandboxName, sb.Status)
+	}
+	if sb.Labels["cognition.io/session"] != "sess-42" {
+		t.Errorf("sandbox labels = %v, want the claim's labels passed through", sb.Labels)
+	}
+	claim := &extv1beta1.SandboxClaim{}
+	get(t, ns, body.GetName(), claim)
+	if claim.Spec.WarmPoolRef.Name != "python-pool" || claim.Spec.Lifecycle == nil || claim.Spec.Lifecycle.ShutdownPolicy != extv1beta1.ShutdownPolicyDelete {
+		t.Errorf("claim read back in v1beta1 = %+v, want what the SDK sent", claim.Spec)
+	}
+	noConversionState(t, claim)
+}
+
+// sdkFixture loads a request body, with SHUTDOWN_TIME replaced as the SDK computes it.
+func sdkFixture(t *testing.T, path string, shutdown time.Time) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = []byte(strings.ReplaceAll(string(raw), "SHUTDOWN_TIME", shutdown.UTC().Format("2006-01-02T15:04:05Z")))
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &obj.Object); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return obj
+}
+
+// waitClaimBound reads claim events as the SDK's _watch_claim does until Ready=True and
+// status.sandbox.name, and returns the sandbox name.
+func waitClaimBound(t *testing.T, w watch.Interface) string {
+	t.Helper()
+	for ev := range w.ResultChan() {
+		c, ok := ev.Object.(*extv1beta1.SandboxClaim)
+		if !ok {
+			t.Fatalf("claim watch event %s carries %T", ev.Type, ev.Object)
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, "Ready")
+		if cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == extv1alpha1.ReasonInvalidMetadata {
+			t.Fatalf("claim failed: %s", cond.Message)
+		}
+		if cond != nil && cond.Status == metav1.ConditionTrue && c.Status.SandboxStatus.Name != "" {
+			return c.Status.SandboxStatus.Name
+		}
+	}
+	t.Fatal("the claim watch ended before the claim was Ready")
+	return ""
+}
