@@ -72,7 +72,7 @@ func newUpstream(t testing.TB, h http.Handler) (*httptest.Server, string) {
 
 type routerOpts struct {
 	resolver Resolver
-	auth     Authenticator
+	guard    GuardOptions
 	metrics  *Metrics
 	headerTO time.Duration // upstream response header timeout
 }
@@ -81,7 +81,7 @@ type routerOpts struct {
 func newRouter(t testing.TB, o routerOpts) *httptest.Server {
 	t.Helper()
 	p := NewProxy(ProxyOptions{Resolver: o.resolver, Metrics: o.metrics, DialRetries: 2, RetryBackoff: 1, ResponseHeaderTimeout: o.headerTO})
-	srv := httptest.NewUnstartedServer(NewHandler(HandlerOptions{Proxy: p, Auth: o.auth, Metrics: o.metrics}))
+	srv := httptest.NewUnstartedServer(NewHandler(HandlerOptions{Proxy: p, Guard: o.guard, Metrics: o.metrics}))
 	srv.Config.Protocols = bothProtocols()
 	srv.Start()
 	t.Cleanup(func() {

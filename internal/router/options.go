@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
 // EnvAuthToken is read for the shared token when --auth-token-file is not set.
@@ -28,6 +30,15 @@ type Options struct {
 	TokenReviewTTL       time.Duration
 	TokenReviewCacheSize int
 	TokenReviewAudiences string // comma-separated
+
+	// Authorize asks the API server (SubjectAccessReview) per caller and sandbox, in tokenreview mode.
+	Authorize      bool
+	AllowAnonymous bool
+	AuthzAllowTTL  time.Duration
+	AuthzDenyTTL   time.Duration
+	AuthzCacheSize int
+	// ScopedTokenSecretFile enables tokens scoped to one Sandbox, signed with this secret.
+	ScopedTokenSecretFile string
 
 	DialTimeout           time.Duration
 	ResponseHeaderTimeout time.Duration
@@ -52,6 +63,10 @@ func DefaultOptions() Options {
 		AuthMode:              AuthModeNone,
 		TokenReviewTTL:        30 * time.Second,
 		TokenReviewCacheSize:  2048,
+		Authorize:             true,
+		AuthzAllowTTL:         10 * time.Second,
+		AuthzDenyTTL:          2 * time.Second,
+		AuthzCacheSize:        4096,
 		DialTimeout:           5 * time.Second,
 		DialRetries:           2,
 		ReadHeaderTimeout:     10 * time.Second,
@@ -79,6 +94,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TokenReviewTTL, "tokenreview-ttl", o.TokenReviewTTL, "How long a TokenReview outcome is cached.")
 	fs.IntVar(&o.TokenReviewCacheSize, "tokenreview-cache-size", o.TokenReviewCacheSize, "Most TokenReview outcomes cached.")
 	fs.StringVar(&o.TokenReviewAudiences, "tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences a token must be valid for; empty: the API server's.")
+	fs.BoolVar(&o.Authorize, "authorize", o.Authorize, "With --auth-mode tokenreview, let a caller reach a sandbox only when the API server allows it "+ProxyVerb+" on "+ProxyResource+"/"+ProxySubresource+" of that Sandbox (SubjectAccessReview).")
+	fs.BoolVar(&o.AllowAnonymous, "allow-anonymous", o.AllowAnonymous, "With --auth-mode tokenreview and --authorize, authorize requests without a token as system:anonymous (group system:unauthenticated), so RBAC decides per namespace.")
+	fs.DurationVar(&o.AuthzAllowTTL, "authz-allow-ttl", o.AuthzAllowTTL, "How long an allowed SubjectAccessReview is cached.")
+	fs.DurationVar(&o.AuthzDenyTTL, "authz-deny-ttl", o.AuthzDenyTTL, "How long a denied SubjectAccessReview is cached.")
+	fs.IntVar(&o.AuthzCacheSize, "authz-cache-size", o.AuthzCacheSize, "Most SubjectAccessReview outcomes cached.")
+	fs.StringVar(&o.ScopedTokenSecretFile, "scoped-token-secret-file", o.ScopedTokenSecretFile, "File holding the secret (at least 32 bytes) that signs tokens scoped to one Sandbox; such tokens are accepted in token and tokenreview modes.")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Timeout to connect to a sandbox pod.")
 	fs.DurationVar(&o.ResponseHeaderTimeout, "response-header-timeout", o.ResponseHeaderTimeout, "Longest wait for a sandbox's response headers (504 after); 0: no limit.")
 	fs.IntVar(&o.DialRetries, "dial-retries", o.DialRetries, "Retries after a refused connection, for requests without a body; 0 disables.")
@@ -106,6 +127,15 @@ func (o *Options) Validate() error {
 	}
 	if o.AuthMode == AuthModeTokenReview && o.TokenReviewCacheSize < 1 {
 		return errors.New("--tokenreview-cache-size must be at least 1")
+	}
+	if o.AllowAnonymous && (o.AuthMode != AuthModeTokenReview || !o.Authorize) {
+		return errors.New("--allow-anonymous needs --auth-mode tokenreview and --authorize, so that RBAC decides what anonymous callers reach")
+	}
+	if o.ScopedTokenSecretFile != "" && o.AuthMode == AuthModeNone {
+		return errors.New("--scoped-token-secret-file needs --auth-mode token or tokenreview")
+	}
+	if o.AuthMode == AuthModeTokenReview && o.Authorize && o.AuthzCacheSize < 1 {
+		return errors.New("--authz-cache-size must be at least 1")
 	}
 	if _, err := ParseLevel(o.LogLevel); err != nil {
 		return err
@@ -146,4 +176,18 @@ func (o *Options) SharedToken() (string, error) {
 		return "", errors.New("--auth-mode token needs --auth-token-file or $" + EnvAuthToken)
 	}
 	return t, nil
+}
+
+// scopedSigner reads --scoped-token-secret-file. The secret is used as bytes, as written (a
+// trailing newline from `echo` would change it, so surrounding whitespace is dropped first).
+func (o *Options) scopedSigner() (*scopedtoken.Signer, error) {
+	b, err := os.ReadFile(o.ScopedTokenSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading --scoped-token-secret-file: %w", err)
+	}
+	s, err := scopedtoken.NewSigner([]byte(strings.TrimSpace(string(b))))
+	if err != nil {
+		return nil, fmt.Errorf("--scoped-token-secret-file: %w", err)
+	}
+	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authzv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -51,8 +52,8 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 // HandlerOptions assemble the proxy port's handler.
 type HandlerOptions struct {
 	Proxy     http.Handler
-	Auth      Authenticator // nil: no authentication
-	Metrics   *Metrics      // optional
+	Guard     GuardOptions // zero: no authentication
+	Metrics   *Metrics     // optional
 	Logger    *slog.Logger
 	AccessLog bool
 }
@@ -67,7 +68,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	if o.AccessLog {
 		access = o.Logger.With("logger", "access")
 	}
-	h := requireAuth(o.Auth, o.Metrics, o.Logger, o.Proxy)
+	h := guard(o.Guard, o.Metrics, o.Logger, o.Proxy)
 	h = instrument(o.Metrics, access, h)
 	return healthShortcut(h)
 }
@@ -160,25 +161,50 @@ func (o *Options) RESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-func (o *Options) authenticator(cfg *rest.Config, log *slog.Logger) (Authenticator, error) {
+// guard builds the proxy port's authentication and authorization from the flags.
+func (o *Options) guard(cfg *rest.Config, log *slog.Logger) (GuardOptions, error) {
+	var g GuardOptions
 	switch o.AuthMode {
 	case AuthModeToken:
 		t, err := o.SharedToken()
 		if err != nil {
-			return nil, err
+			return g, err
 		}
-		return NewStaticTokenAuthenticator(t)
+		if g.Authenticator, err = NewStaticTokenAuthenticator(t); err != nil {
+			return g, err
+		}
+		g.Authorizer = NewSandboxAuthorizer(nil, 0, 0, 1)
 	case AuthModeTokenReview:
-		c, err := authnv1client.NewForConfig(cfg)
+		authn, err := authnv1client.NewForConfig(cfg)
 		if err != nil {
-			return nil, err
+			return g, err
 		}
-		return NewTokenReviewAuthenticator(&KubeTokenReviewer{Client: c.TokenReviews(), Audiences: o.Audiences()},
-			o.TokenReviewTTL, o.TokenReviewCacheSize), nil
+		g.Authenticator = NewTokenReviewAuthenticator(&KubeTokenReviewer{Client: authn.TokenReviews(), Audiences: o.Audiences()},
+			o.TokenReviewTTL, o.TokenReviewCacheSize)
+		var reviewer AccessReviewer
+		if o.Authorize {
+			authz, err := authzv1client.NewForConfig(cfg)
+			if err != nil {
+				return g, err
+			}
+			reviewer = &KubeAccessReviewer{Client: authz.SubjectAccessReviews()}
+		} else {
+			log.Warn("--authorize=false: any authenticated caller can use every sandbox")
+		}
+		g.Authorizer = NewSandboxAuthorizer(reviewer, o.AuthzAllowTTL, o.AuthzDenyTTL, o.AuthzCacheSize)
+		g.AllowAnonymous = o.AllowAnonymous
 	default:
-		log.Warn("--auth-mode none: any client that can reach the router can use every sandbox; use token or tokenreview outside development")
-		return nil, nil
+		log.Warn("--auth-mode none: any client that can reach the router can use every sandbox; use tokenreview outside development")
+		return g, nil
 	}
+	if o.ScopedTokenSecretFile != "" {
+		signer, err := o.scopedSigner()
+		if err != nil {
+			return g, err
+		}
+		g.Authenticator = NewScopedTokenAuthenticator(signer, g.Authenticator)
+	}
+	return g, nil
 }
 
 // Run serves until ctx ends, then drains: /readyz fails first, in-flight requests get up to
@@ -191,7 +217,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	auth, err := o.authenticator(cfg, log)
+	guard, err := o.guard(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -214,7 +240,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	protos.SetUnencryptedHTTP2(true)
 	servers := []*http.Server{{
 		Addr:              o.Listen,
-		Handler:           NewHandler(HandlerOptions{Proxy: proxy, Auth: auth, Metrics: metrics, Logger: log, AccessLog: o.AccessLog}),
+		Handler:           NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog}),
 		Protocols:         &protos,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,

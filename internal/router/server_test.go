@@ -106,7 +106,7 @@ func TestAccessLogOmitsToken(t *testing.T) {
 	a, _ := NewStaticTokenAuthenticator("very-secret-token")
 	h := NewHandler(HandlerOptions{
 		Proxy:     NewProxy(ProxyOptions{Resolver: &stubResolver{}}),
-		Auth:      a,
+		Guard:     GuardOptions{Authenticator: a},
 		Logger:    log,
 		AccessLog: true,
 	})

@@ -1,0 +1,148 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
+	authzv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/utils/clock"
+)
+
+// The permission a caller needs to reach a sandbox through the router: create on the
+// sandboxes/proxy subresource of that Sandbox, in its namespace. Reading a Sandbox (get on
+// sandboxes) is not enough: running code in it is a different right, as pods/exec is for pods.
+const (
+	ProxyGroup       = "agents.x-k8s.io"
+	ProxyResource    = "sandboxes"
+	ProxySubresource = "proxy"
+	ProxyVerb        = "create"
+)
+
+// Authorizer decides whether id may reach the Sandbox a request is routed to.
+type Authorizer interface {
+	Authorize(ctx context.Context, id *Identity, route Route) (bool, error)
+}
+
+// AccessReviewer asks an authority whether user may reach the Sandbox namespace/name.
+type AccessReviewer interface {
+	Review(ctx context.Context, user authnv1.UserInfo, namespace, name string) (bool, error)
+}
+
+// KubeAccessReviewer asks the API server with a SubjectAccessReview (the router's service
+// account needs create on subjectaccessreviews, e.g. through system:auth-delegator).
+type KubeAccessReviewer struct {
+	Client authzv1client.SubjectAccessReviewInterface
+}
+
+func (k *KubeAccessReviewer) Review(ctx context.Context, user authnv1.UserInfo, namespace, name string) (bool, error) {
+	extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
+	for key, v := range user.Extra {
+		extra[key] = authzv1.ExtraValue(v)
+	}
+	res, err := k.Client.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+		ResourceAttributes: &authzv1.ResourceAttributes{
+			Namespace: namespace, Name: name, Verb: ProxyVerb,
+			Group: ProxyGroup, Resource: ProxyResource, Subresource: ProxySubresource,
+		},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("SubjectAccessReview: %w", err)
+	}
+	return res.Status.Allowed && !res.Status.Denied, nil
+}
+
+// sandboxAuthorizer lets the shared token everywhere and a scoped token into its one Sandbox,
+// and asks reviewer about everyone else, remembering answers briefly (allowed for allowTTL,
+// denied for denyTTL, so a new RoleBinding takes effect quickly).
+type sandboxAuthorizer struct {
+	reviewer          AccessReviewer
+	allowTTL, denyTTL time.Duration
+	cache             *utilcache.LRUExpireCache
+	flight            singleflight.Group
+}
+
+// NewSandboxAuthorizer returns the router's Authorizer; a nil reviewer allows every Kubernetes
+// identity everywhere (authentication only).
+func NewSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL time.Duration, size int) Authorizer {
+	return newSandboxAuthorizer(reviewer, allowTTL, denyTTL, size, clock.RealClock{})
+}
+
+func newSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL time.Duration, size int, clk clock.PassiveClock) *sandboxAuthorizer {
+	return &sandboxAuthorizer{reviewer: reviewer, allowTTL: allowTTL, denyTTL: denyTTL,
+		cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk)}
+}
+
+func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route Route) (bool, error) {
+	switch {
+	case id.Shared:
+		return true, nil
+	case id.Scope != nil:
+		return id.Scope.Namespace == route.Namespace && id.Scope.Name == route.Name, nil
+	case a.reviewer == nil:
+		return !id.Anonymous, nil
+	}
+	key := accessKey(id.User, route)
+	if v, hit := a.cache.Get(key); hit {
+		return v.(bool), nil
+	}
+	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		allowed, err := a.reviewer.Review(rctx, id.User, route.Namespace, route.Name)
+		if err != nil {
+			return false, err
+		}
+		ttl := a.denyTTL
+		if allowed {
+			ttl = a.allowTTL
+		}
+		if ttl > 0 {
+			a.cache.Add(key, allowed, ttl)
+		}
+		return allowed, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return v.(bool), nil
+}
+
+// accessKey identifies one (user, sandbox) question; every part of the identity that RBAC can
+// look at is in it, in a fixed order.
+func accessKey(u authnv1.UserInfo, route Route) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
+	field(u.Username)
+	field(u.UID)
+	groups := slices.Clone(u.Groups)
+	sort.Strings(groups)
+	for _, g := range groups {
+		field("g=" + g)
+	}
+	keys := make([]string, 0, len(u.Extra))
+	for k := range u.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field("x=" + k)
+		for _, v := range u.Extra[k] {
+			field(v)
+		}
+	}
+	field(route.Namespace)
+	field(route.Name)
+	var sum [sha256.Size]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}

@@ -1,0 +1,106 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
+	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/utils/clock"
+)
+
+// TokenReviewer asks an authority who a token belongs to: nil when it belongs to no one.
+type TokenReviewer interface {
+	Review(ctx context.Context, token string) (*authnv1.UserInfo, error)
+}
+
+// KubeTokenReviewer reviews tokens with the TokenReview API (the router's service account needs
+// create on tokenreviews, e.g. through system:auth-delegator).
+type KubeTokenReviewer struct {
+	Client    authnv1client.TokenReviewInterface
+	Audiences []string
+}
+
+func (k *KubeTokenReviewer) Review(ctx context.Context, token string) (*authnv1.UserInfo, error) {
+	res, err := k.Client.Create(ctx, &authnv1.TokenReview{
+		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: k.Audiences},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("TokenReview: %w", err)
+	}
+	if !res.Status.Authenticated {
+		return nil, nil
+	}
+	// The API server already checks audiences; checking again keeps a misconfigured
+	// authenticator from widening access.
+	if len(k.Audiences) > 0 && !slices.ContainsFunc(res.Status.Audiences, func(a string) bool { return slices.Contains(k.Audiences, a) }) {
+		return nil, nil
+	}
+	user := res.Status.User
+	return &user, nil
+}
+
+// reviewTimeout bounds one review call; it is detached from the caller's context so that one
+// impatient client does not fail the callers sharing its in-flight review.
+const reviewTimeout = 10 * time.Second
+
+// cachedReviewer remembers review outcomes (users and refusals) by sha256(token) for ttl in a
+// bounded LRU, and collapses concurrent reviews of one token into one API call. Errors are not
+// cached. A revoked token stays accepted for at most ttl.
+type cachedReviewer struct {
+	reviewer TokenReviewer
+	ttl      time.Duration
+	cache    *utilcache.LRUExpireCache
+	flight   singleflight.Group
+}
+
+// NewTokenReviewAuthenticator wraps r with a result cache of at most size entries kept for ttl.
+func NewTokenReviewAuthenticator(r TokenReviewer, ttl time.Duration, size int) Authenticator {
+	return newCachedReviewer(r, ttl, size, clock.RealClock{})
+}
+
+func newCachedReviewer(r TokenReviewer, ttl time.Duration, size int, clk clock.PassiveClock) *cachedReviewer {
+	return &cachedReviewer{reviewer: r, ttl: ttl, cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk)}
+}
+
+func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Identity, error) {
+	if token == "" {
+		return nil, ErrUnauthenticated
+	}
+	key := sha256.Sum256([]byte(token))
+	if v, hit := c.cache.Get(key); hit {
+		return identityOf(v.(*authnv1.UserInfo))
+	}
+	v, err, _ := c.flight.Do(string(key[:]), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		user, err := c.reviewer.Review(rctx, token)
+		if err != nil {
+			return nil, err
+		}
+		if c.ttl > 0 {
+			c.cache.Add(key, user, c.ttl)
+		}
+		return user, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return identityOf(v.(*authnv1.UserInfo))
+}
+
+func identityOf(user *authnv1.UserInfo) (*Identity, error) {
+	if user == nil {
+		return nil, ErrUnauthenticated
+	}
+	return &Identity{User: *user}, nil
+}
+
+// len is the number of cached outcomes (tests).
+func (c *cachedReviewer) len() int { return len(c.cache.Keys()) }
