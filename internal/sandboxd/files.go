@@ -71,85 +71,6 @@ func (s *Server) statInfo(rel string) (wire.FileInfo, error) {
 	return s.fileInfo(rel, fi), nil
 }
 
-// handleGetFile serves GET/HEAD /v1/files/{path}: a file's bytes (with Range
-// support), or a directory as a tar stream with ?format=tar.
-func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request, arg string) {
-	// Stat before Open: opening a fifo would block until a writer shows up.
-	rel, fi, err := s.resolveStat(arg)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	switch {
-	case fi.IsDir() && r.URL.Query().Get("format") == "tar":
-		s.writeTar(w, r, rel)
-	case fi.IsDir() && r.Method == http.MethodHead:
-		w.Header().Set("X-Sandbox-File-Type", "directory")
-		w.WriteHeader(http.StatusOK)
-	case fi.IsDir():
-		writeError(w, http.StatusBadRequest, "path is a directory; add ?format=tar to download it as a tar stream")
-	case !fi.Mode().IsRegular():
-		writeError(w, http.StatusBadRequest, "not a regular file")
-	default:
-		f, err := s.root.Open(rel)
-		if err != nil {
-			s.writeErr(w, err)
-			return
-		}
-		defer f.Close()
-		w.Header().Set("Content-Type", wire.ContentTypeOctet)
-		http.ServeContent(w, r, "", fi.ModTime(), f)
-	}
-}
-
-// handlePutFile serves PUT /v1/files/{path}: an atomic write of the body, or
-// with Content-Type application/x-tar, extraction of the body under path.
-func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request, arg string) {
-	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) == wire.ContentTypeTar || r.URL.Query().Get("format") == "tar" {
-		s.extractTar(w, r, arg)
-		return
-	}
-	rel, err := s.res.resolve(arg, true)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	if rel == "." {
-		writeError(w, http.StatusBadRequest, "cannot write to the root directory")
-		return
-	}
-	mode, hasMode, err := parseMode(r.URL.Query().Get("mode"))
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	status := http.StatusOK
-	switch fi, err := s.root.Stat(rel); {
-	case err == nil && fi.IsDir():
-		writeError(w, http.StatusConflict, "path is a directory")
-		return
-	case err == nil:
-		if !hasMode {
-			mode = fi.Mode().Perm() // replacing a file keeps its permissions
-		}
-	default:
-		status = http.StatusCreated
-		if !hasMode {
-			mode = 0o644
-		}
-	}
-	if err := s.writeFileAtomic(rel, r.Body, mode); err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	info, err := s.statInfo(rel)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeJSON(w, status, info)
-}
-
 // writeFileAtomic streams src into a temporary file next to rel and renames
 // it into place, so readers see the old content or the new, never a part.
 // Missing parent directories are created. Renaming also replaces a symlink
@@ -194,39 +115,6 @@ func (s *Server) mkdirParents(dir string) error {
 		return &apiError{http.StatusConflict, "a parent of the path is not a directory"}
 	}
 	return err
-}
-
-// handleDeleteFile serves DELETE /v1/files/{path}. A symlink is removed, not
-// its target.
-func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, err := s.res.resolve(arg, false)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	if rel == "." {
-		writeError(w, http.StatusBadRequest, "refusing to delete the sandbox root")
-		return
-	}
-	fi, err := s.root.Lstat(rel)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	if fi.IsDir() && queryBool(r, "recursive") {
-		err = s.root.RemoveAll(rel)
-	} else {
-		err = s.root.Remove(rel)
-	}
-	if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
-		writeError(w, http.StatusConflict, "directory not empty; add ?recursive=true")
-		return
-	}
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // handleMkdir serves POST /v1/mkdir/{path} (mkdir -p).

@@ -145,6 +145,31 @@ func wantError(t testing.TB, body []byte, want string) {
 	}
 }
 
+// wantV1Error checks upstream's error shape {"code","message"}.
+func wantV1Error(t testing.TB, body []byte, code, msg string) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("error body %q: %v", body, err)
+	}
+	if len(m) != 2 || m["code"] != code || m["message"] != msg {
+		t.Fatalf("error body %s, want {\"code\":%q,\"message\":%q}", body, code, msg)
+	}
+}
+
+// wantAnyError checks an error message in either error shape: {"error"} of
+// our own API or {"code","message"} of upstream's /v1/files.
+func wantAnyError(t testing.TB, body []byte, msg string) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("error body %q: %v", body, err)
+	}
+	if m["error"] != msg && m["message"] != msg {
+		t.Fatalf("error body %s, want message %q", body, msg)
+	}
+}
+
 // frameReader decodes NDJSON frames.
 type frameReader struct {
 	t  testing.TB

@@ -58,6 +58,10 @@ type Config struct {
 	Shell string
 	// Version is reported by /metadata.
 	Version string
+	// MetadataEnvPrefix selects the environment variables GET /v1/metadata
+	// reports (default "SANDBOX_"), as upstream sandboxd's
+	// --metadata-env-prefix.
+	MetadataEnvPrefix string
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -93,6 +97,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.MetadataEnvPrefix == "" {
+		c.MetadataEnvPrefix = "SANDBOX_"
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -318,6 +325,8 @@ func (s *Server) buildRoutes() []route {
 		exact("GET", "/healthz", s.handleHealth),
 		exact("GET", "/metadata", s.handleMetadata),
 		exact("GET", "/metrics", s.handleMetrics),
+		exact("GET", "/v1/health", s.handleV1Health),
+		exact("GET", "/v1/metadata", s.handleV1Metadata),
 		exact("POST", "/v1/exec", s.handleExec),
 		exact("GET", "/v1/exec/ws", s.handleExecWS),
 		exact("POST", "/v1/processes", s.handleStartProcess),
@@ -339,7 +348,7 @@ func (s *Server) buildRoutes() []route {
 		file("GET", "/exists/", s.handleLegacyExists),
 	}
 	for i := range rs {
-		if rs[i].pattern == "/" || rs[i].pattern == "/healthz" {
+		if rs[i].pattern == "/" || rs[i].pattern == "/healthz" || rs[i].pattern == "/v1/health" {
 			rs[i].public = true
 		}
 	}

@@ -43,8 +43,9 @@ var (
 type APIError struct {
 	// Status is the HTTP status code.
 	Status int
-	// Message is the server's explanation: sandboxd's {"error": ...} or the
-	// router's {"detail": ...}, else the start of the body.
+	// Message is the server's explanation: sandboxd's {"error": ...} or
+	// {"code": ..., "message": ...}, or the router's {"detail": ...}, else
+	// the start of the body.
 	Message string
 	// Op is the request, such as "GET /v1/files/a.txt".
 	Op string

@@ -299,12 +299,13 @@ func readAPIError(resp *http.Response, op string) *APIError {
 	b := readErrorBody(resp)
 	e := &APIError{Status: resp.StatusCode, Op: op}
 	var body struct {
-		Error  string `json:"error"`
-		Detail string `json:"detail"`
+		Error   string `json:"error"`   // sandboxd's own API
+		Detail  string `json:"detail"`  // the router
+		Message string `json:"message"` // sandboxd's /v1/files (upstream's shape, with "code")
 	}
-	if json.Unmarshal(b, &body) == nil && (body.Error != "" || body.Detail != "") {
-		e.Message = body.Error + body.Detail
-		e.fromRouter = body.Detail != "" && body.Error == ""
+	if json.Unmarshal(b, &body) == nil && (body.Error != "" || body.Detail != "" || body.Message != "") {
+		e.Message = body.Error + body.Detail + body.Message
+		e.fromRouter = body.Detail != "" && body.Error == "" && body.Message == ""
 	} else {
 		e.Message = strings.TrimSpace(string(b))
 		if len(e.Message) > 512 {

@@ -216,6 +216,43 @@ type SignalRequest struct {
 	Signal string `json:"signal"`
 }
 
+// Shapes of upstream sandboxd's filesystem API (/v1/files, /v1/health,
+// /v1/metadata), field for field.
+
+// APIError is the body of every non-2xx answer of /v1/files, /v1/health and
+// /v1/metadata. Code is one of INVALID_ARGUMENT, UNAUTHENTICATED,
+// PERMISSION_DENIED, NOT_FOUND, CONFLICT, UNAVAILABLE, INTERNAL.
+type APIError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// FileEntry is one entry of a DirectoryListing.
+type FileEntry struct {
+	Name       string `json:"name"`
+	Size       int64  `json:"size"`
+	Type       string `json:"type"`        // "file" or "directory"
+	ModifiedAt string `json:"modified_at"` // RFC 3339, UTC, seconds
+	Mode       string `json:"mode"`        // permission bits in octal, e.g. "0644"
+}
+
+// DirectoryListing is the body of GET /v1/files/{dir}.
+type DirectoryListing struct {
+	Path    string      `json:"path"` // the requested path with a leading "/"
+	Entries []FileEntry `json:"entries"`
+}
+
+// V1Health is the body of GET /v1/health.
+type V1Health struct {
+	Status        string `json:"status"`
+	UptimeSeconds int64  `json:"uptime_seconds"`
+}
+
+// V1Metadata is the body of GET /v1/metadata.
+type V1Metadata struct {
+	Env map[string]string `json:"env"`
+}
+
 // Legacy API shapes (the python runtime's wire format, kept byte for byte).
 
 // LegacyExecuteRequest is the body of POST /execute.

@@ -1,0 +1,192 @@
+package sandboxd
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+)
+
+// TestV1DirectoryListing: GET /v1/files/<dir> answers upstream's
+// DirectoryListing; symlinks are described by their target and left out
+// when that escapes the root or is missing.
+func TestV1DirectoryListing(t *testing.T) {
+	e := newEnv(t)
+	e.writeFile("d/b.txt", "bb")
+	e.writeFile("d/a.txt", "a")
+	e.writeFile("d/sub/x", "x")
+	for link, target := range map[string]string{"d/in": "a.txt", "d/out": "/etc", "d/dangling": "nope"} {
+		if err := os.Symlink(target, filepath.Join(e.root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mtime := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+	for _, p := range []string{"d/a.txt", "d/b.txt", "d/sub"} {
+		if err := os.Chtimes(filepath.Join(e.root, p), mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(e.root, "d/b.txt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := wire.DirectoryListing{Path: "/d", Entries: []wire.FileEntry{
+		{Name: "a.txt", Size: 1, Type: "file", ModifiedAt: "2026-01-02T03:04:05Z", Mode: "0644"},
+		{Name: "b.txt", Size: 2, Type: "file", ModifiedAt: "2026-01-02T03:04:05Z", Mode: "0600"},
+		{Name: "in", Size: 1, Type: "file", ModifiedAt: "2026-01-02T03:04:05Z", Mode: "0644"},
+		{Name: "sub", Size: 4096, Type: "directory", ModifiedAt: "2026-01-02T03:04:05Z", Mode: "0755"},
+	}}
+	tests := []struct {
+		name, path string
+		wantPath   string
+	}{
+		{"plain path", "/v1/files/d", "/d"},
+		{"trailing slash", "/v1/files/d/", "/d/"},
+		{"slash quoted as %2F (Go and Python clients)", "/v1/files/d%2F", "/d/"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := e.request(t.Context(), "GET", tc.path, nil)
+			defer resp.Body.Close()
+			var got wire.DirectoryListing
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("status %d, %v", resp.StatusCode, err)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q, want application/json", ct)
+			}
+			w := want
+			w.Path = tc.wantPath
+			// A directory's size depends on the file system.
+			for i := range got.Entries {
+				if got.Entries[i].Type == "directory" {
+					got.Entries[i].Size = 4096
+				}
+			}
+			if !reflect.DeepEqual(got, w) {
+				t.Fatalf("listing\n got %+v\nwant %+v", got, w)
+			}
+		})
+	}
+	var root wire.DirectoryListing
+	if err := json.Unmarshal(e.do("GET", "/v1/files/", nil, http.StatusOK), &root); err != nil || root.Path != "/" || len(root.Entries) != 1 {
+		t.Fatalf("root listing %+v %v, want path / with one entry", root, err)
+	}
+	// An empty directory lists [] (not null), as upstream.
+	e.do("POST", "/v1/mkdir/empty", nil, http.StatusCreated)
+	if b := string(e.do("GET", "/v1/files/empty", nil, http.StatusOK)); b != `{"path":"/empty","entries":[]}` {
+		t.Fatalf("empty listing %s", b)
+	}
+}
+
+func TestV1Head(t *testing.T) {
+	e := newEnv(t)
+	e.writeFile("dir/f.txt", "12345")
+	tests := []struct {
+		path       string
+		wantStatus int
+		wantType   string
+	}{
+		{"/v1/files/dir/f.txt", http.StatusOK, wire.ContentTypeOctet},
+		{"/v1/files/dir%2Ff.txt", http.StatusOK, wire.ContentTypeOctet},
+		{"/v1/files/dir", http.StatusOK, "application/json"},
+		{"/v1/files/missing", http.StatusNotFound, "application/json"},
+		{"/v1/files/..%2Fx", http.StatusForbidden, "application/json"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			resp := e.request(t.Context(), "HEAD", tc.path, nil)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus || resp.Header.Get("Content-Type") != tc.wantType {
+				t.Fatalf("HEAD %s: %d %q, want %d %q", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), tc.wantStatus, tc.wantType)
+			}
+		})
+	}
+}
+
+func TestV1Put(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		name        string
+		path        string
+		body        string
+		contentType string
+		file        string
+		wantContent string
+		wantMode    os.FileMode
+	}{
+		{"raw body, default mode", "/v1/files/raw.txt", "raw", wire.ContentTypeOctet, "raw.txt", "raw", 0o644},
+		{"mode query", "/v1/files/run.sh?mode=0755", "#!/bin/sh", wire.ContentTypeOctet, "run.sh", "#!/bin/sh", 0o755},
+		{"nested, quoted path", "/v1/files/a%2Fb%2Fc.txt", "c", wire.ContentTypeOctet, "a/b/c.txt", "c", 0o644},
+		{"no content type", "/v1/files/none.bin", "n", "", "none.bin", "n", 0o644},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var hdr []string
+			if tc.contentType != "" {
+				hdr = []string{"Content-Type", tc.contentType}
+			}
+			e.do("PUT", tc.path, tc.body, http.StatusNoContent, hdr...)
+			b, err := os.ReadFile(filepath.Join(e.root, tc.file))
+			fi, _ := os.Stat(filepath.Join(e.root, tc.file))
+			if err != nil || string(b) != tc.wantContent || fi.Mode().Perm() != tc.wantMode {
+				t.Fatalf("file %q %v mode %v, want %q mode %v", b, err, fi.Mode().Perm(), tc.wantContent, tc.wantMode)
+			}
+		})
+	}
+	t.Run("multipart file part", func(t *testing.T) {
+		body, ct := multipartBody(t, "file", "ignored-name", "from multipart")
+		e.do("PUT", "/v1/files/up/m.txt", body, http.StatusNoContent, "Content-Type", ct)
+		if b, _ := os.ReadFile(filepath.Join(e.root, "up/m.txt")); string(b) != "from multipart" {
+			t.Fatalf("content %q, want the file part", b)
+		}
+	})
+	t.Run("multipart without file part", func(t *testing.T) {
+		body, ct := multipartBody(t, "other", "x", "x")
+		wantV1Error(t, e.do("PUT", "/v1/files/up/n.txt", body, http.StatusBadRequest, "Content-Type", ct), "INVALID_ARGUMENT", `multipart body has no "file" part`)
+	})
+	t.Run("escape", func(t *testing.T) {
+		wantV1Error(t, e.do("PUT", "/v1/files/..%2Fevil", "x", http.StatusForbidden), "PERMISSION_DENIED", "path escapes the sandbox root")
+	})
+}
+
+func TestV1DeleteRoot(t *testing.T) {
+	e := newEnv(t)
+	e.writeFile("a/b", "x")
+	e.writeFile("c", "x")
+	e.do("DELETE", "/v1/files/?recursive=true", nil, http.StatusNoContent)
+	ents, err := os.ReadDir(e.root)
+	if err != nil || len(ents) != 0 {
+		t.Fatalf("root after recursive delete: %d entries, %v; want empty and present", len(ents), err)
+	}
+}
+
+func TestV1HealthAndMetadata(t *testing.T) {
+	t.Setenv("SANDBOX_ID", "sb-1")
+	t.Setenv("SANDBOX_API_TOKEN", "hidden")
+	t.Setenv("SANDBOX_PRIVATE_THING", "hidden")
+	t.Setenv("OTHER_VAR", "hidden")
+	e := newEnv(t, func(c *Config) { c.Token = "secret" })
+	var h map[string]any
+	if err := json.Unmarshal(e.do("GET", "/v1/health", nil, http.StatusOK), &h); err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h["status"] != "ok" || h["uptime_seconds"] == nil {
+		t.Fatalf("health %v, want status ok and uptime_seconds (no token needed)", h)
+	}
+	b := e.do("GET", "/v1/metadata", nil, http.StatusOK, "Authorization", "Bearer secret")
+	if string(b) != `{"env":{"SANDBOX_ID":"sb-1"}}` {
+		t.Fatalf("metadata %s, want only SANDBOX_ID", b)
+	}
+	e.srv.mu.Lock()
+	e.srv.draining = true
+	e.srv.mu.Unlock()
+	wantV1Error(t, e.do("GET", "/v1/health", nil, http.StatusServiceUnavailable), "UNAVAILABLE", "sandboxd is shutting down")
+	e.srv.mu.Lock()
+	e.srv.draining = false
+	e.srv.mu.Unlock()
+}
