@@ -158,17 +158,18 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		name   string
 		ns     string
 		render func(t *testing.T, ns string) []*unstructured.Unstructured
+		extra  map[string]int // objects beyond the base install
 	}{
 		{"kustomize config/default", "agent-sandbox-system", func(t *testing.T, _ string) []*unstructured.Unstructured {
 			return kustomize(t, "config/default")
-		}},
+		}, nil},
 		{"helm chart with default values", "it-helm-defaults", func(t *testing.T, ns string) []*unstructured.Unstructured {
 			objs, err := helmTemplate(t, ns)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return objs
-		}},
+		}, nil},
 		{"helm chart with a shared router token, one namespace routed", "it-helm-token", func(t *testing.T, ns string) []*unstructured.Unstructured {
 			objs, err := helmTemplate(t, ns, "router.auth.mode=token", "router.auth.tokenSecret=router-token",
 				"router.watchNamespace=agents", "controller.replicas=2")
@@ -176,22 +177,56 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			return objs
-		}},
+		}, nil},
+		{"helm chart with a router in a tenant namespace", "it-helm-tenant-router", func(t *testing.T, ns string) []*unstructured.Unstructured {
+			tenant := ns + "-tenant"
+			restrictedNamespace(t, tenant)
+			objs, err := helmTemplate(t, ns, "router.tenantNamespaces={"+tenant+"}", "router.auth.mode=tokenreview")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantRouterService(t, objs, tenant)
+			return objs
+		}, map[string]int{"Deployment": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRoleBinding": 1, "Service": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			restrictedNamespace(t, tc.ns)
 			objs := tc.render(t, tc.ns)
-			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Service": 2}
+			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 4, "ClusterRoleBinding": 2, "Service": 2}
+			for k, n := range tc.extra {
+				want[k] += n
+			}
 			got := kinds(objs)
 			for k, n := range want {
 				if got[k] != n {
 					t.Errorf("rendered %d %s, want %d (all: %v)", got[k], k, n, got)
 				}
 			}
+			wantRouterService(t, objs, tc.ns)
 			dryRunApply(t, objs)
 			dryRunPods(t, objs)
 		})
 	}
+}
+
+// wantRouterService checks that the router is reachable where upstream's clients look for it:
+// Service sandbox-router-svc, port 8080, selecting the router pods (app=sandbox-router).
+func wantRouterService(t *testing.T, objs []*unstructured.Unstructured, ns string) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Service" || o.GetName() != "sandbox-router-svc" || o.GetNamespace() != ns {
+			continue
+		}
+		var svc corev1.Service
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &svc); err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.Selector["app"] != "sandbox-router" || len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].Port != 8080 {
+			t.Fatalf("Service sandbox-router-svc: selector %v, ports %v; want app=sandbox-router and 8080 first", svc.Spec.Selector, svc.Spec.Ports)
+		}
+		return
+	}
+	t.Fatalf("no Service sandbox-router-svc in namespace %s", ns)
 }
 
 func TestSamplesValidateAgainstTheCRDs(t *testing.T) {

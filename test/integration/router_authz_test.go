@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +15,30 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
 )
+
+// shippedClientRole creates the named ClusterRole from config/rbac/client_roles.yaml (the
+// kustomize install; the chart's copy is rendered from the same rules) for the test's duration.
+func shippedClientRole(t *testing.T, name string) {
+	t.Helper()
+	for _, o := range decodeObjects(t, mustRead(t, filepath.Join(repoRoot, "config/rbac/client_roles.yaml"))) {
+		if o.GetName() != name {
+			continue
+		}
+		if err := k8s.Create(context.Background(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
+		return
+	}
+	t.Fatalf("no ClusterRole %s in config/rbac/client_roles.yaml", name)
+}
 
 // everywhere resolves every sandbox to one local server, so that only the guard decides.
 type everywhere struct{}
@@ -49,13 +68,11 @@ func TestRouterAuthorizesCallersWithTheAPIServer(t *testing.T) {
 	}
 	agent := token(allowed, "agent")
 	stranger := token(allowed, "stranger")
+	// The agent is bound to the ClusterRole the install ships for sandbox users.
+	shippedClientRole(t, "agent-sandbox-user")
 	mustCreateObj(t,
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "sandbox-proxy"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{router.ProxyGroup}, Resources: []string{router.ProxyResource + "/" + router.ProxySubresource},
-			Verbs: []string{router.ProxyVerb},
-		}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "agent-proxy"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "sandbox-proxy"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agent-sandbox-user"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: allowed, Name: "agent"}}},
 		// Anonymous callers may reach one named sandbox in the allowed namespace.
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "public-proxy"}, Rules: []rbacv1.PolicyRule{{
