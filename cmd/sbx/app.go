@@ -78,7 +78,7 @@ images without sandboxd).`,
 	pf.StringVar(&a.g.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	pf.StringVar(&a.g.context, "context", "", "kubeconfig context to use")
 	pf.StringVarP(&a.g.namespace, "namespace", "n", "", "namespace (default: the context's)")
-	pf.StringVar(&a.g.router, "router", os.Getenv("SBX_ROUTER"), "sandbox-router URL, such as http://sandbox-router.agent-sandbox-system:8080 (env SBX_ROUTER)")
+	pf.StringVar(&a.g.router, "router", os.Getenv("SBX_ROUTER"), "sandbox-router URL, such as http://sandbox-router-svc.agent-sandbox-system:8080 (env SBX_ROUTER)")
 	pf.StringVar(&a.g.mode, "mode", envOr("SBX_MODE", string(sdk.ModeAuto)), "how to reach sandboxes: "+modeNames()+" (env SBX_MODE)")
 	pf.IntVar(&a.g.sandboxPort, "sandbox-port", sdk.DefaultSandboxPort, "port of sandboxd in the sandbox pod")
 	pf.StringVar(&a.g.container, "container", "", "container to exec in with --mode exec (default: the pod's default container)")

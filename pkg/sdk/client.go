@@ -85,7 +85,7 @@ type Options struct {
 	// Mode is how sandboxd is reached (default ModeAuto).
 	Mode Mode
 	// RouterURL is the sandbox-router's base URL, such as
-	// http://sandbox-router.agent-sandbox-system.svc:8080.
+	// http://sandbox-router-svc.agent-sandbox-system.svc:8080.
 	RouterURL string
 	// RouterToken is sent as "Authorization: Bearer <token>" to the router.
 	RouterToken string
