@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -64,48 +63,8 @@ const validPodTemplate = `
       - name: runtime
         image: runtime:1`
 
-func TestAdmissionRejectsWhatTheAPIForbids(t *testing.T) {
-	cases := []struct {
-		name      string
-		manifest  string
-		wantInErr []string // the field and what is wrong with it
-	}{
-		{"sandbox replicas 2", sandboxYAML(`replicas: 2`), []string{"spec.replicas", "less than or equal to 1"}},
-		{"sandbox replicas -1", sandboxYAML(`replicas: -1`), []string{"spec.replicas", "greater than or equal to 0"}},
-		{"sandbox bad shutdownPolicy", sandboxYAML(`shutdownPolicy: Explode`), []string{"spec.shutdownPolicy", `"Delete", "Retain"`}},
-		{"sandbox bad shutdownTime", sandboxYAML(`shutdownTime: tomorrow`), []string{"spec.shutdownTime", "date-time"}},
-		{"sandbox without podTemplate", "apiVersion: agents.x-k8s.io/v1alpha1\nkind: Sandbox\nmetadata: {name: x}\nspec: {replicas: 1}", []string{"spec.podTemplate", "Required"}},
-		{"sandbox without spec", "apiVersion: agents.x-k8s.io/v1alpha1\nkind: Sandbox\nmetadata: {name: x}", []string{"spec", "Required"}},
-		{"sandbox with an empty pod spec", "apiVersion: agents.x-k8s.io/v1alpha1\nkind: Sandbox\nmetadata: {name: x}\nspec:\n  podTemplate:\n    spec: {}", []string{"spec.podTemplate.spec.containers", "Required"}},
-		{"sandbox volume claim template without spec", sandboxYAML("volumeClaimTemplates:\n  - metadata: {name: home}"), []string{"spec.volumeClaimTemplates[0].spec", "Required"}},
-		{"claim without template ref", claimYAML(`warmpool: none`), []string{"spec.sandboxTemplateRef", "Required"}},
-		{"claim bad shutdownPolicy", claimYAML("sandboxTemplateRef: {name: t}\n  lifecycle: {shutdownPolicy: Never}"), []string{"spec.lifecycle.shutdownPolicy", `"Delete", "DeleteForeground", "Retain"`}},
-		{"claim negative ttl", claimYAML("sandboxTemplateRef: {name: t}\n  lifecycle: {ttlSecondsAfterFinished: -1}"), []string{"spec.lifecycle.ttlSecondsAfterFinished", "greater than or equal to 0"}},
-		{"claim bad shutdownTime", claimYAML("sandboxTemplateRef: {name: t}\n  lifecycle: {shutdownTime: soon}"), []string{"spec.lifecycle.shutdownTime", "date-time"}},
-		{"claim env without value", claimYAML("sandboxTemplateRef: {name: t}\n  env: [{name: A}]"), []string{"spec.env[0].value", "Required"}},
-		{"template bad networkPolicyManagement", templateYAML(`networkPolicyManagement: Sometimes`), []string{"spec.networkPolicyManagement", `"Managed", "Unmanaged"`}},
-		{"template bad envVarsInjectionPolicy", templateYAML(`envVarsInjectionPolicy: Always`), []string{"spec.envVarsInjectionPolicy", `"Allowed", "Overrides", "Disallowed"`}},
-		{"template without podTemplate", "apiVersion: extensions.agents.x-k8s.io/v1alpha1\nkind: SandboxTemplate\nmetadata: {name: x}\nspec: {envVarsInjectionPolicy: Allowed}", []string{"spec.podTemplate", "Required"}},
-		{"pool negative replicas", poolYAML("replicas: -1\n  sandboxTemplateRef: {name: t}"), []string{"spec.replicas", "greater than or equal to 0"}},
-		{"pool without replicas", poolYAML("sandboxTemplateRef: {name: t}"), []string{"spec.replicas", "Required"}},
-		{"pool without template ref", poolYAML("replicas: 1"), []string{"spec.sandboxTemplateRef", "Required"}},
-		{"pool bad update strategy", poolYAML("replicas: 1\n  sandboxTemplateRef: {name: t}\n  updateStrategy: {type: Rolling}"), []string{"spec.updateStrategy.type", `"Recreate", "OnReplenish"`}},
-	}
-	ns := newNamespace(t)
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := createYAML(t, ns, tc.manifest)
-			if err == nil {
-				t.Fatalf("the API server accepted it, want a rejection naming %v", tc.wantInErr)
-			}
-			for _, want := range tc.wantInErr {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not mention %q", err, want)
-				}
-			}
-		})
-	}
-}
+// The rejections (invalid manifests of every kind) are the corpus in testdata/badinput, run by
+// TestBadInputManifests in badinput_test.go.
 
 func TestAdmissionAppliesTheDocumentedDefaults(t *testing.T) {
 	ns := newNamespace(t)
