@@ -26,10 +26,12 @@ import (
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/routertoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
@@ -51,6 +53,9 @@ type Options struct {
 	RefillQuiet time.Duration
 	// PprofAddr serves net/http/pprof when set (profiling the hot path in benchmarks).
 	PprofAddr string
+	// ScopedTokens, when set, mints router tokens scoped to one Sandbox for claims that ask
+	// (annotation agents.x-k8s.io/router-token: "true"); the router verifies them with the same secret.
+	ScopedTokens *scopedtoken.Signer
 	// Webhook serves the CRD conversion webhook (v1beta1 ⇄ v1alpha1) when set.
 	Webhook *conversion.Options
 }
@@ -154,6 +159,13 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		PodRules:                podRules,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandboxclaim controller: %w", err)
+	}
+	if opts.ScopedTokens != nil {
+		if err := (&routertoken.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: opts.ScopedTokens,
+		}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up routertoken controller: %w", err)
+		}
 	}
 	if err := addWebhookAndProbes(mgr, opts); err != nil {
 		return nil, err

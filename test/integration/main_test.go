@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,13 +18,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 )
 
 var (
-	env *testenv.Env
-	k8s client.Client // a direct (uncached) client: what a user or kubectl sees
+	// scopedSigner signs the router tokens the controller mints for claims in these tests.
+	scopedSigner = mustSigner(strings.Repeat("s", scopedtoken.MinSecretLen))
+	env          *testenv.Env
+	k8s          client.Client // a direct (uncached) client: what a user or kubectl sees
 )
+
+func mustSigner(secret string) *scopedtoken.Signer {
+	s, err := scopedtoken.NewSigner([]byte(secret))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -42,7 +54,7 @@ func run(m *testing.M) int {
 	mgrConfig := rest.CopyConfig(env.Config)
 	mgrConfig.QPS, mgrConfig.Burst = 500, 1000
 	mgrConfig.Wrap(controllerWrites.wrap)
-	mgr, err := manager.New(mgrConfig, manager.Options{SkipNameValidation: true, Webhook: env.WebhookOptions()})
+	mgr, err := manager.New(mgrConfig, manager.Options{SkipNameValidation: true, Webhook: env.WebhookOptions(), ScopedTokens: scopedSigner})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: building manager:", err)
 		_ = env.Stop()

@@ -1,0 +1,169 @@
+// Package routertoken keeps, for each SandboxClaim that asks for one, a Secret holding a router
+// token scoped to the claim's Sandbox: whoever can read that Secret (the claim's owner) can
+// reach that one sandbox through the router, and nothing else, without a Kubernetes identity
+// of its own. It stays off the claim hot path: it acts only on claims carrying the annotation,
+// after their status names a Sandbox.
+package routertoken
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
+)
+
+// Keys of the claim annotation that asks for a token and of the Secret that holds it.
+const (
+	// RequestAnnotation on a SandboxClaim, set to "true", asks for a scoped router token.
+	RequestAnnotation = "agents.x-k8s.io/router-token"
+	// SecretLabel marks the Secrets this controller manages.
+	SecretLabel = "agents.x-k8s.io/router-token"
+
+	KeyToken     = "token"
+	KeyNamespace = "namespace"
+	KeySandbox   = "sandbox"
+	KeyExpires   = "expires" // RFC 3339
+)
+
+// SecretName is the Secret holding a claim's token.
+func SecretName(claim string) string { return claim + "-router-token" }
+
+// DefaultValidity is how long a minted token lives; it is renewed when a third is left.
+const DefaultValidity = 24 * time.Hour
+
+// Reconciler mints and renews the tokens.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Secrets: the manager does not cache them (they are few here and many
+	// elsewhere in a cluster).
+	APIReader client.Reader
+	Signer    *scopedtoken.Signer
+	Validity  time.Duration
+	Now       func() time.Time
+}
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
+
+// Reconcile keeps the claim's token Secret current, or removes it once the claim stops asking.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	claim := &extv1alpha1.SandboxClaim{}
+	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err) // the Secret goes with its owner
+	}
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: SecretName(claim.Name)}
+	current := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, key, current)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	found := err == nil
+	if found && !metav1.IsControlledBy(current, claim) {
+		return ctrl.Result{}, nil // never touch a Secret someone else made
+	}
+	sandbox := claim.Status.SandboxStatus.Name
+	if !claim.DeletionTimestamp.IsZero() || claim.Annotations[RequestAnnotation] != "true" || sandbox == "" {
+		if found && (claim.Annotations[RequestAnnotation] != "true") {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
+		}
+		return ctrl.Result{}, nil
+	}
+	now := r.now()
+	if found && string(current.Data[KeySandbox]) == sandbox {
+		if renewAt, ok := r.renewAt(current); ok && now.Before(renewAt) {
+			return ctrl.Result{RequeueAfter: renewAt.Sub(now)}, nil
+		}
+	}
+	expires := r.expiry(claim, now)
+	if !expires.After(now) {
+		return ctrl.Result{}, nil // the claim is at its end; its expiry handles the rest
+	}
+	tok, err := r.Signer.Mint(scopedtoken.Claims{Namespace: claim.Namespace, Name: sandbox, Expires: expires.Unix()})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{SecretLabel: "true"}},
+		Type:       corev1.SecretTypeOpaque,
+		Data: map[string][]byte{KeyToken: []byte(tok), KeyNamespace: []byte(claim.Namespace),
+			KeySandbox: []byte(sandbox), KeyExpires: []byte(expires.UTC().Format(time.RFC3339))},
+	}
+	if err := controllerutil.SetControllerReference(claim, desired, r.Client.Scheme()); err != nil {
+		return ctrl.Result{}, err
+	}
+	if found {
+		desired.ResourceVersion = current.ResourceVersion
+		err = r.Client.Update(ctx, desired)
+	} else {
+		err = r.Client.Create(ctx, desired)
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing router token Secret %s: %w", key.Name, err)
+	}
+	renew, _ := r.renewAt(desired)
+	return ctrl.Result{RequeueAfter: max(renew.Sub(now), time.Second)}, nil
+}
+
+// expiry is the token's end: the validity from now, but never past the claim's shutdownTime.
+func (r *Reconciler) expiry(claim *extv1alpha1.SandboxClaim, now time.Time) time.Time {
+	exp := now.Add(r.validity()).Truncate(time.Second)
+	if lc := claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil && lc.ShutdownTime.Time.Before(exp) {
+		exp = lc.ShutdownTime.Time.Truncate(time.Second)
+	}
+	return exp
+}
+
+// renewAt is when a Secret's token has a third of the validity left (at once when unreadable).
+func (r *Reconciler) renewAt(s *corev1.Secret) (time.Time, bool) {
+	exp, err := time.Parse(time.RFC3339, string(s.Data[KeyExpires]))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return exp.Add(-r.validity() / 3), true
+}
+
+func (r *Reconciler) validity() time.Duration {
+	if r.Validity > 0 {
+		return r.Validity
+	}
+	return DefaultValidity
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// asksOrAsked passes claims that carry the annotation, or carried it before this update (so
+// that taking it off removes the Secret); every other claim never reaches this controller.
+func asksOrAsked() predicate.Predicate {
+	asks := func(o client.Object) bool { return o != nil && o.GetAnnotations()[RequestAnnotation] != "" }
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return asks(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return asks(e.ObjectOld) || asks(e.ObjectNew) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(e event.GenericEvent) bool { return asks(e.Object) },
+	}
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&extv1alpha1.SandboxClaim{}, builder.WithPredicates(asksOrAsked())).
+		Named("routertoken").
+		Complete(r)
+}

@@ -1,0 +1,62 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/routertoken"
+)
+
+// A claim annotated agents.x-k8s.io/router-token=true gets a Secret <claim>-router-token with a
+// router token for its Sandbox alone, which ends no later than the claim's shutdownTime and goes
+// away when the claim stops asking.
+func TestClaimGetsARouterTokenScopedToItsSandbox(t *testing.T) {
+	ns := newNamespace(t)
+	shutdown := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	claim := aClaim(ns, "with-token", "tmpl")
+	claim.Annotations = map[string]string{routertoken.RequestAnnotation: "true"}
+	claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{ShutdownTime: &metav1.Time{Time: shutdown}}
+	mustCreateObj(t, aTemplate(ns, "tmpl"), claim, aClaim(ns, "without-token", "tmpl"))
+
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: ns, Name: routertoken.SecretName("with-token")}
+	eventually(t, "the token Secret exists", func() string {
+		if err := k8s.Get(context.Background(), key, secret); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	sandbox := getClaim(t, ns, "with-token").Status.SandboxStatus.Name
+	claims, err := scopedSigner.Verify(string(secret.Data[routertoken.KeyToken]), time.Now())
+	if err != nil {
+		t.Fatalf("the minted token does not verify: %v", err)
+	}
+	if claims.Namespace != ns || claims.Name != sandbox || string(secret.Data[routertoken.KeySandbox]) != sandbox {
+		t.Errorf("token opens %s/%s (Secret says %q), want %s/%s", claims.Namespace, claims.Name, secret.Data[routertoken.KeySandbox], ns, sandbox)
+	}
+	if got := time.Unix(claims.Expires, 0); !got.Equal(shutdown) {
+		t.Errorf("token expires %s, want the claim's shutdownTime %s (earlier than the 24h validity)", got, shutdown)
+	}
+	owner := metav1.GetControllerOf(secret)
+	if owner == nil || owner.Kind != "SandboxClaim" || owner.Name != "with-token" {
+		t.Errorf("Secret controller = %+v, want the claim (deleted with it)", owner)
+	}
+	other := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: routertoken.SecretName("without-token")}, other); err == nil {
+		t.Error("a claim that did not ask got a token Secret")
+	}
+
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, routertoken.RequestAnnotation))
+	c := getClaim(t, ns, "with-token")
+	if err := k8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Secret is removed once the claim stops asking", exists(secret, false))
+}
