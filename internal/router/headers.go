@@ -1,7 +1,10 @@
 package router
 
 import (
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Routing headers. The canonical (textproto) spellings are used for direct map access so that
@@ -10,10 +13,14 @@ const (
 	HeaderSandboxID        = "X-Sandbox-ID"
 	HeaderSandboxNamespace = "X-Sandbox-Namespace"
 	HeaderSandboxPort      = "X-Sandbox-Port"
+	// HeaderSandboxTimeout is the per-request timeout in seconds that upstream's clients send
+	// (their Python router honours it; see ParseTimeout).
+	HeaderSandboxTimeout = "X-Sandbox-Timeout"
 
 	canonID        = "X-Sandbox-Id"
 	canonNamespace = "X-Sandbox-Namespace"
 	canonPort      = "X-Sandbox-Port"
+	canonTimeout   = "X-Sandbox-Timeout"
 )
 
 // Defaults applied when a routing header is absent or empty.
@@ -28,6 +35,7 @@ const (
 	msgInvalidID        = "Invalid sandbox ID format."
 	msgInvalidNamespace = "Invalid namespace format."
 	msgInvalidPort      = "Invalid port format."
+	msgInvalidTimeout   = "Invalid X-Sandbox-Timeout: want a positive number of seconds, such as 60 or 2.5."
 )
 
 // Route is where a request asks to go: a Sandbox (namespace/name) and a port on its pod.
@@ -79,6 +87,28 @@ func ParseRoute(h http.Header) (Route, error) {
 		port = p
 	}
 	return Route{Namespace: ns, Name: id, Port: port}, nil
+}
+
+// ParseTimeout reads X-Sandbox-Timeout: a positive, finite number of seconds (upstream's
+// clients send "60" or "59.998"), capped at limit as upstream's Python router caps it at its
+// proxy timeout. It returns 0 when the header is absent. Unlike upstream, which logs a bad value
+// and falls back to its proxy timeout, a bad value is refused: the client learns its mistake.
+func ParseTimeout(h http.Header, limit time.Duration) (time.Duration, error) {
+	v, ok := single(h[canonTimeout])
+	if !ok {
+		return 0, routeError(msgInvalidTimeout)
+	}
+	if v == "" {
+		return 0, nil
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || secs <= 0 {
+		return 0, routeError(msgInvalidTimeout)
+	}
+	if limit > 0 && secs >= limit.Seconds() {
+		return limit, nil
+	}
+	return max(time.Duration(secs*float64(time.Second)), time.Millisecond), nil
 }
 
 // hasSandboxID reports whether the request carries a routing header at all; requests without

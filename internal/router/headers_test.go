@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseRoute(t *testing.T) {
@@ -64,5 +65,47 @@ func BenchmarkParseRoute(b *testing.B) {
 		if _, err := ParseRoute(h); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestParseTimeout(t *testing.T) {
+	const limit = 180 * time.Second
+	tests := []struct {
+		name    string
+		values  []string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"absent", nil, 0, false},
+		{"empty", []string{""}, 0, false},
+		{"integer seconds (Python client)", []string{"60"}, 60 * time.Second, false},
+		{"float seconds (Go client)", []string{"59.5"}, 59500 * time.Millisecond, false},
+		{"python float", []string{"60.0"}, 60 * time.Second, false},
+		{"capped at the proxy timeout", []string{"600"}, limit, false},
+		{"tiny is at least a millisecond", []string{"0.0000001"}, time.Millisecond, false},
+		{"zero", []string{"0"}, 0, true},
+		{"negative", []string{"-1"}, 0, true},
+		{"not a number", []string{"soon"}, 0, true},
+		{"NaN", []string{"NaN"}, 0, true},
+		{"infinite", []string{"Inf"}, 0, true},
+		{"sent twice", []string{"1", "2"}, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.values != nil {
+				h["X-Sandbox-Timeout"] = tc.values
+			}
+			got, err := ParseTimeout(h, limit)
+			if tc.wantErr {
+				if err == nil || err.Error() != msgInvalidTimeout {
+					t.Fatalf("ParseTimeout(%q) = %v, %v; want error %q", tc.values, got, err, msgInvalidTimeout)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseTimeout(%q) = %v, %v; want %v", tc.values, got, err, tc.want)
+			}
+		})
 	}
 }

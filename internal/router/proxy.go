@@ -25,15 +25,22 @@ type ProxyOptions struct {
 	ResponseHeaderTimeout time.Duration // 0: none; exec streams may take long to answer
 	DialRetries           int           // extra attempts after a refused dial; 0 disables
 	RetryBackoff          time.Duration // first retry delay, doubled each time; default 50ms
+	// MaxTimeout caps a request's X-Sandbox-Timeout; default ProxyTimeout.
+	MaxTimeout time.Duration
 }
+
+// ProxyTimeout is the default cap of X-Sandbox-Timeout, as upstream's PROXY_TIMEOUT_SECONDS
+// (180 s); cmd/router sets it from --proxy-timeout.
+var ProxyTimeout = 180 * time.Second
 
 // Proxy forwards a routed request to its Sandbox's pod, streaming both ways.
 type Proxy struct {
-	resolver Resolver
-	metrics  *Metrics
-	log      *slog.Logger
-	rp       *httputil.ReverseProxy
-	h1, h2c  *http.Transport
+	resolver   Resolver
+	metrics    *Metrics
+	log        *slog.Logger
+	rp         *httputil.ReverseProxy
+	h1, h2c    *http.Transport
+	maxTimeout time.Duration
 }
 
 // NewProxy builds the proxy and its two upstream transports: HTTP/1.1 and HTTP/2 over cleartext
@@ -49,7 +56,10 @@ func NewProxy(o ProxyOptions) *Proxy {
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = 50 * time.Millisecond
 	}
-	p := &Proxy{resolver: o.Resolver, metrics: o.Metrics, log: o.Logger}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = ProxyTimeout
+	}
+	p := &Proxy{resolver: o.Resolver, metrics: o.Metrics, log: o.Logger, maxTimeout: o.MaxTimeout}
 	p.h1 = newTransport(o, false)
 	p.h2c = newTransport(o, true)
 	p.rp = &httputil.ReverseProxy{
@@ -58,7 +68,7 @@ func NewProxy(o ProxyOptions) *Proxy {
 			retries: max(o.DialRetries, 0), backoff: o.RetryBackoff},
 		FlushInterval:  -1, // flush every write: exec output and SSE must not sit in a buffer
 		ErrorHandler:   p.proxyError,
-		ModifyResponse: stopBodyOnRefusal,
+		ModifyResponse: modifyResponse,
 		ErrorLog:       slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 		BufferPool:     bufferPool{},
 	}
@@ -101,6 +111,7 @@ type routeCtx struct {
 	route  Route
 	host   string        // ip:port
 	inBody io.ReadCloser // the client's request body, ended when the sandbox refuses it
+	idle   *idleTimer    // X-Sandbox-Timeout; nil without the header
 }
 
 type routeCtxKey struct{}
@@ -122,6 +133,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	timeout, err := ParseTimeout(r.Header, p.maxTimeout)
+	if err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	target, err := p.resolver.Resolve(route.Namespace, route.Name)
 	if err != nil {
 		p.resolveError(w, route, err)
@@ -133,7 +149,56 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// stdin); by default net/http would hold the response until the body is consumed.
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeCtxKey{}, rc)))
+	ctx := context.WithValue(r.Context(), routeCtxKey{}, rc)
+	if timeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		rc.idle = newIdleTimer(timeout, func() { cancel(errSandboxTimeout) })
+		defer rc.idle.stop()
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &idleReader{ReadCloser: r.Body, t: rc.idle}
+		}
+	}
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// errSandboxTimeout is the cause of a request's context when its X-Sandbox-Timeout passed.
+var errSandboxTimeout = errors.New("X-Sandbox-Timeout passed")
+
+// idleTimer enforces X-Sandbox-Timeout the way upstream's Python router does through httpx: the
+// time allowed for the sandbox's response headers and between any two reads of either body, not
+// for the whole exchange, so a long download that keeps moving is not cut.
+type idleTimer struct {
+	d time.Duration
+	t *time.Timer
+}
+
+func newIdleTimer(d time.Duration, fire func()) *idleTimer {
+	return &idleTimer{d: d, t: time.AfterFunc(d, fire)}
+}
+
+// touch restarts the countdown; a timer that already fired stays fired.
+func (it *idleTimer) touch() {
+	if it.t.Stop() {
+		it.t.Reset(it.d)
+	}
+}
+
+func (it *idleTimer) stop() { it.t.Stop() }
+
+// idleReader restarts the countdown whenever bytes move.
+type idleReader struct {
+	io.ReadCloser
+	t *idleTimer
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 {
+		r.t.touch()
+	}
+	return n, err
 }
 
 func (p *Proxy) resolveError(w http.ResponseWriter, route Route, err error) {
@@ -192,6 +257,9 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		id = rc.route.Name
 	}
 	reason := classify(err)
+	if errors.Is(context.Cause(r.Context()), errSandboxTimeout) {
+		reason = upstreamTimeout
+	}
 	p.metrics.upstreamError(reason)
 	switch reason {
 	case upstreamDial:
@@ -302,6 +370,22 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// modifyResponse runs on the sandbox's response headers: it restarts or ends the
+// X-Sandbox-Timeout countdown and ends refused uploads.
+func modifyResponse(resp *http.Response) error {
+	if resp.Request != nil {
+		if rc := routeFrom(resp.Request.Context()); rc != nil && rc.idle != nil {
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				rc.idle.stop() // upgraded connections last as long as they last
+			} else {
+				rc.idle.touch()
+				resp.Body = &idleReader{ReadCloser: resp.Body, t: rc.idle}
+			}
+		}
+	}
+	return stopBodyOnRefusal(resp)
+}
 
 // stopBodyOnRefusal ends the upload when the sandbox refuses a request before reading its body
 // (a 4xx/5xx to a PUT, say). Over HTTP/2 the client stops sending on the early answer while the

@@ -254,3 +254,83 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestProxySandboxTimeout: X-Sandbox-Timeout bounds how long the sandbox may stay silent, as in
+// upstream's Python router: 504 with its detail when no response comes in time, capped at the
+// proxy's MaxTimeout; bad values are refused with a 400.
+func TestProxySandboxTimeout(t *testing.T) {
+	_, port := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("sleep"))
+		every, _ := time.ParseDuration(r.URL.Query().Get("every"))
+		if every == 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, "done")
+			return
+		}
+		// Trickle: a slow but steady answer is never cut.
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			_, _ = io.WriteString(w, ".")
+			http.NewResponseController(w).Flush()
+			time.Sleep(every)
+		}
+	}))
+	p := NewProxy(ProxyOptions{Resolver: &stubResolver{targets: map[string]Target{"default/sb": loopback}}, MaxTimeout: 300 * time.Millisecond})
+	router := httptest.NewUnstartedServer(p)
+	router.Config.Protocols = bothProtocols()
+	router.Start()
+	t.Cleanup(func() { router.Close(); p.Close() })
+	tests := []struct {
+		name       string
+		query      string
+		timeout    string
+		wantCode   int
+		wantDetail string
+		wantBody   string
+	}{
+		{"answer in time", "sleep=10ms", "5", 200, "", "done"},
+		{"no header: no limit", "sleep=500ms", "", 200, "", "done"},
+		{"silent too long", "sleep=2s", "0.1", 504, "Timed out waiting for the backend sandbox: sb", ""},
+		{"capped at the proxy timeout", "sleep=2s", "3600", 504, "Timed out waiting for the backend sandbox: sb", ""},
+		{"steady trickle is not cut", "sleep=400ms&every=20ms", "0.2", 200, "", ""},
+		{"bad value", "sleep=0s", "abc", 400, msgInvalidTimeout, ""},
+		{"zero", "sleep=0s", "0", 400, msgInvalidTimeout, ""},
+	}
+	client := h1Client(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := routed(t, "GET", router.URL+"/slow?"+tc.query, "sb", port, nil)
+			if tc.timeout != "" {
+				req.Header.Set(HeaderSandboxTimeout, tc.timeout)
+			}
+			start := time.Now()
+			resp, err := client.Do(req.WithContext(testCtx(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.wantCode {
+				t.Fatalf("status %d, want %d (body %q)", resp.StatusCode, tc.wantCode, readAll(t, resp))
+			}
+			switch {
+			case tc.wantDetail != "":
+				if got := detail(t, resp); got != tc.wantDetail {
+					t.Fatalf("detail %q, want %q", got, tc.wantDetail)
+				}
+			case tc.wantBody != "":
+				if got := readAll(t, resp); got != tc.wantBody {
+					t.Fatalf("body %q, want %q", got, tc.wantBody)
+				}
+			default:
+				if got := readAll(t, resp); len(got) < 5 || strings.Trim(got, ".") != "" {
+					t.Fatalf("body %q, want the whole trickle of dots", got)
+				}
+			}
+			if tc.wantCode == 504 && time.Since(start) > 1500*time.Millisecond {
+				t.Fatalf("504 after %v, want it at the timeout", time.Since(start))
+			}
+		})
+	}
+}
