@@ -436,6 +436,7 @@ type result struct {
 	signal   int // the signal that killed it, 0 if it exited
 	timedOut bool
 	duration time.Duration
+	startErr *startError // the command could not start (exitCode 127 or 126)
 }
 
 var readBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -533,7 +534,7 @@ func (s *Server) run(ctx context.Context, sp *execSpec, keepStdin bool, emit fun
 			se = &startError{126, err.Error()}
 		}
 		emit(streamStderr, []byte(se.msg))
-		return result{exitCode: se.code, duration: time.Since(begin)}
+		return result{exitCode: se.code, duration: time.Since(begin), startErr: se}
 	}
 	if !s.trackForeground(c) {
 		c.kill()

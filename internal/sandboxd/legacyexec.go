@@ -84,14 +84,20 @@ func (s *Server) legacyResult(out wire.ExecResult, res result, command string, t
 		if !c.cut {
 			continue
 		}
-		r.Stderr = appendLine(r.Stderr, fmt.Sprintf(
-			"sandboxd: OUTPUT TRUNCATED: %s exceeded the output cap of %d bytes (sandboxd --max-output); only the first %d bytes are returned",
-			c.name, s.cfg.MaxOutput, s.cfg.MaxOutput))
+		r.Stderr = appendLine(r.Stderr, s.truncationNote(c.name))
 		if r.ExitCode == 0 {
 			r.ExitCode = 1
 		}
 	}
 	return r
+}
+
+// truncationNote is the stderr line of an answer whose stream went over the
+// output cap, for APIs that have no field to say so (legacy /execute, gRPC
+// Execute).
+func (s *Server) truncationNote(stream string) string {
+	return fmt.Sprintf("sandboxd: OUTPUT TRUNCATED: %s exceeded the output cap of %d bytes (sandboxd --max-output); only the first %d bytes are returned",
+		stream, s.cfg.MaxOutput, s.cfg.MaxOutput)
 }
 
 // appendLine adds line to s on a line of its own.

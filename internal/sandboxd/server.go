@@ -24,13 +24,20 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {
-	// Listen is the address Run listens on (default ":8888").
+	// Listen is the address Run listens on (default ":8888"). It serves the
+	// HTTP API and, for HTTP/2 requests of type application/grpc, the gRPC
+	// ProcessService too.
 	Listen string
+	// GRPCListen is a second address Run listens on for gRPC alone (default
+	// ":9090", upstream sandboxd's gRPC port); "off" disables it.
+	GRPCListen string
 	// Root is the directory all file paths and working directories live in
 	// (default "/workspace"); it is created if missing.
 	Root string
@@ -77,6 +84,9 @@ func (c *Config) setDefaults() {
 	if c.Root == "" {
 		c.Root = "/workspace"
 	}
+	if c.GRPCListen == "" {
+		c.GRPCListen = ":9090"
+	}
 	if c.ExecTimeout <= 0 {
 		c.ExecTimeout = 300 * time.Second
 	}
@@ -118,6 +128,8 @@ type Server struct {
 	metrics   *metrics
 	procs     *processTable
 	routes    []route
+	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
+	grpcLn    net.Listener // GRPCListen's listener; nil when off or not run by Run
 
 	mu       sync.Mutex
 	running  map[*command]struct{} // foreground commands, killed on shutdown
@@ -160,6 +172,7 @@ func New(cfg Config) (*Server, error) {
 	s.procs = newProcessTable(s)
 	s.metrics = newMetrics(s.procs)
 	s.routes = s.buildRoutes()
+	s.grpc = s.newGRPCServer()
 	return s, nil
 }
 
@@ -174,6 +187,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.grpc.Stop() // ends every gRPC call; their commands die with their contexts
 	s.killForeground()
 	s.procs.closeAll()
 	s.execWG.Wait()
@@ -200,6 +214,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	s.log.Info("sandboxd listening", "addr", ln.Addr().String(), "root", s.cfg.Root, "auth", s.cfg.Token != "")
+	if s.grpcLn != nil {
+		go func() {
+			if err := s.grpc.Serve(s.grpcLn); err != nil {
+				s.log.Error("gRPC server stopped", "error", err)
+			}
+		}()
+		s.log.Info("sandboxd gRPC listening", "addr", s.grpcLn.Addr().String())
+	}
 
 	select {
 	case err := <-errc:
@@ -208,6 +230,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
+	go s.grpc.GracefulStop() // Close stops what is still running
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	shutErr := hs.Shutdown(sctx)
@@ -258,6 +281,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		_ = s.Close()
 		return err
+	}
+	if s.cfg.GRPCListen != "off" {
+		if s.grpcLn, err = net.Listen("tcp", s.cfg.GRPCListen); err != nil {
+			_ = ln.Close()
+			_ = s.Close()
+			return fmt.Errorf("gRPC listener: %w", err)
+		}
 	}
 	return s.Serve(ctx, ln)
 }
@@ -388,6 +418,10 @@ func (s *Server) match(r *http.Request) (*route, string, []string) {
 
 // ServeHTTP routes, authenticates, instruments and logs one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isGRPC(r.ProtoMajor, r.Header.Get("Content-Type")) {
+		s.grpc.ServeHTTP(w, r) // the ProcessService, on the HTTP port too (reachable through the router)
+		return
+	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	rt, arg, allowed := s.match(r)

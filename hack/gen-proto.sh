@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Generates the Go code of proto/**/*.proto into pkg/proto with protoc (Debian's
+# protobuf-compiler; installed with apt-get when missing and we are root) and the
+# protoc-gen-go / protoc-gen-go-grpc plugins pinned in hack/tools/go.mod.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v protoc >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "protoc not found; installing Debian's protobuf-compiler" >&2
+    apt-get install -y -qq protobuf-compiler >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null; }
+  else
+    echo "protoc not found: install protobuf-compiler (apt-get install protobuf-compiler)" >&2
+    exit 1
+  fi
+fi
+include=/usr/include
+[ -f "$include/google/protobuf/empty.proto" ] || { echo "google/protobuf/empty.proto not found under $include (package protobuf-compiler / libprotobuf-dev)" >&2; exit 1; }
+
+gen_go=$(cd hack/tools && go tool -n protoc-gen-go)
+gen_grpc=$(cd hack/tools && go tool -n protoc-gen-go-grpc)
+mkdir -p pkg/proto
+mapfile -t files < <(cd proto && find . -name '*.proto' | sed 's|^\./||' | sort)
+protoc -I proto -I "$include" \
+  --plugin=protoc-gen-go="$gen_go" --plugin=protoc-gen-go-grpc="$gen_grpc" \
+  --go_out=pkg/proto --go_opt=paths=source_relative \
+  --go-grpc_out=pkg/proto --go-grpc_opt=paths=source_relative \
+  "${files[@]}"

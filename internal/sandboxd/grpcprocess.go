@@ -1,0 +1,280 @@
+package sandboxd
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
+)
+
+// processService serves upstream's process.v1.ProcessService (the runtime
+// API of upstream's sandboxd, which both upstream SDKs use in their sandboxd
+// mode) on the machinery of the HTTP API: buildSpec validates, run starts,
+// pumps and reaps, so a command behaves the same whichever API started it.
+// Answers follow upstream's server: a command that cannot start is a
+// NOT_FOUND or PERMISSION_DENIED error, a cwd outside the root is
+// PERMISSION_DENIED, a process killed by a signal exits with -1.
+type processService struct {
+	processv1.UnimplementedProcessServiceServer
+	s *Server
+
+	mu    sync.Mutex
+	procs map[int32]*command // commands started with Start, by pid, while they run
+}
+
+// newGRPCServer builds the gRPC server with the ProcessService and, when the
+// daemon has a token, an interceptor that requires it.
+func (s *Server) newGRPCServer() *grpc.Server {
+	var opts []grpc.ServerOption
+	if s.cfg.Token != "" {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.grpcAuthUnary), grpc.ChainStreamInterceptor(s.grpcAuthStream))
+	}
+	g := grpc.NewServer(opts...)
+	processv1.RegisterProcessServiceServer(g, &processService{s: s, procs: map[int32]*command{}})
+	return g
+}
+
+func (s *Server) grpcAuthorized(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		const pfx = "bearer "
+		if len(v) > len(pfx) && strings.EqualFold(v[:len(pfx)], pfx) &&
+			subtle.ConstantTimeCompare([]byte(v[len(pfx):]), []byte(s.cfg.Token)) == 1 {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, "unauthorized: send authorization: Bearer <token>")
+}
+
+func (s *Server) grpcAuthUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := s.grpcAuthorized(ctx); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (s *Server) grpcAuthStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := s.grpcAuthorized(ss.Context()); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+// spec validates a ProcessConfig like an HTTP exec request. No server-side
+// timeout applies (as upstream): the client's deadline or cancellation ends
+// the command.
+func (p *processService) spec(cfg *processv1.ProcessConfig, pty *processv1.PTY) (*execSpec, error) {
+	if len(cfg.GetCommand()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "command is required")
+	}
+	req := &wire.ExecRequest{Argv: cfg.GetCommand(), Env: cfg.GetEnvVars(), Cwd: cfg.GetCwd()}
+	if pty != nil {
+		req.TTY, req.Cols, req.Rows = true, uint16(min(pty.GetCols(), 0xffff)), uint16(min(pty.GetRows(), 0xffff))
+	}
+	sp, err := p.s.buildSpec(req, 0)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if sp.path == "" {
+		return nil, status.Errorf(codes.NotFound, "failed to start command: command or path not found: %s", sp.argv[0])
+	}
+	return sp, nil
+}
+
+// grpcError maps a validation error to a status: an escape is
+// PERMISSION_DENIED, a missing cwd NOT_FOUND, anything else INVALID_ARGUMENT.
+func grpcError(err error) error {
+	st, msg := errorStatus(err)
+	switch {
+	case st == 403:
+		return status.Error(codes.PermissionDenied, msg)
+	case strings.Contains(msg, syscall.ENOENT.Error()):
+		return status.Error(codes.NotFound, msg)
+	case st >= 500:
+		return status.Error(codes.Internal, msg)
+	}
+	return status.Error(codes.InvalidArgument, msg)
+}
+
+// startFailure turns a command that could not start into upstream's error.
+func startFailure(se *startError) error {
+	msg := strings.TrimSpace(se.msg)
+	if se.code == 127 {
+		return status.Errorf(codes.NotFound, "failed to start command: command or path not found: %s", msg)
+	}
+	return status.Errorf(codes.PermissionDenied, "failed to start command: %s", msg)
+}
+
+// grpcExitCode follows upstream (os/exec's ExitCode): -1 for a signal.
+func grpcExitCode(res result) int32 {
+	if res.signal != 0 {
+		return -1
+	}
+	return int32(res.exitCode)
+}
+
+// Execute runs a command to completion. Output over the cap is reported on
+// stderr with a non-zero exit code, never dropped silently.
+func (p *processService) Execute(ctx context.Context, req *processv1.ExecuteRequest) (*processv1.ExecuteResponse, error) {
+	sp, err := p.spec(req.GetConfig(), nil)
+	if err != nil {
+		return nil, err
+	}
+	out, res := p.s.execCollect(ctx, sp, "grpc")
+	if res.startErr != nil {
+		return nil, startFailure(res.startErr)
+	}
+	resp := &processv1.ExecuteResponse{ExitCode: grpcExitCode(res), Stdout: []byte(out.Stdout), Stderr: []byte(out.Stderr)}
+	for _, c := range []struct {
+		name string
+		cut  bool
+	}{{"stdout", out.StdoutTruncated}, {"stderr", out.StderrTruncated}} {
+		if c.cut {
+			resp.Stderr = []byte(appendLine(string(resp.Stderr), p.s.truncationNote(c.name)))
+			if resp.ExitCode == 0 {
+				resp.ExitCode = 1
+			}
+		}
+	}
+	return resp, nil
+}
+
+// Start runs a command and streams its events: init, output as it comes,
+// exit. The command keeps stdin open for WriteStdin; a client that goes away
+// kills it.
+func (p *processService) Start(req *processv1.StartRequest, stream grpc.ServerStreamingServer[processv1.StartResponse]) error {
+	sp, err := p.spec(req.GetConfig(), req.GetPty())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	fs := newFrameStream()
+	started := make(chan *command, 1)
+	var res result
+	go func() {
+		res = p.s.run(ctx, sp, true, fs.emit, func(c *command) { started <- c })
+		close(started)
+		close(fs.ch)
+	}()
+	c, ok := <-started
+	if !ok { // could not start: drain the stderr frame it emitted
+		for range fs.ch {
+		}
+		return startFailure(res.startErr)
+	}
+	pid := int32(c.pid)
+	p.register(pid, c)
+	defer p.unregister(pid, c)
+	if err := stream.Send(&processv1.StartResponse{Event: &processv1.StartResponse_Init{Init: &processv1.InitEvent{ProcessId: pid}}}); err != nil {
+		cancel()
+	}
+	for f := range fs.ch {
+		ev := &processv1.StartResponse{Event: &processv1.StartResponse_Stdout{Stdout: f.Data}}
+		if f.Type == wire.FrameStderr {
+			ev.Event = &processv1.StartResponse_Stderr{Stderr: f.Data}
+		}
+		if err := stream.Send(ev); err != nil {
+			fs.abandon()
+			cancel() // nobody is listening: kill the command
+		}
+	}
+	p.s.metrics.observeExec("grpc.stream", res)
+	return stream.Send(&processv1.StartResponse{Event: &processv1.StartResponse_Exit{Exit: &processv1.ExitEvent{ExitCode: grpcExitCode(res)}}})
+}
+
+func (p *processService) register(pid int32, c *command) {
+	p.mu.Lock()
+	p.procs[pid] = c
+	p.mu.Unlock()
+}
+
+func (p *processService) unregister(pid int32, c *command) {
+	p.mu.Lock()
+	if p.procs[pid] == c {
+		delete(p.procs, pid)
+	}
+	p.mu.Unlock()
+}
+
+func (p *processService) lookup(pid int32) (*command, error) {
+	p.mu.Lock()
+	c := p.procs[pid]
+	p.mu.Unlock()
+	if c == nil {
+		return nil, status.Errorf(codes.NotFound, "process %d not found", pid)
+	}
+	return c, nil
+}
+
+// WriteStdin queues input (or end of input) for a running command, behind
+// what came before.
+func (p *processService) WriteStdin(_ context.Context, req *processv1.WriteStdinRequest) (*processv1.WriteStdinResponse, error) {
+	c, err := p.lookup(req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case req.GetEof() != nil:
+		c.sendStdin(stdinChunk{eof: true})
+	case len(req.GetInput()) > 0:
+		c.sendStdin(stdinChunk{data: req.GetInput()})
+	}
+	return &processv1.WriteStdinResponse{}, nil
+}
+
+var grpcSignals = map[processv1.Signal]syscall.Signal{
+	processv1.Signal_SIGNAL_SIGINT:  syscall.SIGINT,
+	processv1.Signal_SIGNAL_SIGKILL: syscall.SIGKILL,
+	processv1.Signal_SIGNAL_SIGTERM: syscall.SIGTERM,
+}
+
+// SendSignal signals the command's process group.
+func (p *processService) SendSignal(_ context.Context, req *processv1.SendSignalRequest) (*processv1.SendSignalResponse, error) {
+	c, err := p.lookup(req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	sig, ok := grpcSignals[req.GetSignal()]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "unsupported or unspecified signal: %v", req.GetSignal())
+	}
+	if err := c.signal(sig); err != nil {
+		return nil, status.Errorf(codes.NotFound, "process %d: %v", req.GetProcessId(), err)
+	}
+	return &processv1.SendSignalResponse{}, nil
+}
+
+// ResizeTTY resizes the terminal of a command started with a PTY.
+func (p *processService) ResizeTTY(_ context.Context, req *processv1.ResizeTTYRequest) (*processv1.ResizeTTYResponse, error) {
+	c, err := p.lookup(req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	if c.pty == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "failed to resize TTY: process %d has no terminal", req.GetProcessId())
+	}
+	if req.GetCols() == 0 || req.GetRows() == 0 || req.GetCols() > 0xffff || req.GetRows() > 0xffff {
+		return nil, status.Error(codes.InvalidArgument, "cols and rows must be between 1 and 65535")
+	}
+	if err := c.resize(uint16(req.GetCols()), uint16(req.GetRows())); err != nil {
+		return nil, status.Error(codes.Internal, fmt.Sprintf("failed to resize TTY: %v", err))
+	}
+	return &processv1.ResizeTTYResponse{}, nil
+}
+
+// isGRPC tells a gRPC call (HTTP/2, application/grpc) from the HTTP API on
+// the same port.
+func isGRPC(proto int, contentType string) bool {
+	return proto == 2 && strings.HasPrefix(contentType, "application/grpc")
+}
