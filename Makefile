@@ -21,11 +21,7 @@ generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (an
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:maxDescLen=0 paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/... output:rbac:dir=config/rbac
-	# The chart's CRDs convert through the controller's webhook (as config/crd's patch does).
-	rm -f charts/agent-sandbox/crds/*.yaml
-	for f in config/crd/bases/*.yaml; do \
-	  STANZA="$$(cat hack/crd-conversion.yaml)" awk '{ print } /^spec:$$/ && !done { print ENVIRON["STANZA"]; done = 1 }' \
-	    "$$f" > "charts/agent-sandbox/crds/$$(basename "$$f")"; done
+	rm -f charts/agent-sandbox/crds/*.yaml && cp config/crd/bases/*.yaml charts/agent-sandbox/crds/
 	cp config/rbac/role.yaml charts/agent-sandbox/files/controller-role.yaml
 	hack/gen-proto.sh
 
