@@ -36,6 +36,9 @@ const (
 	ReasonSandboxNotReady          = "SandboxNotReady"
 	ReasonSandboxNotOwned          = "SandboxNotOwned"
 	ReasonWarmPoolNotFound         = "WarmPoolNotFound"
+	// ReasonSandboxMissing: the claim's Sandbox was deleted under it. The claim does not make a
+	// new one behind its user's back (its state and lifecycle are gone); delete the claim.
+	ReasonSandboxMissing = "SandboxMissing"
 )
 
 // Event reasons of a SandboxTemplate.

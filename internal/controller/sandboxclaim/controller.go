@@ -86,6 +86,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.expire(ctx, claim, original, sb, at)
 	}
 
+	if sb == nil && claim.Status.SandboxStatus.Name != "" {
+		// The status names a Sandbox the cache does not show as ours: ask the API server.
+		if sb, err = r.liveSandbox(ctx, claim); err != nil {
+			return ctrl.Result{}, err
+		}
+		if sb == nil {
+			setSandboxMissing(claim)
+			return ctrl.Result{}, r.writeStatus(ctx, original, claim)
+		}
+	}
 	var launch string
 	if sb == nil {
 		done := r.Pacer.ClaimStarted()
@@ -158,6 +168,22 @@ func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.Sandbo
 		}
 	}
 	return nil, nil
+}
+
+// liveSandbox reads the Sandbox the claim's status names from the API server, not the cache;
+// nil when it is gone, being deleted or no longer the claim's.
+func (r *Reconciler) liveSandbox(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, error) {
+	sb := &agentsv1alpha1.Sandbox{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Status.SandboxStatus.Name}, sb)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !ownedBy(sb, claim) || !sb.DeletionTimestamp.IsZero():
+		return nil, nil
+	}
+	return sb, nil
 }
 
 func (r *Reconciler) now() time.Time {

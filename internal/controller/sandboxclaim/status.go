@@ -2,6 +2,7 @@ package sandboxclaim
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,9 +18,11 @@ import (
 // Sandbox's Ready and Finished conditions onto the claim.
 func mirrorSandbox(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) {
 	claim.Status.SandboxStatus.Name = sb.Name
-	claim.Status.SandboxStatus.PodIPs = append([]string(nil), sb.Status.PodIPs...)
-	if len(claim.Status.SandboxStatus.PodIPs) == 0 {
-		claim.Status.SandboxStatus.PodIPs = nil
+	// Integrators (seed 001) poll podIPs as the readiness signal and connect at once, so they
+	// appear only with Ready, never for a pod that is still starting.
+	claim.Status.SandboxStatus.PodIPs = nil
+	if meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady) && len(sb.Status.PodIPs) > 0 {
+		claim.Status.SandboxStatus.PodIPs = append([]string(nil), sb.Status.PodIPs...)
 	}
 	ready := metav1.Condition{Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionFalse,
 		Reason: extv1alpha1.ReasonSandboxNotReady, Message: "Waiting for the Sandbox controller to report on " + sb.Name}
@@ -37,6 +40,15 @@ func mirrorSandbox(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) 
 	} else {
 		meta.RemoveStatusCondition(&claim.Status.Conditions, extv1alpha1.ClaimConditionFinished)
 	}
+}
+
+// setSandboxMissing reports that the claim's Sandbox is gone; the name stays, as the record of
+// which Sandbox it was.
+func setSandboxMissing(claim *extv1alpha1.SandboxClaim) {
+	claim.Status.SandboxStatus.PodIPs = nil
+	setUserError(claim, &userError{extv1alpha1.ReasonSandboxMissing, fmt.Sprintf(
+		"Sandbox %q was deleted; its state is gone and this claim does not replace it. Delete the claim (and create a new one) to get a fresh sandbox",
+		claim.Status.SandboxStatus.Name)})
 }
 
 func setUserError(claim *extv1alpha1.SandboxClaim, err *userError) {
