@@ -32,9 +32,6 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 	if pod.Annotations["note"] != "hello" {
 		t.Errorf("pod annotations = %v, want template annotation note=hello", pod.Annotations)
 	}
-	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
-		t.Errorf("automountServiceAccountToken = %v, want false by default", pod.Spec.AutomountServiceAccountToken)
-	}
 	var claimName string
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == "home" && v.PersistentVolumeClaim != nil {

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -135,10 +134,9 @@ func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (*corev1.Pod, []s
 		Spec: *sb.Spec.PodTemplate.Spec.DeepCopy(),
 	}
 	withClaimVolumes(&pod.Spec, sb)
-	// Secure by default: untrusted code gets no API credentials unless the template asks.
-	if pod.Spec.AutomountServiceAccountToken == nil {
-		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
-	}
+	// automountServiceAccountToken is left as the Sandbox says: the contract defaults it to false
+	// only for pods made from a SandboxTemplate (blueprint does that), and a raw Sandbox keeps
+	// Kubernetes' default, as upstream's does.
 	return pod, refused
 }
 
