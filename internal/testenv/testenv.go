@@ -33,6 +33,10 @@ type Options struct {
 	AuditLogPath string
 	// DataDir holds logs and kubeconfigs of the processes started; a temp dir when empty.
 	DataDir string
+	// Restartable keeps etcd's data and the API server's certificates in DataDir, so that
+	// RestartEtcd and RestartAPIServer bring them back with the same state, address and
+	// credentials (fault-injection benchmarks).
+	Restartable bool
 	// ConversionWebhook points the CRDs' conversion at a webhook on loopback (with a CA envtest
 	// makes); the test's manager serves it with Env.WebhookOptions().
 	ConversionWebhook bool
@@ -82,6 +86,11 @@ func Start(opts Options) (*Env, error) {
 	}
 	if opts.AuditLogPath != "" {
 		if err := configureAudit(env, opts.DataDir, opts.AuditLogPath); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Restartable {
+		if err := keepStateIn(env, opts.DataDir); err != nil {
 			return nil, err
 		}
 	}
