@@ -17,20 +17,23 @@ help: ## Show the targets.
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (and their copies in the Helm chart), and the gRPC code of proto/.
+generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (and their copies in the Helm chart).
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:maxDescLen=0 paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/... output:rbac:dir=config/rbac
-	rm -f charts/agent-sandbox/crds/*.yaml && cp config/crd/bases/*.yaml charts/agent-sandbox/crds/
+	# The chart's CRDs convert through the controller's webhook (as config/crd's patch does).
+	rm -f charts/agent-sandbox/crds/*.yaml
+	for f in config/crd/bases/*.yaml; do \
+	  STANZA="$$(cat hack/crd-conversion.yaml)" awk '{ print } /^spec:$$/ && !done { print ENVIRON["STANZA"]; done = 1 }' \
+	    "$$f" > "charts/agent-sandbox/crds/$$(basename "$$f")"; done
 	cp config/rbac/role.yaml charts/agent-sandbox/files/controller-role.yaml
-	hack/gen-proto.sh
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale or code is not gofmt'ed / vetted.
-	@if ! git diff --quiet -- api config charts pkg/proto; then \
-	  echo "generated files are stale; run 'make generate' and commit:"; git --no-pager diff --stat -- api config charts pkg/proto; exit 1; fi
-	@if [ -n "$$(git ls-files --others --exclude-standard -- api config charts pkg/proto)" ]; then \
-	  echo "untracked generated files; run 'make generate' and commit:"; git ls-files --others --exclude-standard -- api config charts pkg/proto; exit 1; fi
+	@if ! git diff --quiet -- api config charts; then \
+	  echo "generated files are stale; run 'make generate' and commit:"; git --no-pager diff --stat -- api config charts; exit 1; fi
+	@if [ -n "$$(git ls-files --others --exclude-standard -- api config charts)" ]; then \
+	  echo "untracked generated files; run 'make generate' and commit:"; git ls-files --others --exclude-standard -- api config charts; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "not gofmt'ed: $$out"; exit 1; fi
 	go vet ./...
 

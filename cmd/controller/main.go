@@ -32,6 +32,7 @@ func main() {
 	routerLabels := fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods.")
 	qps := fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies).")
 	burst := fs.Int("kube-api-burst", 400, "Client-side burst of API requests.")
+	webhookFlags := bindWebhookFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
@@ -45,6 +46,10 @@ func main() {
 		os.Exit(2)
 	}
 	opts.Router.PodLabels = labels
+	if opts.Webhook, err = webhookFlags.options(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 

@@ -52,6 +52,7 @@ type Ports struct {
 	KwokServer           int
 	ControllerMetrics    int
 	ControllerHealth     int
+	ControllerWebhook    int // the CRD conversion webhook, called by the API server
 	Router               int
 	RouterProbe          int
 }
@@ -67,6 +68,7 @@ var DefaultPorts = Ports{
 	KwokServer:        30247,
 	ControllerMetrics: 38080,
 	ControllerHealth:  38081,
+	ControllerWebhook: 38443,
 	Router:            18080,
 	RouterProbe:       18081,
 }

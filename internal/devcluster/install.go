@@ -38,6 +38,9 @@ func (c *Config) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := c.convertThroughWebhook(crds); err != nil {
+		return err
+	}
 	if err := applyAll(ctx, cl, crds); err != nil {
 		return err
 	}
@@ -162,13 +165,15 @@ func decodeYAML(r io.Reader) ([]*unstructured.Unstructured, error) {
 func (c *Config) controller() component {
 	return component{
 		name: "agent-sandbox-controller", exe: c.ourBin("controller"), timeout: time.Minute,
-		addrs: []string{loopback(c.Ports.ControllerMetrics), loopback(c.Ports.ControllerHealth)},
-		args: []string{
+		addrs: []string{loopback(c.Ports.ControllerMetrics), loopback(c.Ports.ControllerHealth), loopback(c.webhookPort())},
+		args: append([]string{
 			"--kubeconfig=" + c.kubeconfigFor("controller"),
 			"--metrics-bind-address=" + loopback(c.Ports.ControllerMetrics),
 			"--health-probe-bind-address=" + loopback(c.Ports.ControllerHealth),
 			"--zap-log-level=info",
-		},
+			// Leader election is on, as in every install; outside a pod it needs a namespace.
+			"--leader-election-namespace=" + SystemNS,
+		}, c.webhookArgs()...),
 		ready: func(ctx context.Context) error {
 			return httpOK(ctx, nil, fmt.Sprintf("http://%s/readyz", loopback(c.Ports.ControllerHealth)), "ok")
 		},

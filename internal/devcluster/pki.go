@@ -47,6 +47,7 @@ func (c *Config) certSpecs() []certSpec {
 		{name: "kubelet", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}},
 		{name: "kwok", cn: "kwok", orgs: []string{"system:masters"}},
 		{name: "controller", cn: controllerUser},
+		{name: "webhook", cn: "agent-sandbox-webhook", server: true, ips: []string{"127.0.0.1"}, dns: []string{"localhost"}},
 		{name: "router", cn: routerUser},
 	}
 }

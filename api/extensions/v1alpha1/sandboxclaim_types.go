@@ -143,7 +143,7 @@ type SandboxClaimStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:storageversion
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced,shortName=sbxc
+// +kubebuilder:resource:scope=Namespaced,shortName=sbxc;sandboxclaim
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Sandbox",type=string,JSONPath=`.status.sandbox.name`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`

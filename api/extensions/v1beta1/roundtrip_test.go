@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -129,6 +129,8 @@ func TestRoundTripV1beta1ThroughHub(t *testing.T) {
 	}
 }
 
-func clearTypeMeta(o runtime.Object) { o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) }
+func clearTypeMeta(o runtime.Object) {
+	o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+}
 
 func ptr[T any](v T) *T { return &v }

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,9 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 )
 
-// The cert rotator keeps the serving certificate in a Secret of the controller's namespace and
-// writes the CA into the CRDs' spec.conversion.webhook.clientConfig.caBundle.
-// +kubebuilder:rbac:groups="",namespace=agent-sandbox-system,resources=secrets,verbs=get;list;watch;create;update;patch
+// The cert rotator keeps the serving certificate in a Secret of the controller's namespace (the
+// install ships it empty) and writes the CA into the CRDs' conversion caBundle; the controller
+// also points the CRDs' conversion at its Service.
+// +kubebuilder:rbac:groups="",namespace=agent-sandbox-system,resources=secrets,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;update;patch
 
 // Path is where the conversion webhook is served (the CRDs' clientConfig points there).
@@ -38,11 +41,15 @@ type Options struct {
 	// Host and Port the HTTPS server listens on (Host empty: all addresses).
 	Host string
 	Port int
-	// CertDir holds tls.crt and tls.key. With CertRotation they are the mounted Secret the
-	// rotator writes; otherwise someone else provides them (cert-manager, envtest, a dev CA).
-	CertDir string
+	// CertDir holds the serving certificate and key (CertName, KeyName: tls.crt and tls.key by
+	// default). With CertRotation they are the mounted Secret the rotator writes; otherwise
+	// someone else provides them (cert-manager, envtest, the dev cluster's CA).
+	CertDir, CertName, KeyName string
 	// CertRotation, when set, makes the controller create and rotate its certificate.
 	CertRotation *CertRotation
+	// Service, when set, is kept in the CRDs' spec.conversion (with caBundle = CertDir/ca.crt
+	// unless CertRotation manages it); nil leaves the CRDs as installed (envtest, dev cluster).
+	Service *ServiceRef
 }
 
 // CertRotation names what the controller's own certificate management touches.
@@ -56,7 +63,8 @@ type CertRotation struct {
 // is in place (immediately without CertRotation) and runs on every replica, leader or not.
 // The returned checker passes once the server accepts TLS connections.
 func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
-	server := webhook.NewServer(webhook.Options{Host: opts.Host, Port: opts.Port, CertDir: opts.CertDir})
+	server := webhook.NewServer(webhook.Options{Host: opts.Host, Port: opts.Port, CertDir: opts.CertDir,
+		CertName: opts.CertName, KeyName: opts.KeyName})
 	server.Register(Path, conversion.NewWebhookHandler(mgr.GetScheme()))
 	ready := make(chan struct{})
 	if r := opts.CertRotation; r != nil {
@@ -70,6 +78,8 @@ func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 		err := rotator.AddRotator(mgr, &rotator.CertRotator{
 			SecretKey:      types.NamespacedName{Namespace: r.Namespace, Name: r.SecretName},
 			CertDir:        opts.CertDir,
+			CertName:       opts.CertName,
+			KeyName:        opts.KeyName,
 			CAName:         "agent-sandbox-ca",
 			CAOrganization: "agent-sandbox",
 			DNSName:        fmt.Sprintf("%s.%s.svc", r.ServiceName, r.Namespace),
@@ -86,6 +96,15 @@ func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 	}
 	if err := mgr.Add(&gatedServer{server: server, ready: ready}); err != nil {
 		return nil, err
+	}
+	if opts.Service != nil {
+		c := &crdConfigurer{client: mgr.GetClient(), service: *opts.Service, interval: time.Minute}
+		if opts.CertRotation == nil {
+			c.caFile = filepath.Join(opts.CertDir, "ca.crt")
+		}
+		if err := mgr.Add(c); err != nil {
+			return nil, err
+		}
 	}
 	return server.StartedChecker(), nil
 }
