@@ -17,7 +17,7 @@ help: ## Show the targets.
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (and their copies in the Helm chart).
+generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (and their copies in the Helm chart), and the gRPC code of proto/.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:maxDescLen=0 paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=agent-sandbox-controller paths=./internal/controller/... output:rbac:dir=config/rbac
@@ -27,13 +27,14 @@ generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (an
 	  STANZA="$$(cat hack/crd-conversion.yaml)" awk '{ print } /^spec:$$/ && !done { print ENVIRON["STANZA"]; done = 1 }' \
 	    "$$f" > "charts/agent-sandbox/crds/$$(basename "$$f")"; done
 	cp config/rbac/role.yaml charts/agent-sandbox/files/controller-role.yaml
+	hack/gen-proto.sh
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale or code is not gofmt'ed / vetted.
-	@if ! git diff --quiet -- api config charts; then \
-	  echo "generated files are stale; run 'make generate' and commit:"; git --no-pager diff --stat -- api config charts; exit 1; fi
-	@if [ -n "$$(git ls-files --others --exclude-standard -- api config charts)" ]; then \
-	  echo "untracked generated files; run 'make generate' and commit:"; git ls-files --others --exclude-standard -- api config charts; exit 1; fi
+	@if ! git diff --quiet -- api config charts pkg/proto; then \
+	  echo "generated files are stale; run 'make generate' and commit:"; git --no-pager diff --stat -- api config charts pkg/proto; exit 1; fi
+	@if [ -n "$$(git ls-files --others --exclude-standard -- api config charts pkg/proto)" ]; then \
+	  echo "untracked generated files; run 'make generate' and commit:"; git ls-files --others --exclude-standard -- api config charts pkg/proto; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "not gofmt'ed: $$out"; exit 1; fi
 	go vet ./...
 
@@ -42,8 +43,8 @@ build: ## Build the binaries into bin/.
 	go build -o bin/ ./cmd/...
 
 .PHONY: k8s-binaries
-k8s-binaries: ## Build the pinned kube-apiserver, etcd, kube-controller-manager, kubectl and helm (cached).
-	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kubectl helm
+k8s-binaries: ## Build the pinned kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok, kubectl and helm (cached).
+	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kwok kubectl helm
 
 .PHONY: images
 images: ## Write the runtime, controller and router images as docker-archive tars into bin/images (no Docker needed).
@@ -59,6 +60,11 @@ BENCH_ARGS ?= --scenario warm-burst
 bench: ## Run the claim benchmark (warm burst: 75 claims/s for 10 s on a pool of 1,000, 20 kwok nodes); BENCH_ARGS to change.
 	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kwok
 	KUBEBUILDER_ASSETS="$(K8S_BIN_DIR)" go run ./cmd/bench-claims $(BENCH_ARGS)
+
+.PHONY: chaos
+chaos: ## Fault tolerance: 100 claims/s for 2 min while the leader is killed every 10 s and the API server and etcd restart; exits non-zero when a claim is lost or doubled or anything leaks.
+	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kwok
+	KUBEBUILDER_ASSETS="$(K8S_BIN_DIR)" go run ./cmd/bench-claims --scenario chaos $(CHAOS_ARGS)
 
 # The local cluster (etcd, kube-apiserver, kcm, scheduler, containerd, kubelet, our controller
 # and router) runs as root on this machine; see docs/dev-cluster.md. DEV_ARGS e.g. --kwok-nodes 5.

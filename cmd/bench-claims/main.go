@@ -27,7 +27,7 @@ var scenarios = map[string]bench.Config{
 }
 
 func main() {
-	scenario := flag.String("scenario", "warm-burst", "warm-burst, cold, churn, ramp (raise the rate until p99 > 1s) or scale (10,000 resident sandboxes)")
+	scenario := flag.String("scenario", "warm-burst", "warm-burst, cold, churn, ramp (raise the rate until p99 > 1s), scale (10,000 resident sandboxes) or chaos (faults under load; exits 1 when an invariant breaks)")
 	rate := flag.Float64("rate", 0, "claims per second (overrides the scenario)")
 	duration := flag.Duration("duration", 0, "how long claims are sent (overrides the scenario)")
 	pool := flag.Int("pool", -1, "warm pool size (overrides the scenario)")
@@ -39,6 +39,9 @@ func main() {
 	profile := flag.Bool("profile", false, "record a CPU profile of the controller during the burst (controller-cpu.pprof)")
 	flag.Parse()
 
+	if *scenario == "chaos" {
+		os.Exit(runChaos(*rate, *duration, *pool, *nodes, *out))
+	}
 	cfg, ok := scenarios[*scenario]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "unknown scenario %q\n", *scenario)
@@ -134,6 +137,46 @@ func printSpread(rs []*bench.Report) {
 		lo, med, hi := pick(m.f)
 		fmt.Printf("%-40s median %8.1f  (range %.1f–%.1f over %d runs)\n", m.name, med, lo, hi, len(rs))
 	}
+}
+
+// runChaos runs the fault-injection scenario; its exit code is 1 when an invariant broke.
+func runChaos(rate float64, duration time.Duration, pool, nodes int, out string) int {
+	cfg := bench.DefaultChaos()
+	if rate > 0 {
+		cfg.Rate = rate
+	}
+	if duration > 0 {
+		cfg.Duration = duration
+	}
+	if pool >= 0 {
+		cfg.Pool = pool
+	}
+	if nodes > 0 {
+		cfg.Nodes = nodes
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		fail(err)
+	}
+	cfg.RepoRoot = root
+	cfg.Dir = filepath.Join(out, "chaos-"+time.Now().Format("150405"))
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		fail(err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	rep, err := bench.RunChaos(ctx, cfg)
+	if err != nil {
+		fail(err)
+	}
+	rep.Print(os.Stdout)
+	if err := rep.WriteJSON(filepath.Join(cfg.Dir, "report.json")); err != nil {
+		fail(err)
+	}
+	if len(rep.Violations()) > 0 {
+		return 1
+	}
+	return 0
 }
 
 func fail(err error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
 func main() {
@@ -22,14 +23,18 @@ func main() {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "Address to serve net/http/pprof on (off when empty).")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
-	fs.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles; enable when running more than one.")
-	fs.StringVar(&opts.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the pod's namespace).")
+	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that only one replica reconciles (others are hot standbys); a new leader rebuilds its state from the API before it serves a claim.")
+	fs.StringVar(&opts.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the pod's namespace; required outside a cluster).")
+	fs.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a leader's lease lasts without renewal: the longest a standby waits after the leader dies.")
+	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leading (and exits).")
+	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to acquire, and the leader renews, the lease.")
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", sandbox.DefaultClusterDomain, "Cluster DNS domain used in status.serviceFQDN.")
 	fs.IntVar(&opts.SandboxWorkers, "sandbox-workers", 16, "Sandboxes reconciled in parallel.")
 	fs.IntVar(&opts.ClaimWorkers, "claim-workers", 32, "SandboxClaims reconciled in parallel.")
 	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", 250*time.Millisecond, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
 	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")
 	routerLabels := fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods.")
+	scopedSecret := fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off.")
 	qps := fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies).")
 	burst := fs.Int("kube-api-burst", 400, "Client-side burst of API requests.")
 	webhookFlags := bindWebhookFlags(fs)
@@ -46,6 +51,10 @@ func main() {
 		os.Exit(2)
 	}
 	opts.Router.PodLabels = labels
+	if opts.ScopedTokens, err = loadScopedSigner(*scopedSecret); err != nil {
+		fmt.Fprintln(os.Stderr, "--scoped-token-secret-file:", err)
+		os.Exit(2)
+	}
 	if opts.Webhook, err = webhookFlags.options(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -87,4 +96,17 @@ func parseLabels(s string) (map[string]string, error) {
 		return nil, fmt.Errorf("at least one label is required")
 	}
 	return out, nil
+}
+
+// loadScopedSigner reads the scoped-token secret; surrounding whitespace is dropped, as the
+// router does, so both sides sign with the same bytes.
+func loadScopedSigner(path string) (*scopedtoken.Signer, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return scopedtoken.NewSigner([]byte(strings.TrimSpace(string(b))))
 }

@@ -43,6 +43,9 @@ type Options struct {
 	LeaderElection     bool
 	LeaderElectionID   string
 	LeaderElectionNS   string
+	// Lease timings (controller-runtime's defaults when zero: 15s, 10s, 2s). A killed leader's
+	// lease must expire before a standby takes over, so LeaseDuration bounds failover time.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	ClusterDomain      string
 	SandboxWorkers     int
 	ClaimWorkers       int
@@ -97,6 +100,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionID:              leaderID,
 		LeaderElectionNamespace:       opts.LeaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 nonZero(opts.LeaseDuration),
+		RenewDeadline:                 nonZero(opts.RenewDeadline),
+		RetryPeriod:                   nonZero(opts.RetryPeriod),
 		Cache:                         cacheOptions(),
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Events are written, never read; don't start an informer for them.
@@ -223,4 +229,12 @@ func slimPod(obj any) (any, error) {
 	pod.ManagedFields = nil
 	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
 	return pod, nil
+}
+
+// nonZero is d as a pointer, or nil (the library's default) when d is zero.
+func nonZero(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -16,39 +17,91 @@ import (
 // controllerProc is the agent-sandbox controller running as its own process, so its CPU and
 // memory are measured apart from the load generator's.
 type controllerProc struct {
-	cmd       *exec.Cmd
-	done      chan error
-	pprofAddr string
-	logPath   string
+	cmd         *exec.Cmd
+	exited      chan struct{} // closed once the process has exited
+	pprofAddr   string
+	metricsAddr string
+	logPath     string
 }
 
 // startController builds cmd/controller and runs it against kubeconfig.
 func startController(ctx context.Context, repoRoot, dir, kubeconfig string) (*controllerProc, error) {
+	bin, err := buildController(ctx, repoRoot, dir)
+	if err != nil {
+		return nil, err
+	}
+	return launchController(bin, filepath.Join(dir, "controller.log"), kubeconfig)
+}
+
+// buildController builds cmd/controller into dir.
+func buildController(ctx context.Context, repoRoot, dir string) (string, error) {
 	bin := filepath.Join(dir, "agent-sandbox-controller")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/controller")
 	build.Dir, build.Stdout, build.Stderr = repoRoot, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		return nil, fmt.Errorf("building the controller: %w", err)
+		return "", fmt.Errorf("building the controller: %w", err)
 	}
+	return bin, nil
+}
+
+// launchController starts one controller process logging to logPath (appended: a replica
+// restarted after a kill writes on in the same file); extra flags come last and win.
+func launchController(bin, logPath, kubeconfig string, extra ...string) (*controllerProc, error) {
 	pprofAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, "controller.log")
-	logFile, err := os.Create(logPath)
+	metricsAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=",
-		"--pprof-bind-address="+pprofAddr, "--zap-log-level=error", "--kube-api-qps=2000", "--kube-api-burst=4000")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=",
+		"--pprof-bind-address=" + pprofAddr, "--zap-log-level=error", "--kube-api-qps=2000", "--kube-api-burst=4000",
+		// Leader election stays on, as installed; its Lease lives outside the measured namespace.
+		"--leader-election-namespace=kube-system",
+		// The benchmarks speak v1alpha1 (the storage version) only: no conversion webhook.
+		"--enable-webhook=false"}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
 		return nil, err
 	}
-	p := &controllerProc{cmd: cmd, done: make(chan error, 1), pprofAddr: pprofAddr, logPath: logPath}
-	go func() { p.done <- cmd.Wait(); _ = logFile.Close() }()
+	p := &controllerProc{cmd: cmd, exited: make(chan struct{}), pprofAddr: pprofAddr, metricsAddr: metricsAddr, logPath: logPath}
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(p.exited) }()
 	return p, nil
+}
+
+// isLeader reads the process's leader election gauge from its metrics endpoint.
+func (p *controllerProc) isLeader() bool {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + p.metricsAddr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "leader_election_master_status{") && strings.HasSuffix(line, " 1") {
+			return true
+		}
+	}
+	return false
+}
+
+// kill ends the process at once (SIGKILL: no lease release, no cleanup), as an eviction or a
+// node failure would.
+func (p *controllerProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
 }
 
 func (p *controllerProc) pid() int { return p.cmd.Process.Pid }
@@ -72,10 +125,10 @@ func (p *controllerProc) profile(d time.Duration, path string) error {
 func (p *controllerProc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.exited:
 	case <-time.After(15 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		<-p.exited
 	}
 }
 

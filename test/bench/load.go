@@ -20,6 +20,7 @@ type claimTimes struct {
 	sent, podIPs, ready time.Time
 	sandbox             string
 	err                 error
+	seen                bool // the watch showed it (it exists even if its create call failed)
 }
 
 // recorder notes, from watch events, when each claim first showed pod IPs and Ready.
@@ -60,6 +61,7 @@ func (r *recorder) observe(o any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.entry(claim.Name)
+	c.seen = true
 	if c.podIPs.IsZero() && len(claim.Status.SandboxStatus.PodIPs) > 0 {
 		c.podIPs = now
 		c.sandbox = claim.Status.SandboxStatus.Name

@@ -111,7 +111,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	logf("firing %d claims at %.0f/s", n, cfg.Rate)
 	if cfg.DeleteAfter > 0 {
-		go churn(ctx, c, rec, cfg.DeleteAfter)
+		go churn(ctx, c, rec, cfg.DeleteAfter, rec.done)
 	}
 	sendTime := fire(ctx, c, namespace, template, n, cfg.Rate, "claim", rec)
 	select {
@@ -275,8 +275,9 @@ func fillPool(ctx context.Context, c client.Client, size int) (time.Duration, er
 	return 0, fmt.Errorf("pool of %d not ready by the deadline (%d ready)%s", size, pool.Status.ReadyReplicas, podHint(ctx, c))
 }
 
-// churn deletes each claim DeleteAfter after it got pod IPs, so the pool refills under load.
-func churn(ctx context.Context, c client.Client, rec *recorder, after time.Duration) {
+// churn deletes each claim DeleteAfter after it got pod IPs, so the pool refills under load,
+// until stop is closed.
+func churn(ctx context.Context, c client.Client, rec *recorder, after time.Duration, stop <-chan struct{}) {
 	deleted := map[string]bool{}
 	for ctx.Err() == nil {
 		rec.mu.Lock()
@@ -293,7 +294,7 @@ func churn(ctx context.Context, c client.Client, rec *recorder, after time.Durat
 		}
 		select {
 		case <-ctx.Done():
-		case <-rec.done:
+		case <-stop:
 			return
 		case <-time.After(100 * time.Millisecond):
 		}

@@ -1,0 +1,50 @@
+package bench_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/test/bench"
+)
+
+// The short chaos run `make test` includes: claims keep coming while the leading controller is
+// killed twice and the API server restarts once; no claim may be lost or doubled, nothing may
+// leak. `make chaos` is the long version (docs/bench.md).
+func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	for _, bin := range []string{"kube-scheduler", "kwok"} {
+		if _, err := os.Stat(filepath.Join(assets, bin)); assets == "" || err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s missing from KUBEBUILDER_ASSETS=%q in CI: `make test` builds it", bin, assets)
+			}
+			t.Skipf("needs %s in KUBEBUILDER_ASSETS: run through `make test`", bin)
+		}
+	}
+	cfg := bench.DefaultChaos()
+	cfg.Rate, cfg.Duration, cfg.Pool, cfg.Nodes = 20, 20*time.Second, 40, 3
+	cfg.DeleteAfter, cfg.KillEvery = 2*time.Second, 8*time.Second
+	cfg.RestartAPIServerAt, cfg.RestartEtcdAt = 12*time.Second, 0
+	cfg.RepoRoot, cfg.Dir = "../..", t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	report, err := bench.RunChaos(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report.Print(os.Stdout)
+	kills := 0
+	for _, f := range report.Faults {
+		if f.Kind == "kill-leader" {
+			kills++
+		}
+	}
+	if kills != 2 || len(report.Faults) != 3 {
+		t.Errorf("faults = %+v, want two leader kills and one API server restart", report.Faults)
+	}
+	for _, v := range report.Violations() {
+		t.Error(v)
+	}
+}
