@@ -303,6 +303,11 @@ func TestCLICheck(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "ok: CRDs installed") {
 		t.Errorf("check: %q", r.stdout)
 	}
+	r = c.run("", "check", "--router", "http://127.0.0.1:1")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "ok: CRDs installed") ||
+		!strings.Contains(r.stderr, "warning: agent-sandbox is usable, with warnings: router at http://127.0.0.1:1 is not reachable") {
+		t.Errorf("check with the router down, want exit 0 and a warning: %+v", r)
+	}
 	r = c.run("", "check", "--router", "http://127.0.0.1:1", "--template", "python")
 	if r.code != 1 || !strings.Contains(r.stderr, "router at http://127.0.0.1:1 is not reachable") ||
 		!strings.Contains(r.stderr, "SandboxTemplate "+c.ns+"/python does not exist") {

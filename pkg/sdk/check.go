@@ -28,17 +28,54 @@ func RequireTemplate(name string) CheckOption {
 	return func(c *checkConfig) { c.templates = append(c.templates, name) }
 }
 
-// CheckError lists everything CheckCluster found missing; its message
-// says how to fix each problem.
+// CheckError lists everything CheckCluster found wrong, each with how to fix
+// it, in two kinds (seed 004's startup validation): Problems make
+// agent-sandbox unusable (a CRD not served, a required template missing) and
+// are fatal; Warnings do not stop sandboxes from being created and used (the
+// router did not answer /healthz: the router modes fail, the others work).
+// Use Fatal, or IsFatal on the error, to tell them apart.
 type CheckError struct {
 	Problems []string
+	Warnings []string
 }
 
+// Fatal reports whether agent-sandbox is unusable (any Problem).
+func (e *CheckError) Fatal() bool { return len(e.Problems) > 0 }
+
 func (e *CheckError) Error() string {
-	if len(e.Problems) == 1 {
-		return "agent-sandbox is not usable: " + e.Problems[0]
+	var b strings.Builder
+	if e.Fatal() {
+		b.WriteString("agent-sandbox is not usable:")
+		writeList(&b, e.Problems)
+		if len(e.Warnings) > 0 {
+			b.WriteString("\nwarnings:")
+			writeList(&b, e.Warnings)
+		}
+		return b.String()
 	}
-	return "agent-sandbox is not usable:\n  - " + strings.Join(e.Problems, "\n  - ")
+	b.WriteString("agent-sandbox is usable, with warnings:")
+	writeList(&b, e.Warnings)
+	return b.String()
+}
+
+func writeList(b *strings.Builder, items []string) {
+	if len(items) == 1 {
+		b.WriteString(" " + items[0])
+		return
+	}
+	for _, it := range items {
+		b.WriteString("\n  - " + it)
+	}
+}
+
+// IsFatal reports whether err, from CheckCluster, means agent-sandbox cannot
+// be used: any error except a CheckError that carries only warnings.
+func IsFatal(err error) bool {
+	var ce *CheckError
+	if errors.As(err, &ce) {
+		return ce.Fatal()
+	}
+	return err != nil
 }
 
 // requiredResources are the CRDs the SDK needs, by group/version.
@@ -55,15 +92,22 @@ const installCRDsHint = "install the CRDs: `kubectl apply -f config/crd/bases` f
 // CheckCluster validates the installation at startup (seed 004's startup
 // validation): the four CRDs are served (sandboxes.agents.x-k8s.io,
 // sandboxclaims/sandboxtemplates/sandboxwarmpools.extensions.agents.x-k8s.io,
-// all v1alpha1), the router answers GET /healthz with 200 when a RouterURL
-// is set, and the RequireTemplate templates exist. It returns a *CheckError
-// listing every problem with how to fix it, or nil.
+// all v1alpha1) and the RequireTemplate templates exist — fatal problems —
+// and, when a RouterURL is set, the router answers GET /healthz with 200 — a
+// warning. It returns nil when all is well, else a *CheckError listing each
+// problem and warning with how to fix it; IsFatal(err) tells whether to stop:
+//
+//	if err := c.CheckCluster(ctx); sdk.IsFatal(err) {
+//		return err // CRDs missing
+//	} else if err != nil {
+//		log.Print(err) // the router is not reachable
+//	}
 func (c *Client) CheckCluster(ctx context.Context, opts ...CheckOption) error {
 	var cc checkConfig
 	for _, o := range opts {
 		o(&cc)
 	}
-	var problems []string
+	var problems, warnings []string
 	disco := c.core.Discovery()
 	crdsOK := true
 	for _, want := range requiredResources {
@@ -107,11 +151,11 @@ func (c *Client) CheckCluster(ctx context.Context, opts ...CheckOption) error {
 	}
 	if c.opts.RouterURL != "" {
 		if err := c.checkRouter(ctx); err != nil {
-			problems = append(problems, err.Error())
+			warnings = append(warnings, err.Error())
 		}
 	}
-	if len(problems) > 0 {
-		return &CheckError{Problems: problems}
+	if len(problems) > 0 || len(warnings) > 0 {
+		return &CheckError{Problems: problems, Warnings: warnings}
 	}
 	return nil
 }

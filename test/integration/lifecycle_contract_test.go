@@ -1,0 +1,222 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// holdFinalizer keeps a pod in the API (deletionTimestamp set) until the test lets it go, the
+// way a slow kubelet or a node agent would.
+const holdFinalizer = "test.agents.x-k8s.io/hold"
+
+func setFinalizers(t *testing.T, obj client.Object, finalizers ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatalf("getting %T %s: %v", obj, obj.GetName(), err)
+	}
+	before := obj.DeepCopyObject().(client.Object)
+	obj.SetFinalizers(finalizers)
+	if err := k8s.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		t.Fatalf("setting finalizers on %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// beingDeleted checks that obj still exists with a deletionTimestamp.
+func beingDeleted(obj client.Object) func() string {
+	return func() string {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err.Error()
+		}
+		if obj.GetDeletionTimestamp() == nil {
+			return fmt.Sprintf("%T %s has no deletionTimestamp", obj, obj.GetName())
+		}
+		return ""
+	}
+}
+
+// stays checks for d that check keeps holding; it fails the test with what changed.
+func stays(t *testing.T, what string, d time.Duration, check func() string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if msg := check(); msg != "" {
+			t.Fatalf("%s: stopped holding within %s: %s", what, d, msg)
+		}
+	}
+}
+
+// Seed 000: DeleteForeground "deletes the SandboxClaim when expired using foreground cascade
+// deletion. The claim remains in the API (with a deletionTimestamp) until its underlying Sandbox
+// and Pod are fully terminated". Delete removes the claim at once and lets the rest follow.
+func TestClaimDeleteForegroundStaysVisibleUntilItsSandboxAndPodAreGone(t *testing.T) {
+	cases := []struct {
+		policy              extv1alpha1.ShutdownPolicy
+		claimWaitsForThePod bool
+	}{
+		{extv1alpha1.ShutdownPolicyDeleteForeground, true},
+		{extv1alpha1.ShutdownPolicyDelete, false},
+	}
+	ns := newNamespace(t)
+	mustCreateObj(t, aTemplate(ns, "tpl"))
+	for i, tc := range cases {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			name := fmt.Sprintf("fg-%d", i)
+			claim := withWarmPool(aClaim(ns, name, "tpl"), "none")
+			claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{ShutdownTime: &metav1.Time{Time: time.Now().Add(3 * time.Second)}, ShutdownPolicy: tc.policy}
+			mustCreateObj(t, claim)
+			pod := waitForPod(t, ns, name)
+			setFinalizers(t, pod, holdFinalizer)
+			t.Cleanup(func() { setFinalizersIfExists(pod) })
+
+			eventually(t, "pod being deleted after shutdownTime", beingDeleted(pod))
+			claimObj := &extv1alpha1.SandboxClaim{ObjectMeta: claim.ObjectMeta}
+			if !tc.claimWaitsForThePod {
+				eventually(t, "claim gone while its pod is still terminating", exists(claimObj, false))
+				return
+			}
+			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			eventually(t, "sandbox being deleted", beingDeleted(sb))
+			stays(t, "claim visible with a deletionTimestamp while its pod terminates", 2*time.Second, beingDeleted(claimObj))
+
+			setFinalizers(t, pod)
+			eventually(t, "claim gone once its pod and sandbox are", exists(claimObj, false))
+			if msg := exists(sb, false)(); msg != "" {
+				t.Errorf("claim disappeared before its sandbox: %s", msg)
+			}
+			if msg := exists(podOf(ns, name), false)(); msg != "" {
+				t.Errorf("claim disappeared before its pod: %s", msg)
+			}
+		})
+	}
+}
+
+func setFinalizersIfExists(pod *corev1.Pod) {
+	ctx := context.Background()
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil || len(pod.Finalizers) == 0 {
+		return
+	}
+	before := pod.DeepCopy()
+	pod.Finalizers = nil
+	_ = k8s.Patch(ctx, pod, client.MergeFrom(before))
+}
+
+// Seed 000: the claim's shutdownTime "is not propagated to the underlying Sandbox"; the claim
+// controller enforces it. Whether the Sandbox was created cold or adopted warm.
+func TestClaimShutdownTimeIsNotCopiedOntoTheSandbox(t *testing.T) {
+	cases := []struct {
+		name     string
+		warmpool string
+		launch   string
+	}{
+		{"cold start", "none", extv1alpha1.LaunchTypeCold},
+		{"warm adoption", "default", extv1alpha1.LaunchTypeWarm},
+	}
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "pool", "tpl", 1))
+	eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("ttl-%d", i)
+			claim := withWarmPool(aClaim(ns, name, "tpl"), tc.warmpool)
+			claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{
+				ShutdownTime:   &metav1.Time{Time: time.Now().Add(time.Hour)},
+				ShutdownPolicy: extv1alpha1.ShutdownPolicyDelete,
+			}
+			mustCreateObj(t, claim)
+			eventually(t, "claim Ready", claimReadyIs(t, ns, name, metav1.ConditionTrue, ""))
+			sb := getSandbox(t, ns, getClaim(t, ns, name).Status.SandboxStatus.Name)
+			if got := sb.Labels[extv1alpha1.LaunchTypeLabel]; got != tc.launch {
+				t.Fatalf("launch type %q, want %q (the case tests the wrong path)", got, tc.launch)
+			}
+			if sb.Spec.ShutdownTime != nil {
+				t.Errorf("sandbox %s spec.shutdownTime = %v, want unset: the claim's lifecycle stays on the claim", sb.Name, sb.Spec.ShutdownTime)
+			}
+			if got := sb.EffectiveShutdownPolicy(); got != agentsv1alpha1.ShutdownPolicyRetain {
+				t.Errorf("sandbox %s shutdownPolicy = %s, want the Sandbox default Retain, not the claim's Delete", sb.Name, got)
+			}
+		})
+	}
+}
+
+// A paused Sandbox (replicas 0) still expires at its shutdownTime, per its shutdownPolicy.
+func TestSandboxExpiresWhilePaused(t *testing.T) {
+	cases := []struct {
+		policy      agentsv1alpha1.ShutdownPolicy
+		wantSandbox bool
+	}{
+		{agentsv1alpha1.ShutdownPolicyRetain, true},
+		{agentsv1alpha1.ShutdownPolicyDelete, false},
+	}
+	ns := newNamespace(t)
+	for i, tc := range cases {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			name := fmt.Sprintf("paused-%d", i)
+			sb := aSandbox(ns, name).withHomeVolume().withReplicas(0).
+				withShutdown(time.Now().Add(3*time.Second), tc.policy).create(t)
+			eventually(t, "Ready=False/SandboxPaused before shutdownTime", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
+
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			eventually(t, "service deleted at shutdownTime", exists(svc, false))
+			eventually(t, "sandbox presence", exists(&agentsv1alpha1.Sandbox{ObjectMeta: sb.ObjectMeta}, tc.wantSandbox))
+			if !tc.wantSandbox {
+				return
+			}
+			eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
+			eventually(t, "PVC kept (Retain)", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, true))
+			if msg := exists(podOf(ns, name), false)(); msg != "" {
+				t.Errorf("an expired paused sandbox has a pod: %s", msg)
+			}
+		})
+	}
+}
+
+// Seed 002 keeps a workspace Sandbox alive by moving its shutdownTime forward. A Retain Sandbox
+// whose shutdownTime has passed comes back (pod, service, readiness) once the time is moved into
+// the future again; with replicas 0 → 1 in the same patch, as seed 002 resumes.
+func TestSandboxShutdownTimeRefreshedAfterExpiryBringsItBack(t *testing.T) {
+	cases := []struct {
+		name        string
+		startPaused bool
+	}{
+		{"expired while running, refreshed", false},
+		{"expired while paused, refreshed and resumed", true},
+	}
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("refresh-%d", i)
+			b := aSandbox(ns, name).withHomeVolume().withShutdown(time.Now().Add(3*time.Second), agentsv1alpha1.ShutdownPolicyRetain)
+			if tc.startPaused {
+				b.withReplicas(0)
+			}
+			b.create(t)
+			eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
+
+			sb := getSandbox(t, ns, name)
+			before := sb.DeepCopy()
+			sb.Spec.ShutdownTime = &metav1.Time{Time: time.Now().Add(time.Hour)}
+			one := int32(1)
+			sb.Spec.Replicas = &one
+			if err := k8s.Patch(context.Background(), sb, client.MergeFrom(before)); err != nil {
+				t.Fatalf("refreshing shutdownTime: %v", err)
+			}
+			eventually(t, "Ready=True after the refresh", readyIs(t, ns, name, metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+			st := getSandbox(t, ns, name).Status
+			if len(st.PodIPs) == 0 || st.ServiceFQDN == "" {
+				t.Errorf("status after refresh = %+v, want pod IPs and a service again", st)
+			}
+			eventually(t, "PVC still there", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, true))
+		})
+	}
+}

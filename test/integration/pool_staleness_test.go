@@ -1,0 +1,143 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+)
+
+func editTemplate(t *testing.T, tmpl *extv1alpha1.SandboxTemplate, edit func(*extv1alpha1.SandboxTemplate)) {
+	t.Helper()
+	latest := &extv1alpha1.SandboxTemplate{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tmpl), latest); err != nil {
+		t.Fatal(err)
+	}
+	edit(latest)
+	if err := k8s.Update(context.Background(), latest); err != nil {
+		t.Fatalf("editing template: %v", err)
+	}
+}
+
+// membersFrom checks that the pool has exactly n live members and that all were made from the
+// named template.
+func membersFrom(t *testing.T, ns string, n int, template string) func() string {
+	return func() string {
+		live := liveMembers(t, ns)
+		if len(live) != n {
+			return fmt.Sprintf("%d members, want %d", len(live), n)
+		}
+		for _, sb := range sandboxesIn(t, ns) {
+			if live[sb.Name] && sb.Annotations[extv1alpha1.TemplateRefAnnotation] != template {
+				return fmt.Sprintf("member %s made from template %q, want %q", sb.Name, sb.Annotations[extv1alpha1.TemplateRefAnnotation], template)
+			}
+		}
+		return ""
+	}
+}
+
+// Seed 000, Recreate: "stale pods are deleted immediately … This applies to PodTemplate spec
+// changes only. Changes to annotations or labels in the template do not trigger recreate."
+func TestRecreatePoolReplacesMembersOnlyWhenThePodSpecChanges(t *testing.T) {
+	cases := []struct {
+		name      string
+		edit      func(*extv1alpha1.SandboxTemplate)
+		wantStale bool
+	}{
+		{"pod labels and annotations edited: members kept", func(tm *extv1alpha1.SandboxTemplate) {
+			tm.Spec.PodTemplate.Metadata.Labels["team"] = "blue"
+			tm.Spec.PodTemplate.Metadata.Annotations = map[string]string{"note": "edited"}
+		}, false},
+		{"template object's own labels edited: members kept", func(tm *extv1alpha1.SandboxTemplate) {
+			tm.Labels = map[string]string{"owner": "platform"}
+		}, false},
+		{"container env edited: members replaced", func(tm *extv1alpha1.SandboxTemplate) {
+			tm.Spec.PodTemplate.Spec.Containers[0].Env = append(tm.Spec.PodTemplate.Spec.Containers[0].Env, corev1.EnvVar{Name: "NEW", Value: "1"})
+		}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			startFakeKubelet(t, ns)
+			tmpl := aTemplate(ns, "tpl")
+			pool := aPool(ns, "pool", "tpl", 2)
+			pool.Spec.UpdateStrategy.Type = extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType
+			mustCreateObj(t, tmpl, pool)
+			eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
+			old := liveMembers(t, ns)
+
+			editTemplate(t, tmpl, tc.edit)
+			if tc.wantStale {
+				eventually(t, "both members replaced", func() string {
+					for name := range liveMembers(t, ns) {
+						if old[name] {
+							return "stale member " + name + " still in the pool"
+						}
+					}
+					return poolReady(t, ns, "pool", 2)()
+				})
+				return
+			}
+			// The template edit alone reconciles the pool (template watch); a scale-up after it
+			// proves the pool has seen the edited template.
+			patchPoolReplicas(t, pool, 3)
+			eventually(t, "3 ready", poolReady(t, ns, "pool", 3))
+			stays(t, "the original members stay", 2*time.Second, func() string {
+				now := liveMembers(t, ns)
+				for name := range old {
+					if !now[name] {
+						return "member " + name + " was replaced after a metadata-only edit"
+					}
+				}
+				return ""
+			})
+		})
+	}
+}
+
+// Seed 000: the update strategy governs "sandboxTemplateRef name change or underlying template
+// changes". Pointing a pool at another template makes every member stale: Recreate replaces them
+// at once; OnReplenish keeps them until they go, and builds their replacements from the new one.
+func TestPoolWhoseTemplateRefChangesReplacesItsMembers(t *testing.T) {
+	cases := []struct {
+		strategy extv1alpha1.SandboxWarmPoolUpdateStrategyType
+	}{
+		{extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType},
+		{extv1alpha1.OnReplenishSandboxWarmPoolUpdateStrategyType},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.strategy), func(t *testing.T) {
+			ns := newNamespace(t)
+			startFakeKubelet(t, ns)
+			pool := aPool(ns, "pool", "python", 2)
+			pool.Spec.UpdateStrategy.Type = tc.strategy
+			mustCreateObj(t, aTemplate(ns, "python"), aTemplate(ns, "node"), pool)
+			eventually(t, "2 members from python", membersFrom(t, ns, 2, "python"))
+			eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
+
+			p := &extv1alpha1.SandboxWarmPool{}
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pool), p); err != nil {
+				t.Fatal(err)
+			}
+			p.Spec.TemplateRef.Name = "node"
+			if err := k8s.Update(context.Background(), p); err != nil {
+				t.Fatalf("changing sandboxTemplateRef: %v", err)
+			}
+			if tc.strategy == extv1alpha1.OnReplenishSandboxWarmPoolUpdateStrategyType {
+				stays(t, "OnReplenish keeps the python members", 2*time.Second, membersFrom(t, ns, 2, "python"))
+				for _, sb := range sandboxesIn(t, ns) {
+					if err := k8s.Delete(context.Background(), &sb); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			eventually(t, "2 members from node", membersFrom(t, ns, 2, "node"))
+			eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
+		})
+	}
+}
