@@ -66,6 +66,11 @@ func TestFilesNested(t *testing.T) {
 				}
 			}
 
+			if mode != ModeExec {
+				if _, err := f.Read(ctx, "a/b"); !isStatus(err, http.StatusBadRequest) {
+					t.Errorf("Read of a directory = %v, want a 400 error (not its JSON listing)", err)
+				}
+			}
 			if err := f.Remove(ctx, "a/b", false); !isStatus(err, http.StatusConflict) {
 				t.Errorf("Remove non-empty dir = %v, want 409", err)
 			}

@@ -370,9 +370,15 @@ func modeQuery(perm fs.FileMode) url.Values {
 // ---- files ----
 
 func (t *httpTransport) readFile(ctx context.Context, p string) (io.ReadCloser, error) {
-	resp, err := t.do(ctx, &request{method: http.MethodGet, path: "/v1/files/" + filePath(p)})
+	r := &request{method: http.MethodGet, path: "/v1/files/" + filePath(p)}
+	resp, err := t.do(ctx, r)
 	if err != nil {
 		return nil, err
+	}
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, wire.ContentTypeJSON) {
+		// A directory: sandboxd answers with its listing (upstream's API); reading one is an error.
+		resp.Body.Close()
+		return nil, &APIError{Status: http.StatusBadRequest, Message: "path is a directory; use DownloadDir or List", Op: r.op()}
 	}
 	return resp.Body, nil
 }
