@@ -56,6 +56,18 @@ type SandboxWarmPoolStatus struct {
 	// selector is the label selector used to find the pods in the pool.
 	// +optional
 	Selector string `json:"selector,omitempty"`
+
+	// observedGeneration is the pool generation the controller last acted on.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are the pool's observations: Ready says whether every member is ready and, if
+	// not, why (Filling, MembersUnschedulable, TemplateNotFound).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // SandboxWarmPool is the Schema for the sandboxwarmpools API.

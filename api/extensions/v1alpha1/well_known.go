@@ -41,6 +41,19 @@ const (
 	ReasonSandboxMissing = "SandboxMissing"
 )
 
+// Condition type and reasons of a SandboxWarmPool, and its event reasons.
+const (
+	PoolConditionReady = "Ready"
+
+	ReasonPoolReady            = "PoolReady"
+	ReasonPoolFilling          = "Filling"
+	ReasonMembersUnschedulable = "MembersUnschedulable"
+	ReasonPoolTemplateNotFound = "TemplateNotFound"
+
+	// EventMemberNotReady: a member that never became Ready in time was replaced.
+	EventMemberNotReady = "MemberNotReady"
+)
+
 // Event reasons of a SandboxTemplate.
 const (
 	// EventReservedPodMetadata: the template's pod labels or annotations use a reserved domain

@@ -1,6 +1,7 @@
 package v1beta1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	hub "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -11,11 +12,16 @@ import (
 const defaultPoolReplicas int32 = 1
 
 // poolBetaState is what a v1beta1 pool has and v1alpha1 lacks, kept on the stored object: the
-// difference between an unset and a defaulted field, and status.observedGeneration.
+// difference between an unset and a defaulted field.
 type poolBetaState struct {
-	ReplicasUnset      bool  `json:"replicasUnset,omitempty"`
-	EmptyUpdateType    bool  `json:"emptyUpdateStrategy,omitempty"`
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ReplicasUnset   bool `json:"replicasUnset,omitempty"`
+	EmptyUpdateType bool `json:"emptyUpdateStrategy,omitempty"`
+}
+
+// poolAlphaState is what a v1alpha1 pool has and v1beta1 lacks, kept on the served object:
+// status.conditions.
+type poolAlphaState struct {
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ConvertTo converts this v1beta1 SandboxWarmPool to the hub (v1alpha1).
@@ -23,8 +29,9 @@ func (src *SandboxWarmPool) ConvertTo(dstRaw conversion.Hub) error {
 	dst := dstRaw.(*hub.SandboxWarmPool)
 	in := src.DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
-	convstate.Pop(&dst.ObjectMeta, hub.SandboxWarmPoolConversionAnnotation, &struct{}{})
-	beta := poolBetaState{ObservedGeneration: in.Status.ObservedGeneration}
+	var alpha poolAlphaState
+	convstate.Pop(&dst.ObjectMeta, hub.SandboxWarmPoolConversionAnnotation, &alpha)
+	var beta poolBetaState
 	replicas := defaultPoolReplicas
 	if in.Spec.Replicas != nil {
 		replicas = *in.Spec.Replicas
@@ -42,9 +49,11 @@ func (src *SandboxWarmPool) ConvertTo(dstRaw conversion.Hub) error {
 		UpdateStrategy: strategy,
 	}
 	dst.Status = hub.SandboxWarmPoolStatus{
-		Replicas:      in.Status.Replicas,
-		ReadyReplicas: in.Status.ReadyReplicas,
-		Selector:      in.Status.Selector,
+		Replicas:           in.Status.Replicas,
+		ReadyReplicas:      in.Status.ReadyReplicas,
+		Selector:           in.Status.Selector,
+		ObservedGeneration: in.Status.ObservedGeneration,
+		Conditions:         alpha.Conditions,
 	}
 	return convstate.Put(&dst.ObjectMeta, hub.SandboxWarmPoolConversionAnnotation, beta, beta != (poolBetaState{}))
 }
@@ -72,7 +81,8 @@ func (dst *SandboxWarmPool) ConvertFrom(srcRaw conversion.Hub) error {
 		Replicas:           in.Status.Replicas,
 		ReadyReplicas:      in.Status.ReadyReplicas,
 		Selector:           in.Status.Selector,
-		ObservedGeneration: beta.ObservedGeneration,
+		ObservedGeneration: in.Status.ObservedGeneration,
 	}
-	return nil
+	alpha := poolAlphaState{Conditions: in.Status.Conditions}
+	return convstate.Put(&dst.ObjectMeta, hub.SandboxWarmPoolConversionAnnotation, alpha, len(alpha.Conditions) > 0)
 }

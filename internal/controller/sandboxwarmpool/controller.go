@@ -4,9 +4,13 @@ package sandboxwarmpool
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,6 +45,11 @@ type Reconciler struct {
 	MaxBatch int
 	// PodRules filter the template's pod metadata (reserved keys, the router's labels).
 	PodRules podmeta.Rules
+	// MemberReadyTimeout is how long a member may stay not Ready (unless unschedulable) before
+	// it is replaced (default DefaultMemberReadyTimeout).
+	MemberReadyTimeout time.Duration
+	// Now is the clock (tests may replace it).
+	Now func() time.Time
 
 	expect expectations
 }
@@ -78,7 +87,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if apierrors.IsNotFound(err) {
 		// Keep reporting what exists; the template watch brings us back when it appears.
 		r.Recorder.Eventf(pool, corev1.EventTypeWarning, ReasonTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
-		return ctrl.Result{}, r.writeStatus(ctx, pool, classify(pool, members, nil, &r.expect))
+		m := classify(pool, members, nil, &r.expect)
+		return ctrl.Result{}, r.writeStatus(ctx, pool, m, assess(m.active, r.now(), r.memberReadyTimeout(pool)), false)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -88,6 +98,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var errs []error
 	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
 		errs = append(errs, r.deleteMembers(ctx, pool, m.stale))
+		m = classify(pool, members, tmpl, &r.expect)
+	}
+	h := assess(m.active, r.now(), r.memberReadyTimeout(pool))
+	if len(h.unschedulable) > 0 {
+		// Replacing them would not help: say so, keep them, let the scheduler place them.
+		r.Recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersUnschedulable,
+			"%d warm sandboxes cannot be scheduled; they are kept, not replaced", len(h.unschedulable))
+	}
+	if len(h.overdue) > 0 {
+		errs = append(errs, r.replaceOverdue(ctx, pool, h.overdue))
 		m = classify(pool, members, tmpl, &r.expect)
 	}
 	desired := int(pool.Spec.Replicas)
@@ -101,8 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case have > desired && !r.expect.pendingCreates(req.NamespacedName):
 		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch()))))
 	}
-	errs = append(errs, r.writeStatus(ctx, pool, m))
-	return ctrl.Result{}, joinErrs(errs)
+	errs = append(errs, r.writeStatus(ctx, pool, m, h, true))
+	// Come back when the next starting member crosses the timeout (member events do the rest).
+	return ctrl.Result{RequeueAfter: h.nextDue}, joinErrs(errs)
 }
 
 func (r *Reconciler) members(ctx context.Context, pool *extv1alpha1.SandboxWarmPool) ([]agentsv1alpha1.Sandbox, error) {
@@ -118,13 +139,16 @@ func (r *Reconciler) maxBatch() int {
 	return r.MaxBatch
 }
 
-func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, m membership) error {
+func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, m membership, h health, templateFound bool) error {
 	status := extv1alpha1.SandboxWarmPoolStatus{
-		Replicas:      int32(len(m.active)),
-		ReadyReplicas: int32(m.ready),
-		Selector:      extv1alpha1.WarmPoolLabel + "=" + poolHash(pool),
+		Replicas:           int32(len(m.active)),
+		ReadyReplicas:      int32(m.ready),
+		Selector:           extv1alpha1.WarmPoolLabel + "=" + poolHash(pool),
+		ObservedGeneration: pool.Generation,
+		Conditions:         append([]metav1.Condition(nil), pool.Status.Conditions...),
 	}
-	if pool.Status == status {
+	meta.SetStatusCondition(&status.Conditions, readyCondition(pool, m.ready, h, templateFound))
+	if equality.Semantic.DeepEqual(pool.Status, status) {
 		return nil
 	}
 	original := pool.DeepCopy()
