@@ -13,6 +13,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
@@ -31,6 +32,7 @@ func main() {
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", sandbox.DefaultClusterDomain, "Cluster DNS domain used in status.serviceFQDN.")
 	fs.IntVar(&opts.SandboxWorkers, "sandbox-workers", 16, "Sandboxes reconciled in parallel.")
 	fs.IntVar(&opts.ClaimWorkers, "claim-workers", 32, "SandboxClaims reconciled in parallel.")
+	fs.DurationVar(&opts.MemberReadyTimeout, "warm-member-ready-timeout", sandboxwarmpool.DefaultMemberReadyTimeout, "A warm pool member not Ready this long after creation is replaced (unschedulable ones are kept and reported); a pool's agents.x-k8s.io/member-ready-timeout annotation overrides it.")
 	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", 250*time.Millisecond, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
 	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")
 	routerLabels := fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods.")

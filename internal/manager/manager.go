@@ -52,6 +52,9 @@ type Options struct {
 	SkipNameValidation bool // tests start several managers in one process
 	// Router is who may reach sandboxes under a template's default NetworkPolicy.
 	Router sandboxtemplate.RouterPeer
+	// MemberReadyTimeout is how long a warm pool member may stay not Ready before it is
+	// replaced (default sandboxwarmpool.DefaultMemberReadyTimeout).
+	MemberReadyTimeout time.Duration
 	// RefillQuiet is how long pool refills wait after the last claim (default 250ms).
 	RefillQuiet time.Duration
 	// PprofAddr serves net/http/pprof when set (profiling the hot path in benchmarks).
@@ -152,6 +155,8 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Recorder: mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
 		Gate:     warmpool.NewGate(pacer, maxHold),
 		PodRules: podRules,
+
+		MemberReadyTimeout: opts.MemberReadyTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}
