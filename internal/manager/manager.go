@@ -38,18 +38,18 @@ import (
 // Options configures the manager. The zero value is usable: no metrics or probe listeners,
 // no leader election.
 type Options struct {
-	MetricsAddr        string // "0" or "" disables
-	ProbeAddr          string // "" disables
-	LeaderElection     bool
-	LeaderElectionID   string
-	LeaderElectionNS   string
+	MetricsAddr      string // "0" or "" disables
+	ProbeAddr        string // "" disables
+	LeaderElection   bool
+	LeaderElectionID string
+	LeaderElectionNS string
 	// Lease timings (controller-runtime's defaults when zero: 15s, 10s, 2s). A killed leader's
 	// lease must expire before a standby takes over, so LeaseDuration bounds failover time.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	ClusterDomain      string
-	SandboxWorkers     int
-	ClaimWorkers       int
-	SkipNameValidation bool // tests start several managers in one process
+	ClusterDomain                             string
+	SandboxWorkers                            int
+	ClaimWorkers                              int
+	SkipNameValidation                        bool // tests start several managers in one process
 	// Router is who may reach sandboxes under a template's default NetworkPolicy.
 	Router sandboxtemplate.RouterPeer
 	// MemberReadyTimeout is how long a warm pool member may stay not Ready before it is
