@@ -123,6 +123,17 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("registering cache indexes: %w", err)
 	}
+	if err := addReconcilers(mgr, opts); err != nil {
+		return nil, err
+	}
+	if err := addWebhookAndProbes(mgr, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// addReconcilers registers every reconciler, sharing the claim pacer and the pod metadata rules.
+func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	quiet := opts.RefillQuiet
 	if quiet == 0 {
 		quiet = 250 * time.Millisecond
@@ -141,14 +152,14 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Gate:                    warmpool.NewGate(pacer, maxHold),
 		PodRules:                podRules,
 	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up sandbox controller: %w", err)
+		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}
 	if err := (&sandboxtemplate.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorderFor("sandboxtemplate-controller"),
 		Router:   opts.Router,
 	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up sandboxtemplate controller: %w", err)
+		return fmt.Errorf("setting up sandboxtemplate controller: %w", err)
 	}
 	if err := (&sandboxwarmpool.Reconciler{
 		Client:   mgr.GetClient(),
@@ -158,7 +169,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 
 		MemberReadyTimeout: opts.MemberReadyTimeout,
 	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
+		return fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}
 	if err := (&sandboxclaim.Reconciler{
 		Client:                  mgr.GetClient(),
@@ -169,19 +180,16 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		MaxConcurrentReconciles: opts.ClaimWorkers,
 		PodRules:                podRules,
 	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up sandboxclaim controller: %w", err)
+		return fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}
 	if opts.ScopedTokens != nil {
 		if err := (&routertoken.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: opts.ScopedTokens,
 		}).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up routertoken controller: %w", err)
+			return fmt.Errorf("setting up routertoken controller: %w", err)
 		}
 	}
-	if err := addWebhookAndProbes(mgr, opts); err != nil {
-		return nil, err
-	}
-	return mgr, nil
+	return nil
 }
 
 // addWebhookAndProbes serves the conversion webhook when asked, and the health probes; the
