@@ -30,6 +30,7 @@ var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1
 // at start and then every interval, so a renewed CA reaches the CRDs without a restart.
 type crdConfigurer struct {
 	client   client.Client
+	crds     []string
 	service  ServiceRef
 	caFile   string // empty: the caBundle is someone else's (cert-controller)
 	interval time.Duration
@@ -38,7 +39,7 @@ type crdConfigurer struct {
 func (c *crdConfigurer) Start(ctx context.Context) error {
 	log := ctrl.Log.WithName("conversion-webhook").WithName("crds")
 	for {
-		for _, name := range CRDs {
+		for _, name := range c.crds {
 			if err := c.configure(ctx, name); err != nil {
 				log.Error(err, "pointing the CRD's conversion at the webhook", "crd", name)
 			}

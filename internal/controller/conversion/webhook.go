@@ -50,6 +50,8 @@ type Options struct {
 	// Service, when set, is kept in the CRDs' spec.conversion (with caBundle = CertDir/ca.crt
 	// unless CertRotation manages it); nil leaves the CRDs as installed (envtest, dev cluster).
 	Service *ServiceRef
+	// CRDs whose conversion this webhook serves; the four of ours when empty (tests use others).
+	CRDs []string
 }
 
 // CertRotation names what the controller's own certificate management touches.
@@ -63,33 +65,16 @@ type CertRotation struct {
 // is in place (immediately without CertRotation) and runs on every replica, leader or not.
 // The returned checker passes once the server accepts TLS connections.
 func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
+	if len(opts.CRDs) == 0 {
+		opts.CRDs = CRDs
+	}
 	server := webhook.NewServer(webhook.Options{Host: opts.Host, Port: opts.Port, CertDir: opts.CertDir,
 		CertName: opts.CertName, KeyName: opts.KeyName})
 	server.Register(Path, conversion.NewWebhookHandler(mgr.GetScheme()))
 	ready := make(chan struct{})
-	if r := opts.CertRotation; r != nil {
-		if r.Namespace == "" || r.SecretName == "" || r.ServiceName == "" {
-			return nil, errors.New("webhook certificate rotation needs a namespace, a Secret and a Service name")
-		}
-		webhooks := make([]rotator.WebhookInfo, len(CRDs))
-		for i, crd := range CRDs {
-			webhooks[i] = rotator.WebhookInfo{Name: crd, Type: rotator.CRDConversion}
-		}
-		err := rotator.AddRotator(mgr, &rotator.CertRotator{
-			SecretKey:      types.NamespacedName{Namespace: r.Namespace, Name: r.SecretName},
-			CertDir:        opts.CertDir,
-			CertName:       opts.CertName,
-			KeyName:        opts.KeyName,
-			CAName:         "agent-sandbox-ca",
-			CAOrganization: "agent-sandbox",
-			DNSName:        fmt.Sprintf("%s.%s.svc", r.ServiceName, r.Namespace),
-			ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", r.ServiceName, r.Namespace)},
-			IsReady:        ready,
-			Webhooks:       webhooks,
-			FieldOwner:     "agent-sandbox-controller",
-		})
-		if err != nil {
-			return nil, fmt.Errorf("setting up webhook certificate rotation: %w", err)
+	if opts.CertRotation != nil {
+		if err := addRotator(mgr, opts, ready); err != nil {
+			return nil, err
 		}
 	} else {
 		close(ready)
@@ -98,7 +83,7 @@ func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 		return nil, err
 	}
 	if opts.Service != nil {
-		c := &crdConfigurer{client: mgr.GetClient(), service: *opts.Service, interval: time.Minute}
+		c := &crdConfigurer{client: mgr.GetClient(), crds: opts.CRDs, service: *opts.Service, interval: time.Minute}
 		if opts.CertRotation == nil {
 			c.caFile = filepath.Join(opts.CertDir, "ca.crt")
 		}
@@ -107,6 +92,36 @@ func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 		}
 	}
 	return server.StartedChecker(), nil
+}
+
+// addRotator has cert-controller keep a CA and a serving certificate for the Service in the
+// Secret, inject the CA into the CRDs, and close ready once the certificate is on disk.
+func addRotator(mgr ctrl.Manager, opts Options, ready chan struct{}) error {
+	r := opts.CertRotation
+	if r.Namespace == "" || r.SecretName == "" || r.ServiceName == "" {
+		return errors.New("webhook certificate rotation needs a namespace, a Secret and a Service name")
+	}
+	webhooks := make([]rotator.WebhookInfo, len(opts.CRDs))
+	for i, crd := range opts.CRDs {
+		webhooks[i] = rotator.WebhookInfo{Name: crd, Type: rotator.CRDConversion}
+	}
+	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: r.Namespace, Name: r.SecretName},
+		CertDir:        opts.CertDir,
+		CertName:       opts.CertName,
+		KeyName:        opts.KeyName,
+		CAName:         "agent-sandbox-ca",
+		CAOrganization: "agent-sandbox",
+		DNSName:        fmt.Sprintf("%s.%s.svc", r.ServiceName, r.Namespace),
+		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", r.ServiceName, r.Namespace)},
+		IsReady:        ready,
+		Webhooks:       webhooks,
+		FieldOwner:     "agent-sandbox-controller",
+	})
+	if err != nil {
+		return fmt.Errorf("setting up webhook certificate rotation: %w", err)
+	}
+	return nil
 }
 
 // gatedServer starts the webhook server once its certificate exists.
