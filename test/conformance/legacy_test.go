@@ -9,6 +9,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
 // multipartUpload builds the body of a legacy POST /upload as each client does: the Python SDK
@@ -132,6 +135,8 @@ func TestLegacyRuntime(t *testing.T) {
 			wantStatus: 404, wantJSON: `{"message":"File not found"}`},
 		{name: "list", client: python, method: "GET", path: "list/dir%2Fsub",
 			wantStatus: 200, wantJSON: `[{"name":"f.txt","size":11,"type":"file"}]`, ignore: []string{"mod_time"}},
+		{name: "go list of the root, '.' quoted as %2E", client: goSDK, method: "GET", path: "list/%2E",
+			wantStatus: 200, wantJSON: `[{"name":"dir","type":"directory"},{"name":"plain.txt","type":"file"}]`, ignore: []string{"mod_time", "size"}},
 		{name: "list not a directory", client: goSDK, method: "GET", path: "list/plain.txt",
 			wantStatus: 404, wantJSON: `{"message":"Path is not a directory"}`},
 		{name: "exists", client: python, method: "GET", path: "exists/dir%2Fsub%2Ff.txt",
@@ -147,6 +152,25 @@ func TestLegacyRuntime(t *testing.T) {
 			t.Fatal("the refused upload was written outside the root")
 		}
 	})
+}
+
+// TestLegacyTimeout: a command running past the runtime's timeout is killed and answered with
+// exit_code 1 and "Failed to execute command: ..." on stderr, as the python runtime does.
+func TestLegacyTimeout(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target, _ string) {
+		resp := send(t, tg, python, "POST", "execute", executeBody(python, "sleep 30"), "application/json")
+		var res struct {
+			Stdout   string `json:"stdout"`
+			Stderr   string `json:"stderr"`
+			ExitCode int    `json:"exit_code"`
+		}
+		if err := json.Unmarshal(readBody(t, resp), &res); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %v", resp.StatusCode, err)
+		}
+		if res.ExitCode != 1 || !strings.HasPrefix(res.Stderr, "Failed to execute command: ") || !strings.Contains(res.Stderr, "timed out") {
+			t.Fatalf("exit_code %d, stderr %q; want 1 and a Failed to execute command: ... timed out message", res.ExitCode, res.Stderr)
+		}
+	}, sdktest.SandboxdOptions{ExecTimeout: 300 * time.Millisecond})
 }
 
 // TestLegacyLargeOutput: upstream returns all of a command's output; so do we, here 17 MiB

@@ -38,14 +38,14 @@ type target struct {
 
 // forEachTarget runs f against a fresh sandboxd, once directly and once through a router in
 // front of it; root is the sandbox root directory.
-func forEachTarget(t *testing.T, f func(t *testing.T, tg target, root string)) {
+func forEachTarget(t *testing.T, f func(t *testing.T, tg target, root string), opts ...sdktest.SandboxdOptions) {
 	for _, viaRouter := range []bool{false, true} {
 		name := "direct"
 		if viaRouter {
 			name = "router"
 		}
 		t.Run(name, func(t *testing.T) {
-			d := sdktest.NewSandboxd(t)
+			d := sdktest.NewSandboxd(t, opts...)
 			tg := target{name: name, baseURL: d.URL, grpc: strings.TrimPrefix(d.URL, "http://")}
 			if viaRouter {
 				r := sdktest.NewRouter(t)
