@@ -158,3 +158,17 @@ func waitClaimBound(t *testing.T, w watch.Interface) string {
 	t.Fatal("the claim watch ended before the claim was Ready")
 	return ""
 }
+
+func TestConversionV1beta1ClaimWaitsForItsPool(t *testing.T) {
+	ns := newNamespace(t)
+	startFakeKubelet(t, ns)
+	mustCreateObj(t, aTemplate(ns, "tpl"), betaClaim(ns, "early", "late-pool"))
+	eventually(t, "Ready=False/WarmPoolNotFound", claimReadyIs(t, ns, "early", metav1.ConditionFalse, extv1alpha1.ReasonWarmPoolNotFound))
+
+	mustCreateObj(t, aPool(ns, "late-pool", "tpl", 1))
+	var name string
+	eventually(t, "claim Ready once its pool exists", betaClaimReady(ns, "early", &name))
+	if sb := getSandbox(t, ns, name); metav1.GetControllerOf(sb) == nil || metav1.GetControllerOf(sb).Name != "early" {
+		t.Errorf("sandbox %s is not controlled by the claim: %v", name, sb.OwnerReferences)
+	}
+}

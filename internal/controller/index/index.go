@@ -19,6 +19,9 @@ const (
 	ClaimTemplate = "spec.sandboxTemplateRef.name"
 	// PoolTemplate indexes SandboxWarmPools by spec.sandboxTemplateRef.name.
 	PoolTemplate = "spec.sandboxTemplateRef.name"
+	// ClaimWarmPool indexes SandboxClaims by the one warm pool they name in spec.warmpool
+	// (v1beta1's warmPoolRef); claims with "none" or "default" are not indexed.
+	ClaimWarmPool = "spec.warmpool"
 )
 
 // Register adds every index to the manager's cache.
@@ -33,6 +36,16 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 	}
 	if err := indexer.IndexField(ctx, &extv1alpha1.SandboxClaim{}, ClaimTemplate, func(o client.Object) []string {
 		return []string{o.(*extv1alpha1.SandboxClaim).Spec.TemplateRef.Name}
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &extv1alpha1.SandboxClaim{}, ClaimWarmPool, func(o client.Object) []string {
+		switch p := o.(*extv1alpha1.SandboxClaim).EffectiveWarmPool(); p {
+		case extv1alpha1.WarmPoolPolicyNone, extv1alpha1.WarmPoolPolicyDefault:
+			return nil
+		default:
+			return []string{string(p)}
+		}
 	}); err != nil {
 		return err
 	}

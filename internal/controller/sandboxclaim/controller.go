@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -211,6 +212,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&agentsv1alpha1.Sandbox{}).
 		Watches(&agentsv1alpha1.Sandbox{}, warmQueueFeeder(r.Queue)).
 		Watches(&extv1alpha1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate)).
+		Watches(&extv1alpha1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool), builder.WithPredicates(poolCreated)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("sandboxclaim").
 		Complete(r)

@@ -6,8 +6,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 )
 
 // templateOf returns the template a claim is served from: its sandboxTemplateRef, or, when that
@@ -26,7 +31,7 @@ func (r *Reconciler) templateOf(ctx context.Context, claim *extv1alpha1.SandboxC
 		err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: string(policy)}, pool)
 		if apierrors.IsNotFound(err) {
 			return nil, &userError{extv1alpha1.ReasonWarmPoolNotFound,
-				fmt.Sprintf("SandboxWarmPool %q not found", policy)}
+				fmt.Sprintf("SandboxWarmPool %q not found; the claim proceeds once it exists", policy)}
 		}
 		if err != nil {
 			return nil, err
@@ -43,4 +48,28 @@ func (r *Reconciler) templateOf(ctx context.Context, claim *extv1alpha1.SandboxC
 		return nil, err
 	}
 	return tmpl, nil
+}
+
+// poolCreated passes only pool creations: a claim waiting for a pool it names (WarmPoolNotFound)
+// proceeds once the pool exists.
+var poolCreated = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return true },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// unboundClaimsOfPool wakes the unbound claims that name a pool that just appeared.
+func (r *Reconciler) unboundClaimsOfPool(ctx context.Context, o client.Object) []reconcile.Request {
+	claims := &extv1alpha1.SandboxClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ClaimWarmPool: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range claims.Items {
+		if claims.Items[i].Status.SandboxStatus.Name == "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
+		}
+	}
+	return reqs
 }
