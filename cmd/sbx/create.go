@@ -17,7 +17,7 @@ import (
 func (a *app) createCommand() *cobra.Command {
 	var (
 		template, name, warmPool, shutdownPolicy, output string
-		env, labels, podLabels                           []string
+		env, labels, podLabels, onCreate                 []string
 		ttl, timeout                                     time.Duration
 		noWait, keep                                     bool
 	)
@@ -27,10 +27,14 @@ func (a *app) createCommand() *cobra.Command {
 		Long: `Create a SandboxClaim of a SandboxTemplate and wait until its sandbox has a pod IP.
 Progress (elapsed time and the current Ready reason) goes to stderr; the claim's
 name goes to stdout, so NAME=$(sbx create --template python) works in scripts.
-If waiting fails, the claim is deleted again unless --keep-on-failure is given.`,
+If waiting fails, the claim is deleted again unless --keep-on-failure is given.
+--on-create commands run in the sandbox (sh -c), in order, once it is ready and before
+sbx create returns; if one fails (exit status not 0), sbx create fails with its
+output and the claim is deleted again unless --keep-on-failure is given.`,
 		Example: `  sbx create --template python
   sbx create --template python --name conv-42 --ttl 1h --env API_MODE=test -l team=a
-  sbx create --template python --warmpool none --timeout 5m`,
+  sbx create --template python --warmpool none --timeout 5m
+  sbx create --template python --on-create 'pip install -r requirements.txt'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if template == "" {
@@ -83,6 +87,9 @@ If waiting fails, the claim is deleted again unless --keep-on-failure is given.`
 			if keep {
 				opts = append(opts, sdk.KeepOnFailure())
 			}
+			for _, h := range onCreate {
+				opts = append(opts, sdk.OnCreate(sdk.Shell(h)))
+			}
 			if err := checkOutput(output, "", "name", "json", "yaml"); err != nil {
 				return err
 			}
@@ -122,7 +129,8 @@ If waiting fails, the claim is deleted again unless --keep-on-failure is given.`
 	f.StringVar(&shutdownPolicy, "shutdown-policy", "", "what happens at the TTL: Delete, DeleteForeground or Retain (the API default)")
 	f.DurationVar(&timeout, "timeout", 0, "how long to wait for the sandbox to be ready (default 2m)")
 	f.BoolVar(&noWait, "no-wait", false, "return once the claim exists, without waiting")
-	f.BoolVar(&keep, "keep-on-failure", false, "keep the claim when waiting for it fails")
+	f.BoolVar(&keep, "keep-on-failure", false, "keep the claim when waiting for it or an --on-create command fails")
+	f.StringArrayVar(&onCreate, "on-create", nil, "shell command run in the sandbox once it is ready, before returning (repeatable, in order)")
 	f.StringVarP(&output, "output", "o", "", "output: name (default), json or yaml")
 	return cmd
 }

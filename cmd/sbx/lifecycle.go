@@ -32,15 +32,23 @@ and the Service stay. sbx resume brings a new pod up on the same volumes.`,
 
 func (a *app) resumeCommand() *cobra.Command {
 	var timeout time.Duration
+	var onResume []string
 	cmd := &cobra.Command{
 		Use:   "resume NAME...",
 		Short: "Resume paused sandboxes and wait until they are ready",
-		Args:  atLeastOneName,
+		Long: `Resume scales each sandbox back to one replica and waits until its new pod is ready.
+--on-resume commands then run in it (sh -c), in order, before sbx resume reports it; if
+one fails, sbx resume fails with its output and leaves the sandbox running.`,
+		Example: `  sbx resume ws-alice --on-resume 'mount-workspace && start-dev-server'`,
+		Args:    atLeastOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.eachName(args, func(c *sdk.Client, name string) error {
 				opts := []sdk.WaitOption{}
 				if timeout > 0 {
 					opts = append(opts, sdk.WithReadyTimeout(timeout))
+				}
+				for _, h := range onResume {
+					opts = append(opts, sdk.OnResume(sdk.Shell(h)))
 				}
 				prog := newProgressPrinter(a.stderr, isTerminal(a.stderr))
 				stop := prog.start(cmd.Context())
@@ -55,6 +63,7 @@ func (a *app) resumeCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for each sandbox to be ready (default 2m)")
+	cmd.Flags().StringArrayVar(&onResume, "on-resume", nil, "shell command run in each sandbox once it is ready again, before reporting it (repeatable, in order)")
 	return cmd
 }
 

@@ -100,6 +100,9 @@ func (c *Client) Create(ctx context.Context, template string, opts ...CreateOpti
 		return nil, errors.New("create: a SandboxTemplate name is required")
 	}
 	cfg := newCreateConfig(opts)
+	if err := cfg.checkHooks(); err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
 	cl := c.buildClaim(template, cfg)
 	if err := c.kube.Create(ctx, cl); err != nil {
 		name := cl.Name
@@ -123,6 +126,9 @@ func (c *Client) GetOrCreate(ctx context.Context, name, template string, opts ..
 		return nil, errors.New("get-or-create: a claim name and a SandboxTemplate name are required")
 	}
 	cfg := newCreateConfig(opts)
+	if err := cfg.checkHooks(); err != nil {
+		return nil, fmt.Errorf("get-or-create: %w", err)
+	}
 	cfg.name = name
 	for attempt := 0; ; attempt++ {
 		cl := c.buildClaim(template, cfg)
@@ -159,13 +165,17 @@ func (c *Client) finishCreate(ctx context.Context, cl *extv1alpha1.SandboxClaim,
 	return c.finish(ctx, c.claimHandle(cl), cl, "sandboxclaim", cfg, created)
 }
 
-// finish waits for s unless NoWait; when the wait fails it deletes obj if this call created it
-// (unless KeepOnFailure), so a failed Create leaves nothing behind.
+// finish waits for s unless NoWait and runs the OnCreate hooks of a sandbox this call created;
+// when either fails it deletes obj if this call created it (unless KeepOnFailure), so a failed
+// Create leaves nothing behind.
 func (c *Client) finish(ctx context.Context, s *Sandbox, obj client.Object, kind string, cfg *createConfig, created bool) (*Sandbox, error) {
 	if cfg.noWait {
 		return s, nil
 	}
 	err := s.WaitReady(ctx, waitOpt(cfg.waitConfig))
+	if err == nil && created {
+		err = s.runHooks(ctx, hookOnCreate, cfg.hooks)
+	}
 	if err == nil {
 		return s, nil
 	}
@@ -174,6 +184,8 @@ func (c *Client) finish(ctx context.Context, s *Sandbox, obj client.Object, kind
 		defer cancel()
 		if derr := client.IgnoreNotFound(c.kube.Delete(dctx, obj)); derr != nil {
 			err = fmt.Errorf("%w (deleting the %s afterwards failed too: %v)", err, kind, derr)
+		} else {
+			markDeleted(err)
 		}
 	}
 	return nil, err
@@ -371,6 +383,7 @@ func (c *Client) Pause(ctx context.Context, name string) error {
 
 // Resume scales the sandbox of the claim (or the Sandbox) called name back
 // to one replica and waits until the new pod is ready; the pod IP changes.
+// OnResume hooks run then, before it returns.
 func (c *Client) Resume(ctx context.Context, name string, opts ...WaitOption) (*Sandbox, error) {
 	s, err := c.Get(ctx, name)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 type CreateOption interface{ applyCreate(*createConfig) }
 
 // WaitOption configures the calls that wait for a sandbox to be ready
-// (Resume, WaitReady).
+// (Resume, WaitReady). OnResume hooks apply to Resume only.
 type WaitOption interface{ applyWait(*waitConfig) }
 
 // RunOption configures Run and Start.

@@ -19,6 +19,9 @@ func (cfg *createConfig) applyToSandbox(sb *agentsv1alpha1.Sandbox) error {
 	if len(cfg.env) > 0 || cfg.warmPool != nil || cfg.ttlAfterFinished != nil {
 		return errors.New("env, warm pool and ttlAfterFinished options apply to claims; set them in the Sandbox's pod template instead")
 	}
+	if err := cfg.checkHooks(); err != nil {
+		return err
+	}
 	if cfg.name != "" {
 		sb.Name = cfg.name
 	}

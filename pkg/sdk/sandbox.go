@@ -294,7 +294,7 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 }
 
 // Resume scales the Sandbox back to one replica and waits until the new pod
-// is ready (its IP differs from before).
+// is ready (its IP differs from before), then runs the OnResume hooks.
 func (s *Sandbox) Resume(ctx context.Context, opts ...WaitOption) error {
 	var wc waitConfig
 	for _, o := range opts {
@@ -315,7 +315,10 @@ func (s *Sandbox) Resume(ctx context.Context, opts ...WaitOption) error {
 	s.podIPs = slices.Clone(got.Status.PodIPs)
 	s.noteReadyLocked(err == nil)
 	s.mu.Unlock()
-	return err
+	if err != nil {
+		return err
+	}
+	return s.runHooks(ctx, hookOnResume, wc.hooks)
 }
 
 func (s *Sandbox) patchReplicas(ctx context.Context, n int32) error {

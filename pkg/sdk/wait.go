@@ -109,6 +109,7 @@ func sandboxReadiness(sb *agentsv1alpha1.Sandbox) readiness {
 type waitConfig struct {
 	timeout  time.Duration
 	progress func(Progress)
+	hooks    []Hook // run by Resume (OnResume) and after a create (OnCreate)
 }
 
 var errReadyTimeout = errors.New("ready timeout")
