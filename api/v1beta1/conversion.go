@@ -30,9 +30,9 @@ func statusReplicas(st SandboxStatus) int32 {
 }
 
 // ConvertTo converts this v1beta1 Sandbox to the hub (v1alpha1).
-func (src *Sandbox) ConvertTo(dstRaw conversion.Hub) error {
+func (sb *Sandbox) ConvertTo(dstRaw conversion.Hub) error {
 	dst := dstRaw.(*hub.Sandbox)
-	in := src.DeepCopy()
+	in := sb.DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
 	var alpha sandboxAlphaState
 	convstate.Pop(&dst.ObjectMeta, hub.SandboxConversionAnnotation, &alpha)
@@ -62,7 +62,8 @@ func (src *Sandbox) ConvertTo(dstRaw conversion.Hub) error {
 }
 
 // ConvertFrom converts the hub (v1alpha1) Sandbox to this v1beta1 one.
-func (dst *Sandbox) ConvertFrom(srcRaw conversion.Hub) error {
+func (sb *Sandbox) ConvertFrom(srcRaw conversion.Hub) error {
+	dst := sb
 	in := srcRaw.(*hub.Sandbox).DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
 	var beta sandboxBetaState

@@ -64,9 +64,9 @@ func selectionOf(ref string) poolSelection {
 }
 
 // ConvertTo converts this v1beta1 SandboxClaim to the hub (v1alpha1).
-func (src *SandboxClaim) ConvertTo(dstRaw conversion.Hub) error {
+func (c *SandboxClaim) ConvertTo(dstRaw conversion.Hub) error {
 	dst := dstRaw.(*hub.SandboxClaim)
-	in := src.DeepCopy()
+	in := c.DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
 	var alpha claimAlphaState
 	found := convstate.Pop(&dst.ObjectMeta, hub.SandboxClaimConversionAnnotation, &alpha)
@@ -94,7 +94,8 @@ func (src *SandboxClaim) ConvertTo(dstRaw conversion.Hub) error {
 }
 
 // ConvertFrom converts the hub (v1alpha1) SandboxClaim to this v1beta1 one.
-func (dst *SandboxClaim) ConvertFrom(srcRaw conversion.Hub) error {
+func (c *SandboxClaim) ConvertFrom(srcRaw conversion.Hub) error {
+	dst := c
 	in := srcRaw.(*hub.SandboxClaim).DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
 	var beta claimBetaState

@@ -15,9 +15,9 @@ type templateBetaState struct {
 }
 
 // ConvertTo converts this v1beta1 SandboxTemplate to the hub (v1alpha1).
-func (src *SandboxTemplate) ConvertTo(dstRaw conversion.Hub) error {
+func (t *SandboxTemplate) ConvertTo(dstRaw conversion.Hub) error {
 	dst := dstRaw.(*hub.SandboxTemplate)
-	in := src.DeepCopy()
+	in := t.DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
 	// v1alpha1 has nothing v1beta1 lacks; drop a stale annotation all the same.
 	convstate.Pop(&dst.ObjectMeta, hub.SandboxTemplateConversionAnnotation, &struct{}{})
@@ -34,7 +34,8 @@ func (src *SandboxTemplate) ConvertTo(dstRaw conversion.Hub) error {
 }
 
 // ConvertFrom converts the hub (v1alpha1) SandboxTemplate to this v1beta1 one.
-func (dst *SandboxTemplate) ConvertFrom(srcRaw conversion.Hub) error {
+func (t *SandboxTemplate) ConvertFrom(srcRaw conversion.Hub) error {
+	dst := t
 	in := srcRaw.(*hub.SandboxTemplate).DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
 	var beta templateBetaState

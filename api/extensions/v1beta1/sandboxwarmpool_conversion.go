@@ -25,9 +25,9 @@ type poolAlphaState struct {
 }
 
 // ConvertTo converts this v1beta1 SandboxWarmPool to the hub (v1alpha1).
-func (src *SandboxWarmPool) ConvertTo(dstRaw conversion.Hub) error {
+func (p *SandboxWarmPool) ConvertTo(dstRaw conversion.Hub) error {
 	dst := dstRaw.(*hub.SandboxWarmPool)
-	in := src.DeepCopy()
+	in := p.DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
 	var alpha poolAlphaState
 	convstate.Pop(&dst.ObjectMeta, hub.SandboxWarmPoolConversionAnnotation, &alpha)
@@ -59,7 +59,8 @@ func (src *SandboxWarmPool) ConvertTo(dstRaw conversion.Hub) error {
 }
 
 // ConvertFrom converts the hub (v1alpha1) SandboxWarmPool to this v1beta1 one.
-func (dst *SandboxWarmPool) ConvertFrom(srcRaw conversion.Hub) error {
+func (p *SandboxWarmPool) ConvertFrom(srcRaw conversion.Hub) error {
+	dst := p
 	in := srcRaw.(*hub.SandboxWarmPool).DeepCopy()
 	dst.ObjectMeta = in.ObjectMeta
 	var beta poolBetaState
