@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -281,6 +282,35 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 		t.Fatal("no ClusterRole agent-sandbox-controller in the chart")
+	})
+	t.Run("installs a router into a tenant namespace", func(t *testing.T) {
+		objs, err := helmTemplate(t, "x", "router.tenantNamespaces={team-a}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range objs {
+			if o.GetNamespace() != "team-a" {
+				continue
+			}
+			got = append(got, o.GetKind()+"/"+o.GetName())
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			args := d.Spec.Template.Spec.Containers[0].Args
+			if !slices.Contains(args, "--namespace=team-a") || d.Spec.Template.Labels["app"] != "sandbox-router" {
+				t.Errorf("tenant router args %v, labels %v; want --namespace=team-a and app=sandbox-router", args, d.Spec.Template.Labels)
+			}
+		}
+		slices.Sort(got)
+		want := []string{"Deployment/sandbox-router", "Role/sandbox-router", "RoleBinding/sandbox-router", "Service/sandbox-router-svc", "ServiceAccount/sandbox-router"}
+		if !slices.Equal(got, want) {
+			t.Errorf("objects in team-a: %v, want %v (namespaced read of Sandboxes, no cluster-wide grant)", got, want)
+		}
 	})
 	t.Run("leaves the router out when disabled", func(t *testing.T) {
 		objs, err := helmTemplate(t, "x", "router.enabled=false")
