@@ -238,8 +238,8 @@ func wantRouterService(t *testing.T, objs []*unstructured.Unstructured, ns strin
 func TestSamplesValidateAgainstTheCRDs(t *testing.T) {
 	ns := newNamespace(t)
 	objs := kustomize(t, "config/samples")
-	if got := kinds(objs); !reflect.DeepEqual(got, map[string]int{"Sandbox": 1, "SandboxTemplate": 1, "SandboxWarmPool": 1, "SandboxClaim": 1}) {
-		t.Fatalf("samples: %v, want one of each kind", got)
+	if got := kinds(objs); !reflect.DeepEqual(got, map[string]int{"Sandbox": 1, "SandboxTemplate": 2, "SandboxWarmPool": 1, "SandboxClaim": 1}) {
+		t.Fatalf("samples: %v, want one of each kind and two templates (secure default, direct access)", got)
 	}
 	for _, o := range objs {
 		o.SetNamespace(ns)
