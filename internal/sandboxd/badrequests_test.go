@@ -33,8 +33,9 @@ import (
 //	  dir/up      -> ../..          climbs out of the root
 //	  link-out    -> ../outside     relative link out
 //	  link-abs    -> <tmp>/outside  absolute link out
-//	  link-etc    -> /etc
-//	  link-passwd -> /etc/passwd
+//	  link-secret -> ../outside/secret.txt
+//	  link-etc    -> /etc           (reads only)
+//	  link-passwd -> /etc/passwd    (reads only)
 //	  link-in     -> dir            a link that stays inside
 //	  loop        -> loop
 //
@@ -149,6 +150,7 @@ func escapeFixture(t testing.TB) (tmp, root string) {
 		"dir/up":      "../..",
 		"link-out":    "../outside",
 		"link-abs":    filepath.Join(tmp, "outside"),
+		"link-secret": "../outside/secret.txt",
 		"link-etc":    "/etc",
 		"link-passwd": "/etc/passwd",
 		"link-in":     "dir",
