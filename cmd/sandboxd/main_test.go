@@ -107,13 +107,34 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+func TestGRPCListen(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"default is upstream's gRPC port", nil, nil, ":9090"},
+		{"flag", []string{"--grpc-listen", "127.0.0.1:9999"}, nil, "127.0.0.1:9999"},
+		{"environment", nil, map[string]string{"SANDBOXD_GRPC_LISTEN": "off"}, "off"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			if err != nil || cfg.GRPCListen != tc.want {
+				t.Fatalf("GRPCListen %q, %v; want %q", cfg.GRPCListen, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestHelp(t *testing.T) {
 	var out strings.Builder
 	_, err := parseConfig([]string{"--help"}, func(string) string { return "" }, &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v", err)
 	}
-	for _, f := range []string{"-listen", "-root", "-token", "-exec-timeout", "-max-output", "-shutdown-timeout"} {
+	for _, f := range []string{"-listen", "-grpc-listen", "-root", "-token", "-exec-timeout", "-max-output", "-shutdown-timeout"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("help lacks %s", f)
 		}
