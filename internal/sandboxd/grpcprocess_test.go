@@ -3,6 +3,7 @@ package sandboxd
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -254,5 +255,44 @@ func TestGRPCToken(t *testing.T) {
 	ctx := metadata.AppendToOutgoingContext(grpcCtx(t), "authorization", "Bearer secret")
 	if resp, err := c.Execute(ctx, req); err != nil || string(resp.GetStdout()) != "ok\n" {
 		t.Fatalf("with the token: %v %v, want ok", resp, err)
+	}
+}
+
+// TestRunServesGRPCPort: Run serves the ProcessService on GRPCListen and stops it on shutdown.
+func TestRunServesGRPCPort(t *testing.T) {
+	freePort := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	grpcAddr := freePort()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Listen: freePort(), GRPCListen: grpcAddr, Root: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: 2 * time.Second})
+	}()
+	c := grpcClient(t, grpcAddr)
+	var resp *processv1.ExecuteResponse
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err = c.Execute(grpcCtx(t), &processv1.ExecuteRequest{Config: shell("echo via-own-port")}); err == nil {
+			break
+		}
+	}
+	if err != nil || string(resp.GetStdout()) != "via-own-port\n" {
+		t.Fatalf("Execute on %s: %v %v, want via-own-port", grpcAddr, resp, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v, want nil after shutdown", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after shutdown")
 	}
 }
