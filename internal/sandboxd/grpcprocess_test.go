@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -258,8 +259,9 @@ func TestGRPCToken(t *testing.T) {
 	}
 }
 
-// TestRunServesGRPCPort: Run serves the ProcessService on GRPCListen and stops it on shutdown.
-func TestRunServesGRPCPort(t *testing.T) {
+// TestRunServesExtraPorts: Run serves the ProcessService on GRPCListen and the HTTP API on
+// RESTListen (upstream sandboxd's ports), and stops both on shutdown.
+func TestRunServesExtraPorts(t *testing.T) {
 	freePort := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -268,11 +270,11 @@ func TestRunServesGRPCPort(t *testing.T) {
 		defer ln.Close()
 		return ln.Addr().String()
 	}
-	grpcAddr := freePort()
+	grpcAddr, restAddr := freePort(), freePort()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Listen: freePort(), GRPCListen: grpcAddr, Root: t.TempDir(),
+		done <- Run(ctx, Config{Listen: freePort(), GRPCListen: grpcAddr, RESTListen: restAddr, Root: t.TempDir(),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: 2 * time.Second})
 	}()
 	c := grpcClient(t, grpcAddr)
@@ -286,6 +288,15 @@ func TestRunServesGRPCPort(t *testing.T) {
 	if err != nil || string(resp.GetStdout()) != "via-own-port\n" {
 		t.Fatalf("Execute on %s: %v %v, want via-own-port", grpcAddr, resp, err)
 	}
+	hresp, err := http.Get("http://" + restAddr + "/v1/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hresp.Body.Close()
+	if hresp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/health on %s: %d, want 200", restAddr, hresp.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
 	cancel()
 	select {
 	case err := <-done:

@@ -9,6 +9,7 @@ package sandboxd
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -32,6 +33,10 @@ type Config struct {
 	// GRPCListen is a second address Run listens on for gRPC alone (default
 	// ":9090", upstream sandboxd's gRPC port); "off" disables it.
 	GRPCListen string
+	// RESTListen is an optional extra address Run serves the HTTP API on,
+	// such as ":8080", upstream sandboxd's REST port, for upstream SDKs in
+	// sandboxd mode with their default ports (default "": none).
+	RESTListen string
 	// Root is the directory all file paths and working directories live in
 	// (default "/workspace"); it is created if missing.
 	Root string
@@ -124,6 +129,7 @@ type Server struct {
 	routes    []route
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
 	grpcLn    net.Listener // GRPCListen's listener; nil when off or not run by Run
+	restLn    net.Listener // RESTListen's listener; nil when unset or not run by Run
 
 	mu       sync.Mutex
 	running  map[*command]struct{} // foreground commands, killed on shutdown
@@ -208,6 +214,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	s.log.Info("sandboxd listening", "addr", ln.Addr().String(), "root", s.cfg.Root, "auth", s.cfg.Token != "")
+	if s.restLn != nil {
+		go func() {
+			if err := hs.Serve(s.restLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("REST listener stopped", "error", err)
+			}
+		}()
+		s.log.Info("sandboxd listening", "addr", s.restLn.Addr().String(), "for", "upstream REST port")
+	}
 	if s.grpcLn != nil {
 		go func() {
 			if err := s.grpc.Serve(s.grpcLn); err != nil {
@@ -281,6 +295,16 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = ln.Close()
 			_ = s.Close()
 			return fmt.Errorf("gRPC listener: %w", err)
+		}
+	}
+	if s.cfg.RESTListen != "" {
+		if s.restLn, err = net.Listen("tcp", s.cfg.RESTListen); err != nil {
+			_ = ln.Close()
+			if s.grpcLn != nil {
+				_ = s.grpcLn.Close()
+			}
+			_ = s.Close()
+			return fmt.Errorf("REST listener: %w", err)
 		}
 	}
 	return s.Serve(ctx, ln)
