@@ -182,8 +182,8 @@ func FuzzLegacyUpload(f *testing.F) {
 		rec := rig.serve(t, req)
 		what := fmt.Sprintf("POST /upload filename %q raw %v", filename, raw)
 		rig.check(t, what, rec, http.StatusOK, http.StatusForbidden, http.StatusUnprocessableEntity, http.StatusInternalServerError)
-		if rec.Code != http.StatusOK || raw {
-			return
+		if rec.Code != http.StatusOK || raw || strings.ContainsAny(filename, "\r\n") {
+			return // a line break rewrites the part header: the destination is not filename
 		}
 		rel, err := rig.srv.res.resolve(filename, true)
 		if err != nil {
