@@ -42,6 +42,7 @@ func DefaultChaos() ChaosConfig {
 
 // RunChaos runs the scenario and checks its invariants; the report says which broke.
 func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
+	quietLibraryLogs()
 	if cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "chaos-")
 		if err != nil {

@@ -9,11 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -43,6 +46,7 @@ const (
 
 // Run starts the control plane, the controller and the pool, fires the claims and reports.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	quietLibraryLogs()
 	if cfg.Dir == "" {
 		dir, err := os.MkdirTemp("", "bench-claims-")
 		if err != nil {
@@ -299,6 +303,12 @@ func churn(ctx context.Context, c client.Client, rec *recorder, after time.Durat
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// quietLibraryLogs routes controller-runtime's logger (used by the load generator's cache) to
+// stderr at error level, instead of its "SetLogger was never called" warning and stack dump.
+func quietLibraryLogs() {
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 }
 
 func logf(format string, args ...any) {
