@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -170,5 +173,66 @@ func TestConversionV1beta1ClaimWaitsForItsPool(t *testing.T) {
 	eventually(t, "claim Ready once its pool exists", betaClaimReady(ns, "early", &name))
 	if sb := getSandbox(t, ns, name); metav1.GetControllerOf(sb) == nil || metav1.GetControllerOf(sb).Name != "early" {
 		t.Errorf("sandbox %s is not controlled by the claim: %v", name, sb.OwnerReferences)
+	}
+}
+
+// betaTemplate is a v1beta1 template with a "home" volume claim template and the given policy
+// for claims' own volume claim templates.
+func betaTemplate(ns, name string, policy extv1beta1.VolumeClaimTemplatesPolicy) *extv1beta1.SandboxTemplate {
+	bp := betaSandbox(ns, "").Spec.SandboxBlueprint
+	bp.VolumeClaimTemplates = []agentsv1beta1.PersistentVolumeClaimTemplate{volume("home", "1Gi")}
+	return &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: extv1beta1.SandboxTemplateSpec{SandboxBlueprint: bp, VolumeClaimTemplatesPolicy: policy}}
+}
+
+func volume(name, size string) agentsv1beta1.PersistentVolumeClaimTemplate {
+	return agentsv1beta1.PersistentVolumeClaimTemplate{
+		EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}},
+	}
+}
+
+func TestConversionV1beta1ClaimVolumeClaimTemplatesFollowTheTemplatePolicy(t *testing.T) {
+	cases := []struct {
+		name     string
+		policy   extv1beta1.VolumeClaimTemplatesPolicy
+		volume   agentsv1beta1.PersistentVolumeClaimTemplate
+		rejected bool
+		want     map[string]string // volume claim template name -> storage request, on the cold Sandbox
+	}{
+		{"Disallowed (the default) rejects the claim", "", volume("scratch", "2Gi"), true, nil},
+		{"Allowed adds a new volume", extv1beta1.VolumeClaimTemplatesPolicyAllowed, volume("scratch", "2Gi"), false,
+			map[string]string{"home": "1Gi", "scratch": "2Gi"}},
+		{"Allowed refuses to replace the template's", extv1beta1.VolumeClaimTemplatesPolicyAllowed, volume("home", "5Gi"), true, nil},
+		{"Overrides replaces the template's", extv1beta1.VolumeClaimTemplatesPolicyOverrides, volume("home", "5Gi"), false,
+			map[string]string{"home": "5Gi"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			startFakeKubelet(t, ns)
+			mustCreateObj(t, betaTemplate(ns, "tpl", tc.policy), aPool(ns, "pool", "tpl", 1))
+			eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
+			claim := betaClaim(ns, "vols", "pool")
+			claim.Spec.VolumeClaimTemplates = []agentsv1beta1.PersistentVolumeClaimTemplate{tc.volume}
+			mustCreateObj(t, claim)
+			if tc.rejected {
+				eventually(t, "Ready=False/VolumeClaimTemplatesError", claimReadyIs(t, ns, "vols", metav1.ConditionFalse, "VolumeClaimTemplatesError"))
+				return
+			}
+			var name string
+			eventually(t, "claim Ready", betaClaimReady(ns, "vols", &name))
+			sb := getSandbox(t, ns, name)
+			got := map[string]string{}
+			for _, v := range sb.Spec.VolumeClaimTemplates {
+				q := v.Spec.Resources.Requests[corev1.ResourceStorage]
+				got[v.Name] = q.String()
+			}
+			if name != "vols" || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("sandbox %s (want the claim's own, cold) volume claim templates %v, want %v", name, got, tc.want)
+			}
+			eventually(t, "the claim's PVC exists", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.volume.Name + "-vols"}}, true))
+		})
 	}
 }

@@ -41,3 +41,10 @@ func Put(meta *metav1.ObjectMeta, key string, state any, keep bool) error {
 	meta.Annotations[key] = string(raw)
 	return nil
 }
+
+// Peek decodes the annotation key of annotations into into without changing anything; it
+// reports whether the annotation was there and decoded.
+func Peek(annotations map[string]string, key string, into any) bool {
+	raw, ok := annotations[key]
+	return ok && json.Unmarshal([]byte(raw), into) == nil
+}

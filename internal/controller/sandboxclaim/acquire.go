@@ -46,16 +46,20 @@ func (r *Reconciler) acquire(ctx context.Context, claim *extv1alpha1.SandboxClai
 			return nil, "", err
 		}
 	}
-	// Env is part of the container spec, which a running warm pod cannot take on: claims with
-	// env start cold (documented in docs/claims.md).
-	if claim.EffectiveWarmPool() != extv1alpha1.WarmPoolPolicyNone && len(claim.Spec.Env) == 0 {
+	volumes, err := claimVolumes(claim, tmpl)
+	if err != nil {
+		return nil, "", err
+	}
+	// Env is part of the container spec, and volumes of the pod, which a running warm pod cannot
+	// take on: claims with either start cold (documented in docs/claims.md).
+	if claim.EffectiveWarmPool() != extv1alpha1.WarmPoolPolicyNone && len(claim.Spec.Env) == 0 && volumes == nil {
 		sb, err := r.adopt(ctx, claim, tmpl)
 		if err != nil || sb != nil {
 			return sb, extv1alpha1.LaunchTypeWarm, err
 		}
 	}
 	r.warnIfPoolMissing(ctx, claim)
-	sb, err := r.createCold(ctx, claim, tmpl)
+	sb, err := r.createCold(ctx, claim, tmpl, volumes)
 	return sb, extv1alpha1.LaunchTypeCold, err
 }
 
@@ -153,9 +157,14 @@ func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxCla
 	return nil
 }
 
-// createCold builds the claim's own Sandbox from the template, named after the claim.
-func (r *Reconciler) createCold(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate) (*agentsv1alpha1.Sandbox, error) {
+// createCold builds the claim's own Sandbox from the template, named after the claim, with the
+// claim's volumes when it brings its own.
+func (r *Reconciler) createCold(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate,
+	volumes []agentsv1alpha1.PersistentVolumeClaimTemplate) (*agentsv1alpha1.Sandbox, error) {
 	sb := blueprint.NewSandbox(tmpl, r.PodRules)
+	if volumes != nil {
+		sb.Spec.VolumeClaimTemplates = volumes
+	}
 	sb.Name = claim.Name
 	stampClaim(sb, claim, extv1alpha1.LaunchTypeCold)
 	if _, err := injectEnv(&sb.Spec.PodTemplate.Spec, tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
