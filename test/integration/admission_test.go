@@ -41,10 +41,6 @@ func decodeInto(t *testing.T, obj *unstructured.Unstructured, into any) {
 	}
 }
 
-func sandboxYAML(specExtra string) string {
-	return "apiVersion: agents.x-k8s.io/v1alpha1\nkind: Sandbox\nmetadata: {generateName: s-}\nspec:\n  " + specExtra + "\n  podTemplate:" + validPodTemplate
-}
-
 func templateYAML(specExtra string) string {
 	return "apiVersion: extensions.agents.x-k8s.io/v1alpha1\nkind: SandboxTemplate\nmetadata: {generateName: t-}\nspec:\n  " + specExtra + "\n  podTemplate:" + validPodTemplate
 }
