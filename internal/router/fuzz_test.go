@@ -1,11 +1,20 @@
 package router
 
 import (
+	"context"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -98,6 +107,93 @@ func FuzzBearerToken(f *testing.F) {
 		scheme, rest, _ := strings.Cut(v1, " ")
 		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(rest) != token {
 			t.Fatalf("bearerToken(%q) = %q: not the rest of a Bearer header", v1, token)
+		}
+	})
+}
+
+// FuzzProxyRoutesOnlyToTheCache sends requests with arbitrary routing headers, Host, request
+// target and X-Sandbox-Pod-IP through the proxy port's handler. Whatever they say, the router
+// may only dial the address its cache holds for a Sandbox (a stand-in on 127.0.0.2): a canary on
+// 127.0.0.1 must never be reached, and every answer is one the router documents. In the inputs,
+// $PORT stands for the stand-in's port and $CANARY for the canary's.
+func FuzzProxyRoutesOnlyToTheCache(f *testing.F) {
+	var standInHits, canaryHits atomic.Int64
+	standIn := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		standInHits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		f.Fatalf("listening on 127.0.0.2: %v", err)
+	}
+	standIn.Listener = l
+	standIn.Start()
+	f.Cleanup(standIn.Close)
+	canary, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = canary.Close() })
+	go func() {
+		for {
+			c, err := canary.Accept()
+			if err != nil {
+				return
+			}
+			canaryHits.Add(1)
+			_ = c.Close()
+		}
+	}()
+	sandbox := Target{Addr: netip.MustParseAddr("127.0.0.2")}
+	p := NewProxy(ProxyOptions{Resolver: &stubResolver{targets: map[string]Target{"default/sb": sandbox, "team-a/sb": sandbox}},
+		DialTimeout: time.Second})
+	f.Cleanup(p.Close)
+	h := NewHandler(HandlerOptions{Proxy: p})
+	ports := strings.NewReplacer("$PORT", strconv.Itoa(l.Addr().(*net.TCPAddr).Port),
+		"$CANARY", strconv.Itoa(canary.Addr().(*net.TCPAddr).Port))
+
+	f.Add("sb", "", "$PORT", "", "", "/x")
+	f.Add("sb", "team-a", "$CANARY", "127.0.0.1", "127.0.0.1:$CANARY", "http://127.0.0.1:$CANARY/")
+	f.Add("169.254.169.254", "default", "80", "169.254.169.254", "169.254.169.254", "/latest/meta-data/")
+	f.Add("kubernetes", "default", "443", "", "kubernetes.default.svc", "/api")
+	f.Fuzz(func(t *testing.T, id, ns, port, podIP, host, target string) {
+		id, ns, port, podIP, host, target = ports.Replace(id), ports.Replace(ns), ports.Replace(port),
+			ports.Replace(podIP), ports.Replace(host), ports.Replace(target)
+		for _, v := range []string{id, ns, port, podIP, host} {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return // net/http refuses such a request before any handler sees it
+			}
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			return
+		}
+		req := &http.Request{Method: http.MethodGet, URL: u, RequestURI: target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Host: host, RemoteAddr: "192.0.2.1:40000", Body: http.NoBody, Header: http.Header{
+				canonID: {id}, canonNamespace: {ns}, canonPort: {port}, "X-Sandbox-Pod-Ip": {podIP},
+			}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hitsBefore := standInHits.Load()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req.WithContext(ctx))
+		if n := canaryHits.Load(); n != 0 {
+			t.Fatalf("id %q ns %q port %q pod-ip %q host %q target %q reached the canary", id, ns, port, podIP, host, target)
+		}
+		switch rec.Code {
+		case http.StatusOK:
+			if standInHits.Load() != hitsBefore+1 {
+				t.Fatalf("200 for id %q ns %q port %q without the sandbox answering", id, ns, port)
+			}
+			if id != "sb" || (ns != "" && ns != "default" && ns != "team-a") {
+				t.Fatalf("id %q ns %q reached the sandbox default/sb", id, ns)
+			}
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusBadGateway:
+			if standInHits.Load() != hitsBefore {
+				t.Fatalf("status %d for id %q ns %q port %q, yet the sandbox was reached", rec.Code, id, ns, port)
+			}
+		default:
+			t.Fatalf("id %q ns %q port %q host %q target %q: status %d %q, not a documented answer", id, ns, port, host, target, rec.Code, rec.Body.String())
 		}
 	})
 }
