@@ -439,7 +439,10 @@ func (t *execTransport) start(ctx context.Context, cmd Command, rc *runConfig) (
 	if rc.timeout > 0 {
 		script = fmt.Sprintf("timeout %d sh -c %s", int(rc.timeout.Seconds()+0.5), shellQuote(script))
 	}
-	wrapped := Shell(`nohup /bin/sh -c "$SBX_SCRIPT" </dev/null >/dev/null 2>&1 & echo $!`)
+	// Detached with the shell alone, as nohup would (SIGHUP ignored across exec, no terminal, output
+	// dropped): images built on busybox-static have no nohup, and a missing one would lose the job
+	// silently behind the PID that echo $! still prints.
+	wrapped := Shell(`(trap '' HUP; exec /bin/sh -c "$SBX_SCRIPT") </dev/null >/dev/null 2>&1 & echo $!`)
 	rc2 := *rc
 	rc2.env = mergeMap(mergeMap(nil, rc.env), map[string]string{"SBX_SCRIPT": script})
 	rc2.timeout, rc2.stdout, rc2.stderr, rc2.tty = 0, nil, nil, nil

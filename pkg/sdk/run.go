@@ -31,7 +31,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd Command, opts ...RunOption) (*Res
 
 // Start launches cmd in the background and returns at once; the process
 // outlives the call (and the client). WithEnv, WithCwd, WithTimeout and an
-// in-memory WithStdin apply. In ModeExec the process is detached with nohup
+// in-memory WithStdin apply. In ModeExec the process is detached (SIGHUP ignored, no terminal)
 // and only Kill and Signal work on it.
 func (s *Sandbox) Start(ctx context.Context, cmd Command, opts ...RunOption) (*Process, error) {
 	return s.tr.start(ctx, cmd, newRunConfig(opts))
