@@ -9,6 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 )
@@ -107,9 +110,13 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	}
 	settle(ctx, rec, lastFault, cfg.Recovery)
 	close(stopChurn)
+	readyNow, err := claimsWithPodIPs(ctx, c)
+	if err != nil {
+		report.Errors = append(report.Errors, "listing claims at the deadline: "+err.Error())
+	}
 	end := time.Now()
 
-	report.judgeClaims(rec, lastFault, cfg.Recovery)
+	report.judgeClaims(rec, readyNow, lastFault, cfg.Recovery)
 	report.DoubleOwnedSandboxes, report.DoubleBoundClaims = own.doubles()
 	report.ControllerProcesses = replicas.total()
 	report.PoolRestored = waitPoolSize(ctx, c, cfg.Pool, lastFault)
@@ -117,6 +124,19 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	time.Sleep(2 * time.Second) // let the audit log's batch flush
 	report.countWrites(auditPath, start, end)
 	return report, nil
+}
+
+// claimsWithPodIPs asks the API server which claims have pod IPs right now.
+func claimsWithPodIPs(ctx context.Context, c client.Client) (map[string]bool, error) {
+	list := &extv1alpha1.SandboxClaimList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(list.Items))
+	for _, cl := range list.Items {
+		out[cl.Name] = len(cl.Status.SandboxStatus.PodIPs) > 0
+	}
+	return out, nil
 }
 
 func (c ChaosConfig) describe() string {

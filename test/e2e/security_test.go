@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -29,11 +31,16 @@ func TestNoSandboxPodPosesAsTheRouter(t *testing.T) {
 		t.Fatalf("a claim asking for the router's label: err = %v, want an admission error", err)
 	}
 
-	tmpl := createTemplate(t, ns, "router-labelled", false)
-	tmpl.Spec.PodTemplate.Metadata.Labels = map[string]string{"app": "sandbox-router", "team": "a"}
-	if err := kube.Update(ctx, tmpl); err != nil {
-		t.Fatal(err)
+	// The template carries the router's label from its creation (an update racing the claim
+	// could let the claim see the older template).
+	tmpl := &extv1alpha1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "router-labelled"},
+		Spec: extv1alpha1.SandboxTemplateSpec{PodTemplate: agentsv1alpha1.PodTemplate{
+			Metadata: agentsv1alpha1.PodMetadata{Labels: map[string]string{"app": "sandbox-router", "team": "a"}},
+			Spec:     corev1.PodSpec{Containers: []corev1.Container{runtimeContainer()}, TerminationGracePeriodSeconds: ptr.To[int64](5)},
+		}},
 	}
+	mustf(t, kube.Create(ctx, tmpl), "creating template")
 	claim.Spec.AdditionalPodMetadata = agentsv1alpha1.PodMetadata{}
 	mustf(t, kube.Create(ctx, claim), "creating claim")
 	raw := harnessSandbox(ns, "raw-impostor", nil)
