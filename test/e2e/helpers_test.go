@@ -152,16 +152,6 @@ func sdkClient(t *testing.T, ns string) *sdk.Client {
 	return cli
 }
 
-// untilRouted waits until the router routes to a sandbox the SDK saw become ready: the
-// router's watch cache can trail the SDK's own watch by a few milliseconds.
-func untilRouted(t *testing.T, sb *sdk.Sandbox) {
-	t.Helper()
-	eventually(t, "router to route to "+sb.Name(), func(ctx context.Context) (bool, error) {
-		_, err := sb.Run(ctx, sdk.Argv("true"))
-		return err == nil, err
-	})
-}
-
 // podOf returns the running pod of a Sandbox (the controller names it after the Sandbox).
 func podOf(ctx context.Context, ns, sandbox string) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}

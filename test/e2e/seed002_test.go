@@ -71,7 +71,9 @@ func waitPodReady(t *testing.T, ns, name string) *corev1.Pod {
 	return pod
 }
 
-func TestSeed002EphemeralRunWithStreamedExec(t *testing.T) {
+// Seed 002, ephemeral mode: a raw Sandbox per run, commands through the kube exec API with
+// stdout and stderr streamed apart, deleted after the run.
+func TestRawSandboxPerRunExecsWithSeparateStreamsAndIsDeleted(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed002")
 	name := "fp-" + ns + "-" + rand.String(5)
@@ -106,7 +108,9 @@ func TestSeed002EphemeralRunWithStreamedExec(t *testing.T) {
 	eventually(t, "pod gone", func(ctx context.Context) (bool, error) { return gone(ctx, pod) })
 }
 
-func TestSeed002PersistentHomeAcrossPauseResume(t *testing.T) {
+// Seed 002, persistent mode: one deterministic Sandbox per workspace, paused and resumed by
+// scaling replicas 0↔1 with the home on a PVC, its shutdownTime refreshed on use.
+func TestWorkspaceSandboxKeepsItsHomeAcrossPauseResumeAndTakesShutdownTimeRefreshes(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed002p")
 	sum := sha256.Sum256([]byte(ns + "/workspace-a"))
@@ -187,7 +191,9 @@ func egressPolicy(ns, sandbox, mode string, cidrs []string) *networkingv1.Networ
 	return np
 }
 
-func TestSeed002EgressModesAsNetworkPolicies(t *testing.T) {
+// Seed 002's egress modes (deny-all default, restricted CIDRs with DNS, allow-all) as a
+// per-Sandbox NetworkPolicy that selects the sandbox's pod by the harness's own label.
+func TestPerSandboxEgressPolicyFollowsTheModeAndSelectsThePod(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed002n")
 	name := "fp-net-" + rand.String(5)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,13 +30,25 @@ func sessionClaimName(ns, session, template string) string {
 	return "orka-ws-" + hex.EncodeToString(sum[:])[:12]
 }
 
-// job is one worker run: claim-or-reattach, run, then apply the cleanup policy.
-func job(t *testing.T, cli *sdk.Client, name, template, warmpool, cleanup string, work func(*sdk.Sandbox)) *sdk.Sandbox {
+// The worker's timeouts (controller flags --agent-sandbox-claim-timeout and
+// --agent-sandbox-command-timeout, defaults).
+const (
+	orkaClaimTimeout   = 2 * time.Minute
+	orkaCommandTimeout = 30 * time.Minute
+)
+
+// job is one worker run: claim-or-reattach within the claim timeout, then work at once (no
+// waiting for the router: the SDK hands back a sandbox that takes commands), then apply the
+// cleanup policy.
+func job(t *testing.T, cli *sdk.Client, name, template, warmpool, cleanup string, work func(context.Context, *sdk.Sandbox)) *sdk.Sandbox {
 	t.Helper()
-	sb, err := cli.GetOrCreate(t.Context(), name, template, sdk.WithWarmPool(warmpool))
-	mustf(t, err, "claiming workspace %s", name)
-	untilRouted(t, sb)
-	work(sb)
+	claimCtx, cancel := context.WithTimeout(t.Context(), orkaClaimTimeout)
+	sb, err := cli.GetOrCreate(claimCtx, name, template, sdk.WithWarmPool(warmpool))
+	cancel()
+	mustf(t, err, "claiming workspace %s within %s", name, orkaClaimTimeout)
+	cmdCtx, cancel := context.WithTimeout(t.Context(), orkaCommandTimeout)
+	defer cancel()
+	work(cmdCtx, sb)
 	switch cleanup {
 	case "delete":
 		mustf(t, sb.Delete(t.Context(), sdk.DeleteOption{Wait: true}), "deleting workspace")
@@ -45,7 +58,9 @@ func job(t *testing.T, cli *sdk.Client, name, template, warmpool, cleanup string
 	return sb
 }
 
-func TestSeed003SessionReuseRetainThenDelete(t *testing.T) {
+// Seed 003: a deterministic claim name per session lets a later job reattach to a retained
+// workspace and find its nested files; cleanupPolicy delete removes it.
+func TestDeterministicClaimNameReattachesARetainedWorkspace(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed003")
 	createTemplate(t, ns, "coding-agent", true)
@@ -57,11 +72,11 @@ func TestSeed003SessionReuseRetainThenDelete(t *testing.T) {
 		"home/.cache/tool/state.txt": "warm cache\n",
 	}
 
-	first := job(t, cli, name, "coding-agent", "none", "retain", func(sb *sdk.Sandbox) {
+	first := job(t, cli, name, "coding-agent", "none", "retain", func(ctx context.Context, sb *sdk.Sandbox) {
 		for p, content := range files {
-			mustf(t, sb.Files().Write(t.Context(), p, []byte(content), 0), "writing %s", p)
+			mustf(t, sb.Files().Write(ctx, p, []byte(content), 0), "writing %s", p)
 		}
-		res, err := sb.Run(t.Context(), sdk.Shell(`cd repo && echo "$GREETING from $(pwd)" && cat -`),
+		res, err := sb.Run(ctx, sdk.Shell(`cd repo && echo "$GREETING from $(pwd)" && cat -`),
 			sdk.WithEnv(map[string]string{"GREETING": "hello"}), sdk.WithStdin(strings.NewReader("stdin works\n")))
 		mustf(t, err, "running command")
 		if res.ExitCode != 0 || res.Stdout != "hello from /workspace/repo\nstdin works\n" {
@@ -70,18 +85,18 @@ func TestSeed003SessionReuseRetainThenDelete(t *testing.T) {
 	})
 
 	// A later job of the same session reattaches to the retained workspace and finds its files.
-	second := job(t, cli, name, "coding-agent", "none", "delete", func(sb *sdk.Sandbox) {
+	second := job(t, cli, name, "coding-agent", "none", "delete", func(ctx context.Context, sb *sdk.Sandbox) {
 		if sb.SandboxName() != first.SandboxName() {
 			t.Fatalf("second job got sandbox %s, want the retained %s", sb.SandboxName(), first.SandboxName())
 		}
 		for p, content := range files {
-			got, err := sb.Files().Read(t.Context(), p)
+			got, err := sb.Files().Read(ctx, p)
 			mustf(t, err, "reading %s", p)
 			if string(got) != content {
 				t.Fatalf("%s = %q, want %q", p, got, content)
 			}
 		}
-		entries, err := sb.Files().List(t.Context(), "repo", true)
+		entries, err := sb.Files().List(ctx, "repo", true)
 		mustf(t, err, "listing repo")
 		if len(entries) != 6 { // src, src/pkg, src/pkg/main.go, docs, docs/design, docs/design/notes.md
 			t.Fatalf("recursive list of repo has %d entries: %+v", len(entries), entries)
@@ -94,7 +109,9 @@ func TestSeed003SessionReuseRetainThenDelete(t *testing.T) {
 	eventually(t, "sandbox of the deleted workspace gone", func(ctx context.Context) (bool, error) { return gone(ctx, sandbox) })
 }
 
-func TestSeed003WarmPoolPolicy(t *testing.T) {
+// Seed 003's warm-pool policy mapped onto the claim's warmpool field: none starts cold,
+// default adopts from the template's pool.
+func TestClaimWarmpoolFieldChoosesColdOrWarm(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed003w")
 	createTemplate(t, ns, "coding-agent", false)
@@ -110,7 +127,7 @@ func TestSeed003WarmPoolPolicy(t *testing.T) {
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			name := sessionClaimName(ns, "task-"+tc.policy, "coding-agent")
-			job(t, cli, name, "coding-agent", tc.policy, "delete", func(sb *sdk.Sandbox) {
+			job(t, cli, name, "coding-agent", tc.policy, "delete", func(ctx context.Context, sb *sdk.Sandbox) {
 				claim := &extv1alpha1.SandboxClaim{}
 				mustf(t, kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, claim), "reading claim")
 				if got := string(*claim.Spec.WarmPool); got != tc.policy {
@@ -122,7 +139,7 @@ func TestSeed003WarmPoolPolicy(t *testing.T) {
 				if warm != tc.wantWarm || (sb.SandboxName() == name) == tc.wantWarm {
 					t.Fatalf("sandbox %s of claim %s: launch-type %q, want warm=%v", sb.SandboxName(), name, sandbox.Labels[extv1alpha1.LaunchTypeLabel], tc.wantWarm)
 				}
-				res, err := sb.Run(t.Context(), sdk.Shell("echo ok"))
+				res, err := sb.Run(ctx, sdk.Shell("echo ok"))
 				mustf(t, err, "running")
 				if res.Stdout != "ok\n" {
 					t.Fatalf("stdout %q", res.Stdout)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -28,7 +30,12 @@ import (
 // every command as `sh -c` through the router's X-Sandbox-ID routing to :8888 /execute (file
 // operations as base64 through execute), and terminate when the session is deleted.
 
-// execute is the Python SDK's commands.run through the router: POST /execute.
+// cognitionCommandTimeout bounds one commands.run through the router (the SDK's per-call
+// timeout); it is a failure bound, the command itself takes milliseconds.
+const cognitionCommandTimeout = time.Minute
+
+// execute is the Python SDK's commands.run through the router: one POST /execute, no retry,
+// as the integrator sends it right after create_sandbox returns.
 func execute(t *testing.T, ns, sandbox, command string) (string, string, int) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"command": command})
@@ -37,67 +44,137 @@ func execute(t *testing.T, ns, sandbox, command string) (string, string, int) {
 		Stderr   string `json:"stderr"`
 		ExitCode int    `json:"exit_code"`
 	}
-	eventually(t, "router /execute on "+sandbox, func(ctx context.Context) (bool, error) {
-		code, resp, err := routerPost(ctx, ns, sandbox, "/execute", string(body))
-		if err != nil || code != http.StatusOK {
-			return false, fmt.Errorf("%d %s %v", code, resp, err)
-		}
-		return true, json.Unmarshal([]byte(resp), &out)
-	})
+	ctx, cancel := context.WithTimeout(t.Context(), cognitionCommandTimeout)
+	defer cancel()
+	code, resp, err := routerPost(ctx, ns, sandbox, "/execute", string(body))
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("router POST /execute on %s: %d %s %v, want 200", sandbox, code, resp, err)
+	}
+	mustf(t, json.Unmarshal([]byte(resp), &out), "decoding %q", resp)
 	return out.Stdout, out.Stderr, out.ExitCode
+}
+
+// cognitionBackend is the integrator's K8sSandbox: it stores its configuration when the session
+// is created and creates the sandbox on the first execute() only.
+type cognitionBackend struct {
+	cli    *sdk.Client
+	labels map[string]string
+	ttl    time.Duration
+	sb     *sdk.Sandbox
+}
+
+// ensureSandbox is _ensure_sandbox(): create with the scoping labels, then the TTL patch on
+// the Sandbox's spec.shutdownTime.
+func (b *cognitionBackend) ensureSandbox(t *testing.T) string {
+	t.Helper()
+	if b.sb != nil {
+		return b.sb.SandboxName()
+	}
+	sb, err := b.cli.Create(t.Context(), "cognition-sandbox", sdk.WithLabels(b.labels))
+	mustf(t, err, "create_sandbox")
+	b.sb = sb
+	patchSandboxShutdownTime(t, b.cli.Namespace(), sb.SandboxName(), time.Now().Add(b.ttl))
+	return sb.SandboxName()
+}
+
+func (b *cognitionBackend) execute(t *testing.T, command string) (string, string, int) {
+	t.Helper()
+	name := b.ensureSandbox(t)
+	return execute(t, b.cli.Namespace(), name, "sh -c "+shQuote(command))
+}
+
+// patchSandboxShutdownTime is the TTL: a merge patch of the Sandbox's spec.shutdownTime.
+func patchSandboxShutdownTime(t *testing.T, ns, sandbox string, at time.Time) metav1.Time {
+	t.Helper()
+	ttl := metav1.NewTime(at.Truncate(time.Second))
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"shutdownTime":%q}}`, ttl.UTC().Format(time.RFC3339)))
+	sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sandbox}}
+	mustf(t, kube.Patch(t.Context(), sb, patch), "patching the TTL of sandbox %s", sandbox)
+	return ttl
+}
+
+// objectsIn counts claims and Sandboxes in a namespace.
+func objectsIn(t *testing.T, ns string) int {
+	t.Helper()
+	var claims extv1alpha1.SandboxClaimList
+	var sbs agentsv1alpha1.SandboxList
+	mustf(t, kube.List(t.Context(), &claims, client.InNamespace(ns)), "listing claims")
+	mustf(t, kube.List(t.Context(), &sbs, client.InNamespace(ns)), "listing sandboxes")
+	return len(claims.Items) + len(sbs.Items)
 }
 
 // shQuote is shlex.quote: the backend wraps every command as sh -c '<command>'.
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
 
-func TestSeed004SessionThroughRouter(t *testing.T) {
+// Seed 004's startup validation: CRDs and template are fatal when missing, an unreachable
+// router only a warning.
+func TestStartupValidationFailsOnlyOnMissingPiecesAndWarnsOnTheRouter(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "cogcheck")
+	createTemplate(t, ns, "cognition-sandbox", false)
+	cli := sdkClient(t, ns)
+	mustf(t, cli.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox")), "startup validation of a working install")
+
+	var ce *sdk.CheckError
+	err := cli.CheckCluster(t.Context(), sdk.RequireTemplate("no-such-template"))
+	if !sdk.IsFatal(err) || !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], "no-such-template does not exist") {
+		t.Fatalf("validation with a missing template = %v, want one fatal problem naming it", err)
+	}
+
+	down, err := sdk.New(sdk.Options{Kubeconfig: cluster.Kubeconfig, Namespace: ns, RouterURL: "http://127.0.0.1:1", Mode: sdk.ModeRouter})
+	mustf(t, err, "sdk client")
+	defer down.Close()
+	err = down.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox"))
+	if sdk.IsFatal(err) || !errors.As(err, &ce) || len(ce.Warnings) != 1 || !strings.Contains(ce.Warnings[0], "is not reachable") {
+		t.Fatalf("validation with the router down = %v, want only a warning about the router", err)
+	}
+}
+
+// Seed 004's session: nothing is created until the first tool call, which creates one sandbox
+// with the session's scoping labels and a TTL on the Sandbox; every call runs as `sh -c` through
+// the router's X-Sandbox-ID routing to :8888 /execute (files as base64 through execute); deleting
+// the session terminates the sandbox.
+func TestLazySessionSandboxRunsShellCommandsThroughTheRouter(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed004")
 	createTemplate(t, ns, "cognition-sandbox", false)
 	cli := sdkClient(t, ns)
-
-	// Startup validation: CRDs served, router /healthz, the template exists; a missing template
-	// is reported with what to do.
 	mustf(t, cli.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox")), "startup validation")
-	var ce *sdk.CheckError
-	if err := cli.CheckCluster(t.Context(), sdk.RequireTemplate("no-such-template")); !errors.As(err, &ce) || len(ce.Problems) != 1 {
-		t.Fatalf("validation with a missing template: %v", err)
-	}
 
-	// Lazy creation: a session alone creates nothing.
 	session := "s-" + rand.String(6)
-	sel := client.MatchingLabels{"cognition.io/session": session}
-	var claims extv1alpha1.SandboxClaimList
-	mustf(t, kube.List(t.Context(), &claims, client.InNamespace(ns), sel), "listing claims")
-	if len(claims.Items) != 0 {
-		t.Fatalf("claims exist before the first tool call: %d", len(claims.Items))
-	}
-
-	// First tool call: create with scoping labels, then the TTL patch.
-	sb, err := cli.Create(t.Context(), "cognition-sandbox", sdk.WithLabels(map[string]string{
+	backend := &cognitionBackend{cli: cli, ttl: 3600 * time.Second, labels: map[string]string{
 		"cognition.io/session": session, "cognition.io/user": "alice", "cognition.io/org": "acme",
-	}))
-	mustf(t, err, "creating sandbox")
-	ttl := metav1.NewTime(time.Now().Add(3600 * time.Second).Truncate(time.Second))
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"lifecycle":{"shutdownTime":%q}}}`, ttl.UTC().Format(time.RFC3339)))
-	claim := &extv1alpha1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sb.Name()}}
-	mustf(t, kube.Patch(t.Context(), claim, patch), "patching TTL")
-	if claim.Spec.Lifecycle == nil || !claim.Spec.Lifecycle.ShutdownTime.Equal(&ttl) {
-		t.Fatalf("claim lifecycle after TTL patch: %+v", claim.Spec.Lifecycle)
+	}}
+	// Session created, client built, installation validated: nothing exists yet.
+	if n := objectsIn(t, ns); n != 0 {
+		t.Fatalf("%d claims and sandboxes exist before the first tool call, want 0", n)
+	}
+	// The first tool call creates the sandbox; the second reuses it.
+	if out, _, code := backend.execute(t, "echo Hello from K8s sandbox! | tr a-z A-Z"); code != 0 || out != "HELLO FROM K8S SANDBOX!\n" {
+		t.Fatalf("first tool call: %q exit %d", out, code)
+	}
+	if out, _, code := backend.execute(t, "echo again"); code != 0 || out != "again\n" {
+		t.Fatalf("second tool call: %q exit %d", out, code)
+	}
+	if n := objectsIn(t, ns); n != 2 {
+		t.Fatalf("%d claims and sandboxes after two tool calls, want one claim and its sandbox", n)
+	}
+	sb := backend.sb
+	name := sb.SandboxName()
+	sandbox := &agentsv1alpha1.Sandbox{}
+	mustf(t, kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, sandbox), "reading sandbox")
+	if sandbox.Spec.ShutdownTime == nil || time.Until(sandbox.Spec.ShutdownTime.Time) < 50*time.Minute {
+		t.Fatalf("sandbox spec.shutdownTime = %v, want the TTL patch (~1h ahead) kept", sandbox.Spec.ShutdownTime)
 	}
 
 	// Labels are queryable on Sandboxes (multi-tenant visibility).
 	var sbs agentsv1alpha1.SandboxList
 	mustf(t, kube.List(t.Context(), &sbs, client.InNamespace(ns), client.MatchingLabels{"cognition.io/user": "alice"}), "listing sandboxes by label")
-	if len(sbs.Items) != 1 || sbs.Items[0].Name != sb.SandboxName() || sbs.Items[0].Labels["cognition.io/session"] != session {
+	if len(sbs.Items) != 1 || sbs.Items[0].Name != name || sbs.Items[0].Labels["cognition.io/session"] != session {
 		t.Fatalf("sandboxes of user alice: %+v", sbs.Items)
 	}
 
 	// Tool calls through the router: shell semantics and base64 file operations.
-	name := sb.SandboxName()
-	if out, _, code := execute(t, ns, name, "sh -c "+shQuote("echo Hello from K8s sandbox! | tr a-z A-Z")); code != 0 || out != "HELLO FROM K8S SANDBOX!\n" {
-		t.Fatalf("execute: %q exit %d", out, code)
-	}
 	// The runtime image carries python3 (the integrator's own demo runs a platform check).
 	if out, _, code := execute(t, ns, name, "sh -c "+shQuote(`python3 -c 'import platform, socket; print(socket.gethostname(), platform.python_version())'`)); code != 0 || !strings.HasPrefix(out, name+" 3.") {
 		t.Fatalf("python3 platform check: %q exit %d", out, code)
@@ -119,7 +196,7 @@ func TestSeed004SessionThroughRouter(t *testing.T) {
 
 	// Session deleted: terminate deletes the claim, the controller the Sandbox and pod.
 	mustf(t, sb.Delete(t.Context()), "terminate")
-	sandbox := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	sandbox = &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	eventually(t, "sandbox gone after terminate", func(ctx context.Context) (bool, error) { return gone(ctx, sandbox) })
 	// The router's watch cache drops the Sandbox a moment after the API does.
 	eventually(t, "router to answer 404 for the terminated sandbox", func(ctx context.Context) (bool, error) {
@@ -131,22 +208,48 @@ func TestSeed004SessionThroughRouter(t *testing.T) {
 	})
 }
 
-// The TTL safety net: a session whose server never calls terminate is cleaned up by the
-// controller when the patched shutdownTime passes.
-func TestSeed004TTLExpiry(t *testing.T) {
+// Seed 004's TTL safety net: a session whose server never calls terminate. Its SDK patches the
+// Sandbox's spec.shutdownTime and leaves shutdownPolicy at the default (Retain): at that time the
+// controller deletes the pod and Service, keeps the Sandbox marked expired, and the router stops
+// routing to it; the claim reports it. A later terminate removes what is left.
+func TestSandboxShutdownTimePatchExpiresAnAbandonedSession(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed004t")
 	createTemplate(t, ns, "cognition-sandbox", false)
 	cli := sdkClient(t, ns)
-	sb, err := cli.Create(t.Context(), "cognition-sandbox", sdk.WithShutdownPolicy(extv1alpha1.ShutdownPolicyDelete))
-	mustf(t, err, "creating sandbox")
-	sandboxName := sb.SandboxName()
+	backend := &cognitionBackend{cli: cli, ttl: 3 * time.Second, labels: map[string]string{"cognition.io/session": "abandoned"}}
+	if out, _, code := backend.execute(t, "echo before"); code != 0 || out != "before\n" {
+		t.Fatalf("tool call before the TTL: %q exit %d", out, code)
+	}
+	name := backend.sb.SandboxName()
 
-	soon := metav1.NewTime(time.Now().Add(3 * time.Second).Truncate(time.Second))
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"lifecycle":{"shutdownTime":%q}}}`, soon.UTC().Format(time.RFC3339)))
-	claim := &extv1alpha1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sb.Name()}}
-	mustf(t, kube.Patch(t.Context(), claim, patch), "patching TTL")
-	eventually(t, "claim deleted at its shutdownTime", func(ctx context.Context) (bool, error) { return gone(ctx, claim) })
-	sandbox := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sandboxName}}
-	eventually(t, "sandbox deleted with the claim", func(ctx context.Context) (bool, error) { return gone(ctx, sandbox) })
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	eventually(t, "pod deleted at shutdownTime", func(ctx context.Context) (bool, error) { return gone(ctx, pod) })
+	sandbox := &agentsv1alpha1.Sandbox{}
+	eventually(t, "Sandbox kept with Ready=False/SandboxExpired (shutdownPolicy Retain)", func(ctx context.Context) (bool, error) {
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sandbox); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(sandbox.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
+		return c != nil && c.Reason == agentsv1alpha1.ReasonExpired && len(sandbox.Status.PodIPs) == 0, nil
+	})
+	eventually(t, "claim no longer Ready", func(ctx context.Context) (bool, error) {
+		claim := &extv1alpha1.SandboxClaim{}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: backend.sb.Name()}, claim); err != nil {
+			return false, err
+		}
+		return !meta.IsStatusConditionTrue(claim.Status.Conditions, extv1alpha1.ClaimConditionReady), nil
+	})
+	eventually(t, "router to stop routing to the expired sandbox", func(ctx context.Context) (bool, error) {
+		code, body, err := routerPost(ctx, ns, name, "/execute", `{"command":"true"}`)
+		if err != nil || code == http.StatusOK {
+			return false, fmt.Errorf("%d %s %v", code, body, err)
+		}
+		return true, nil
+	})
+
+	mustf(t, backend.sb.Delete(t.Context()), "terminate")
+	eventually(t, "sandbox gone after terminate", func(ctx context.Context) (bool, error) {
+		return gone(ctx, &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	})
 }
