@@ -14,13 +14,71 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
+// createFlags are sbx create's flags.
+type createFlags struct {
+	template, name, warmPool, shutdownPolicy, output string
+	env, labels, podLabels, onCreate                 []string
+	ttl, timeout                                     time.Duration
+	noWait, keep                                     bool
+}
+
+// options turns the flags into the SDK's create options.
+func (f *createFlags) options() ([]sdk.CreateOption, error) {
+	var opts []sdk.CreateOption
+	if f.name != "" {
+		opts = append(opts, sdk.WithName(f.name))
+	}
+	envMap, err := parsePairs(f.env, "--env")
+	if err != nil {
+		return nil, err
+	}
+	if len(envMap) > 0 {
+		opts = append(opts, sdk.WithEnv(envMap))
+	}
+	labelMap, err := parsePairs(f.labels, "--label")
+	if err != nil {
+		return nil, err
+	}
+	if len(labelMap) > 0 {
+		opts = append(opts, sdk.WithLabels(labelMap))
+	}
+	podLabelMap, err := parsePairs(f.podLabels, "--pod-label")
+	if err != nil {
+		return nil, err
+	}
+	if len(podLabelMap) > 0 {
+		opts = append(opts, sdk.WithPodLabels(podLabelMap))
+	}
+	if f.warmPool != "" {
+		opts = append(opts, sdk.WithWarmPool(f.warmPool))
+	}
+	if f.ttl > 0 {
+		opts = append(opts, sdk.WithTTL(f.ttl))
+	}
+	if f.shutdownPolicy != "" {
+		p, err := parseShutdownPolicy(f.shutdownPolicy)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, sdk.WithShutdownPolicy(p))
+	}
+	if f.timeout > 0 {
+		opts = append(opts, sdk.WithReadyTimeout(f.timeout))
+	}
+	if f.noWait {
+		opts = append(opts, sdk.NoWait())
+	}
+	if f.keep {
+		opts = append(opts, sdk.KeepOnFailure())
+	}
+	for _, h := range f.onCreate {
+		opts = append(opts, sdk.OnCreate(sdk.Shell(h)))
+	}
+	return opts, nil
+}
+
 func (a *app) createCommand() *cobra.Command {
-	var (
-		template, name, warmPool, shutdownPolicy, output string
-		env, labels, podLabels, onCreate                 []string
-		ttl, timeout                                     time.Duration
-		noWait, keep                                     bool
-	)
+	var f createFlags
 	cmd := &cobra.Command{
 		Use:   "create --template TEMPLATE [--name NAME] [flags]",
 		Short: "Create a sandbox (a SandboxClaim) and wait until it is ready",
@@ -37,60 +95,14 @@ output and the claim is deleted again unless --keep-on-failure is given.`,
   sbx create --template python --on-create 'pip install -r requirements.txt'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if template == "" {
+			if f.template == "" {
 				return fmt.Errorf("--template is required")
 			}
-			var opts []sdk.CreateOption
-			if name != "" {
-				opts = append(opts, sdk.WithName(name))
-			}
-			envMap, err := parsePairs(env, "--env")
+			opts, err := f.options()
 			if err != nil {
 				return err
 			}
-			if len(envMap) > 0 {
-				opts = append(opts, sdk.WithEnv(envMap))
-			}
-			labelMap, err := parsePairs(labels, "--label")
-			if err != nil {
-				return err
-			}
-			if len(labelMap) > 0 {
-				opts = append(opts, sdk.WithLabels(labelMap))
-			}
-			podLabelMap, err := parsePairs(podLabels, "--pod-label")
-			if err != nil {
-				return err
-			}
-			if len(podLabelMap) > 0 {
-				opts = append(opts, sdk.WithPodLabels(podLabelMap))
-			}
-			if warmPool != "" {
-				opts = append(opts, sdk.WithWarmPool(warmPool))
-			}
-			if ttl > 0 {
-				opts = append(opts, sdk.WithTTL(ttl))
-			}
-			if shutdownPolicy != "" {
-				p, err := parseShutdownPolicy(shutdownPolicy)
-				if err != nil {
-					return err
-				}
-				opts = append(opts, sdk.WithShutdownPolicy(p))
-			}
-			if timeout > 0 {
-				opts = append(opts, sdk.WithReadyTimeout(timeout))
-			}
-			if noWait {
-				opts = append(opts, sdk.NoWait())
-			}
-			if keep {
-				opts = append(opts, sdk.KeepOnFailure())
-			}
-			for _, h := range onCreate {
-				opts = append(opts, sdk.OnCreate(sdk.Shell(h)))
-			}
-			if err := checkOutput(output, "", "name", "json", "yaml"); err != nil {
+			if err := checkOutput(f.output, "", "name", "json", "yaml"); err != nil {
 				return err
 			}
 			c, err := a.client()
@@ -101,37 +113,37 @@ output and the claim is deleted again unless --keep-on-failure is given.`,
 			prog := newProgressPrinter(a.stderr, isTerminal(a.stderr))
 			stop := prog.start(cmd.Context())
 			start := time.Now()
-			sb, err := c.Create(cmd.Context(), template, append(opts, sdk.WithProgress(prog.update))...)
+			sb, err := c.Create(cmd.Context(), f.template, append(opts, sdk.WithProgress(prog.update))...)
 			stop()
 			if err != nil {
 				return err
 			}
-			if !noWait {
+			if !f.noWait {
 				fmt.Fprintf(a.stderr, "sandbox %s ready in %s (sandbox %s, pod IP %s)\n", sb.Name(),
 					time.Since(start).Round(time.Millisecond), sb.SandboxName(), strings.Join(sb.PodIPs(), ","))
 			}
-			switch output {
+			switch f.output {
 			case "json", "yaml":
-				return printObjects(a.stdout, output, []*sdk.Sandbox{sb}, false)
+				return printObjects(a.stdout, f.output, []*sdk.Sandbox{sb}, false)
 			}
 			fmt.Fprintln(a.stdout, sb.Name())
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&template, "template", "", "SandboxTemplate to create the sandbox from (required)")
-	f.StringVar(&name, "name", "", "claim name (default: generated from the template name)")
-	f.StringArrayVar(&env, "env", nil, "environment variable K=V for the sandbox's container (repeatable; the template must allow env injection)")
-	f.StringArrayVarP(&labels, "label", "l", nil, "label k=v on the claim, copied to the Sandbox (repeatable)")
-	f.StringArrayVar(&podLabels, "pod-label", nil, "label k=v on the sandbox pod (repeatable)")
-	f.StringVar(&warmPool, "warmpool", "", `warm pool policy: "none", "default" or a pool name (default: the API's, "default")`)
-	f.DurationVar(&ttl, "ttl", 0, "shut the sandbox down after this long (claim spec.lifecycle.shutdownTime); refresh with sbx keepalive")
-	f.StringVar(&shutdownPolicy, "shutdown-policy", "", "what happens at the TTL: Delete, DeleteForeground or Retain (the API default)")
-	f.DurationVar(&timeout, "timeout", 0, "how long to wait for the sandbox to be ready (default 2m)")
-	f.BoolVar(&noWait, "no-wait", false, "return once the claim exists, without waiting")
-	f.BoolVar(&keep, "keep-on-failure", false, "keep the claim when waiting for it or an --on-create command fails")
-	f.StringArrayVar(&onCreate, "on-create", nil, "shell command run in the sandbox once it is ready, before returning (repeatable, in order)")
-	f.StringVarP(&output, "output", "o", "", "output: name (default), json or yaml")
+	fl := cmd.Flags()
+	fl.StringVar(&f.template, "template", "", "SandboxTemplate to create the sandbox from (required)")
+	fl.StringVar(&f.name, "name", "", "claim name (default: generated from the template name)")
+	fl.StringArrayVar(&f.env, "env", nil, "environment variable K=V for the sandbox's container (repeatable; the template must allow env injection)")
+	fl.StringArrayVarP(&f.labels, "label", "l", nil, "label k=v on the claim, copied to the Sandbox (repeatable)")
+	fl.StringArrayVar(&f.podLabels, "pod-label", nil, "label k=v on the sandbox pod (repeatable)")
+	fl.StringVar(&f.warmPool, "warmpool", "", `warm pool policy: "none", "default" or a pool name (default: the API's, "default")`)
+	fl.DurationVar(&f.ttl, "ttl", 0, "shut the sandbox down after this long (claim spec.lifecycle.shutdownTime); refresh with sbx keepalive")
+	fl.StringVar(&f.shutdownPolicy, "shutdown-policy", "", "what happens at the TTL: Delete, DeleteForeground or Retain (the API default)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "how long to wait for the sandbox to be ready (default 2m)")
+	fl.BoolVar(&f.noWait, "no-wait", false, "return once the claim exists, without waiting")
+	fl.BoolVar(&f.keep, "keep-on-failure", false, "keep the claim when waiting for it or an --on-create command fails")
+	fl.StringArrayVar(&f.onCreate, "on-create", nil, "shell command run in the sandbox once it is ready, before returning (repeatable, in order)")
+	fl.StringVarP(&f.output, "output", "o", "", "output: name (default), json or yaml")
 	return cmd
 }
 
