@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -72,10 +70,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		return nil, err
-	}
-	if err := c.Create(ctx, benchTemplate()); err != nil {
+	if err := createNamespaceAndTemplate(ctx, c); err != nil {
 		return nil, err
 	}
 	if _, err := fillPool(ctx, c, cfg.Pool); err != nil {

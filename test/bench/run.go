@@ -77,10 +77,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		return nil, err
-	}
-	if err := c.Create(ctx, benchTemplate()); err != nil {
+	if err := createNamespaceAndTemplate(ctx, c); err != nil {
 		return nil, err
 	}
 	report := &Report{Scenario: cfg.Scenario, Rate: cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool, Nodes: cfg.Nodes, WritesPerClaim: map[string]float64{}}
@@ -240,6 +237,14 @@ func loadgenClient(env *testenv.Env) (client.Client, cache.Cache, error) {
 	}
 	cc, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{namespace: {}}})
 	return c, cc, err
+}
+
+// createNamespaceAndTemplate makes the benchmark's namespace and the template its claims use.
+func createNamespaceAndTemplate(ctx context.Context, c client.Client) error {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		return err
+	}
+	return c.Create(ctx, benchTemplate())
 }
 
 func benchTemplate() *extv1alpha1.SandboxTemplate {

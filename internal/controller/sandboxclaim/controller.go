@@ -220,8 +220,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // unboundClaimsOfTemplate wakes claims waiting for a template that just appeared or changed.
 func (r *Reconciler) unboundClaimsOfTemplate(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.unboundClaims(ctx, o.GetNamespace(), client.MatchingFields{index.ClaimTemplate: o.GetName()})
+}
+
+// unboundClaims lists the claims of a namespace matching an index that no Sandbox serves yet.
+func (r *Reconciler) unboundClaims(ctx context.Context, ns string, match client.MatchingFields) []reconcile.Request {
 	claims := &extv1alpha1.SandboxClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ClaimTemplate: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, claims, client.InNamespace(ns), match); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

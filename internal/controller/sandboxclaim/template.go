@@ -61,15 +61,5 @@ var poolCreated = predicate.Funcs{
 
 // unboundClaimsOfPool wakes the unbound claims that name a pool that just appeared.
 func (r *Reconciler) unboundClaimsOfPool(ctx context.Context, o client.Object) []reconcile.Request {
-	claims := &extv1alpha1.SandboxClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.ClaimWarmPool: o.GetName()}); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range claims.Items {
-		if claims.Items[i].Status.SandboxStatus.Name == "" {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
-		}
-	}
-	return reqs
+	return r.unboundClaims(ctx, o.GetNamespace(), client.MatchingFields{index.ClaimWarmPool: o.GetName()})
 }
