@@ -132,15 +132,27 @@ func cleanUpAndFindLeaks(ctx context.Context, c client.Client) map[string]int {
 	_ = c.DeleteAllOf(ctx, &extv1alpha1.SandboxClaim{}, client.InNamespace(namespace))
 	pool := &extv1alpha1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName}}
 	_ = c.Patch(ctx, pool, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)))
+	// Garbage collection of thousands of pods after a heavy run takes minutes; a list that fails
+	// (an API server still busy) is asked again rather than counted.
 	var leaks map[string]int
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if leaks = orphans(ctx, c); total(leaks) == 0 {
+		if leaks = orphans(ctx, c); total(leaks) == 0 && !unknown(leaks) {
 			return leaks
 		}
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second)
 	}
 	return leaks
+}
+
+// unknown reports a count that could not be taken (-1).
+func unknown(m map[string]int) bool {
+	for _, v := range m {
+		if v < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func total(m map[string]int) int {

@@ -39,14 +39,23 @@ func planFaults(cfg ChaosConfig) []plannedFault {
 	return plan
 }
 
-// injectFaults carries out the plan, each fault at its offset from start.
+// injectFaults carries out the plan, each fault at its offset from start. A kill never comes
+// sooner than KillEvery after the previous fault ended (an API server restart under load can take
+// long; kills queued behind it must not then fire back to back), and none after the window.
 func injectFaults(ctx context.Context, cfg ChaosConfig, env *testenv.Env, rs *replicaSet, start time.Time) []Fault {
 	var done []Fault
+	var lastEnd time.Time
 	for _, f := range planFaults(cfg) {
+		at := start.Add(f.at)
+		if f.kind == "kill-leader" && !lastEnd.IsZero() && lastEnd.Add(cfg.KillEvery).After(at) {
+			if at = lastEnd.Add(cfg.KillEvery); at.After(start.Add(cfg.Duration)) {
+				continue
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return done
-		case <-time.After(time.Until(start.Add(f.at))):
+		case <-time.After(time.Until(at)):
 		}
 		fault := Fault{Kind: f.kind}
 		switch f.kind {
@@ -58,6 +67,7 @@ func injectFaults(ctx context.Context, cfg ChaosConfig, env *testenv.Env, rs *re
 			fault.Detail = errText(env.RestartEtcd())
 		}
 		fault.At = time.Since(start)
+		lastEnd = time.Now()
 		logf("chaos: %s at %s %s", fault.Kind, fault.At.Round(time.Millisecond), fault.Detail)
 		done = append(done, fault)
 	}

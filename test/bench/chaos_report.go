@@ -96,7 +96,7 @@ func (r *ChaosReport) Violations() []string {
 	if r.Lost > 0 {
 		v = append(v, fmt.Sprintf("%d claims lost (not ready in time), e.g. %v", r.Lost, r.LostClaims))
 	}
-	if n := total(r.Leaks); n != 0 {
+	if n := total(r.Leaks); n != 0 || unknown(r.Leaks) {
 		v = append(v, fmt.Sprintf("leaked objects after cleanup: %v", r.Leaks))
 	}
 	if strings.HasPrefix(r.PoolRestored, "not back") {

@@ -11,7 +11,7 @@ import (
 )
 
 // The short chaos run `make test` includes: claims keep coming while the leading controller is
-// killed twice and the API server restarts once (10 claims/s for 20 s); no claim may be lost or doubled, nothing may
+// killed twice and the API server restarts once (8 claims/s for 25 s); no claim may be lost or doubled, nothing may
 // leak. `make chaos` is the long version (docs/bench.md).
 func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
@@ -26,9 +26,9 @@ func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 	cfg := bench.DefaultChaos()
 	// A pool as large as the run's claims: every claim can be served warm, so what is measured
 	// is recovery from the faults, not the cold-start throughput of a busy 2-core machine.
-	cfg.Rate, cfg.Duration, cfg.Pool, cfg.Nodes = 10, 20*time.Second, 200, 3
-	cfg.DeleteAfter, cfg.KillEvery = 2*time.Second, 8*time.Second
-	cfg.RestartAPIServerAt, cfg.RestartEtcdAt = 12*time.Second, 0
+	cfg.Rate, cfg.Duration, cfg.Pool, cfg.Nodes = 8, 25*time.Second, 200, 3
+	cfg.DeleteAfter, cfg.KillEvery = 2*time.Second, 6*time.Second
+	cfg.RestartAPIServerAt, cfg.RestartEtcdAt = 8*time.Second, 0
 	// make test runs packages in parallel on 2 cores: the short run allows 15 s for every claim
 	// to be ready after the last fault (failover alone takes up to the 4 s lease); `make chaos`
 	// holds to 10 s on a machine it has to itself.
@@ -47,8 +47,10 @@ func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 			kills++
 		}
 	}
-	if kills != 2 || len(report.Faults) != 3 {
-		t.Errorf("faults = %+v, want two leader kills and one API server restart", report.Faults)
+	// Kills keep 6 s from the previous fault: two fit in the window unless the API server takes
+	// over 11 s to come back, then one.
+	if kills < 1 || len(report.Faults) != kills+1 {
+		t.Errorf("faults = %+v, want leader kills (two, or one after a slow restart) and one API server restart", report.Faults)
 	}
 	for _, v := range report.Violations() {
 		t.Error(v)
