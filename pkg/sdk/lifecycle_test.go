@@ -395,6 +395,10 @@ func TestPauseResume(t *testing.T) {
 	if err := sdktest.MarkSandbox(ctx, env.Client, sbKey, "10.0.0.2"); err != nil {
 		t.Fatal(err)
 	}
+	// The claim controller mirrors the resumed pod onto the claim; Resume waits for that too.
+	if err := sdktest.MarkClaim(ctx, env.Client, key(c, "pr"), "pool-abcde", []string{"10.0.0.2"}, metav1.ConditionTrue, "DependenciesReady", ""); err != nil {
+		t.Fatal(err)
+	}
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)

@@ -318,7 +318,34 @@ func (s *Sandbox) Resume(ctx context.Context, opts ...WaitOption) error {
 	if err != nil {
 		return err
 	}
+	if !s.raw {
+		if err := s.waitClaimShows(ctx, got.Status.PodIPs, wc); err != nil {
+			return err
+		}
+	}
 	return s.runHooks(ctx, hookOnResume, wc.hooks)
+}
+
+// waitClaimShows waits until the claim's status reports the resumed pod (podIPs): handles made
+// later, by another process's Get, read the claim, whose status mirrors the Sandbox a moment
+// after it; a claim still showing the pod from before the pause does not count.
+func (s *Sandbox) waitClaimShows(ctx context.Context, podIPs []string, wc waitConfig) error {
+	s.mu.Lock()
+	cl := s.claim.DeepCopy()
+	s.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	eval := func(cl *extv1alpha1.SandboxClaim) readiness {
+		r := claimReadiness(cl)
+		if r.ready && !slices.Equal(r.podIPs, podIPs) {
+			r.ready, r.reason, r.message = false, reasonWaitingForPodIP, "the claim does not show the resumed pod yet"
+		}
+		return r
+	}
+	got, err := waitFor(ctx, s.c, cl, func() client.ObjectList { return &extv1alpha1.SandboxClaimList{} }, eval, wc)
+	s.setClaim(got)
+	return err
 }
 
 func (s *Sandbox) patchReplicas(ctx context.Context, n int32) error {

@@ -53,6 +53,7 @@ const (
 const (
 	reasonClaimExpired   = extv1alpha1.ReasonClaimExpired
 	reasonSandboxExpired = agentsv1alpha1.ReasonExpired
+	reasonSandboxMissing = extv1alpha1.ReasonSandboxMissing
 )
 
 // claimReadiness: ready once status.sandbox.podIPs is set and, when the
@@ -66,7 +67,7 @@ func claimReadiness(cl *extv1alpha1.SandboxClaim) readiness {
 	switch {
 	case cl.DeletionTimestamp != nil:
 		r.reason, r.message, r.final = reasonTerminating, "the claim is being deleted", true
-	case cond != nil && (cond.Reason == reasonClaimExpired || cond.Reason == reasonSandboxExpired):
+	case cond != nil && (cond.Reason == reasonClaimExpired || cond.Reason == reasonSandboxExpired || cond.Reason == reasonSandboxMissing):
 		r.final = true
 	case cond != nil && cond.Status != metav1.ConditionTrue:
 	case len(r.podIPs) == 0 && cond == nil:
