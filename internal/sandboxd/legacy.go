@@ -86,7 +86,7 @@ func (s *Server) handleLegacyUpload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err != nil {
-			writeMessage(w, http.StatusInternalServerError, "File upload failed: "+err.Error())
+			writeParseError(w)
 			return
 		}
 		if part.FormName() != "file" {
@@ -96,10 +96,32 @@ func (s *Server) handleLegacyUpload(w http.ResponseWriter, r *http.Request) {
 		// Part.FileName strips directories; the legacy protocol needs them.
 		_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
 		name := params["filename"]
-		s.legacyStore(w, name, part)
+		body := &readErrors{r: part}
+		s.legacyStore(w, name, body)
 		part.Close()
 		return
 	}
+}
+
+// writeParseError answers a malformed multipart body as the python runtime (FastAPI) did: the
+// client's fault, 400.
+func writeParseError(w http.ResponseWriter) {
+	writeJSON(w, http.StatusBadRequest, map[string]string{"detail": "There was an error parsing the body"})
+}
+
+// readErrors remembers the first error reading the request's part, so a truncated or malformed
+// body is told apart from a failing disk.
+type readErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErrors) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 func (s *Server) legacyStore(w http.ResponseWriter, name string, src io.Reader) {
@@ -122,6 +144,10 @@ func (s *Server) legacyStore(w http.ResponseWriter, name string, src io.Reader) 
 	if err != nil {
 		if isRootEscape(err) {
 			writeMessage(w, http.StatusForbidden, "Access denied")
+			return
+		}
+		if re, ok := src.(*readErrors); ok && re.err != nil {
+			writeParseError(w)
 			return
 		}
 		writeMessage(w, http.StatusInternalServerError, "File upload failed: "+err.Error())

@@ -150,7 +150,8 @@ func FuzzLegacyExecute(f *testing.F) {
 
 // FuzzLegacyUpload sends POST /upload with an arbitrary destination filename and content, either
 // as a well-formed multipart body or as raw bytes under a multipart Content-Type. Documented
-// answers: 200, 403 (escape), 422 (no file field) and 500 "File upload failed: ...". A 200 must
+// answers: 200, 400 (a malformed or truncated multipart body), 403 (escape), 422 (no file field)
+// and 500 "File upload failed: ...". A 200 must
 // have written exactly the content inside the root.
 func FuzzLegacyUpload(f *testing.F) {
 	f.Add("dir/new.txt", []byte("x"), false)
@@ -181,7 +182,7 @@ func FuzzLegacyUpload(f *testing.F) {
 		req.Header.Set("Content-Type", ct)
 		rec := rig.serve(t, req)
 		what := fmt.Sprintf("POST /upload filename %q raw %v", filename, raw)
-		rig.check(t, what, rec, http.StatusOK, http.StatusForbidden, http.StatusUnprocessableEntity, http.StatusInternalServerError)
+		rig.check(t, what, rec, http.StatusOK, http.StatusBadRequest, http.StatusForbidden, http.StatusUnprocessableEntity, http.StatusInternalServerError)
 		if rec.Code != http.StatusOK || raw || strings.ContainsAny(filename, "\r\n") {
 			return // a line break rewrites the part header: the destination is not filename
 		}
