@@ -106,6 +106,7 @@ type SandboxClaimSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.k8s.io/'))",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.k8s.io/'))[0] + ' is in the reserved domain k8s.io'"
 	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.agents.x-k8s.io/'))",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.agents.x-k8s.io/'))[0] + ' is in the reserved domain agents.x-k8s.io'"
 	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, (k == 'app' || k == 'app.kubernetes.io/name') && self.labels[k] == 'sandbox-router')",message="additionalPodMetadata.labels: app=sandbox-router and app.kubernetes.io/name=sandbox-router identify the sandbox router; a sandbox may not carry them"
+	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, size(self.labels[k]) <= 63)",messageExpression="'additionalPodMetadata.labels: the value of ' + self.labels.filter(k, size(self.labels[k]) > 63)[0] + ' must be no more than 63 characters'"
 	// +optional
 	AdditionalPodMetadata agentsv1alpha1.PodMetadata `json:"additionalPodMetadata,omitempty"`
 
