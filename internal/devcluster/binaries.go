@@ -56,7 +56,7 @@ func (c *Config) k8sBinDir() (string, error) {
 }
 
 func (c *Config) k8sBinaries() []string {
-	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
+	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "helm"}
 	if c.KwokNodes > 0 {
 		bins = append(bins, "kwok")
 	}

@@ -53,8 +53,9 @@ type Ports struct {
 	ControllerMetrics    int
 	ControllerHealth     int
 	ControllerWebhook    int // the CRD conversion webhook, called by the API server
-	Router               int
+	Router               int // host-process mode
 	RouterProbe          int
+	RouterNodePort       int // in-cluster mode: the router Service's NodePort, on bridgeIP
 }
 
 // DefaultPorts are the ports the cluster uses unless a Config says otherwise.
@@ -71,6 +72,7 @@ var DefaultPorts = Ports{
 	ControllerWebhook: 38443,
 	Router:            18080,
 	RouterProbe:       18081,
+	RouterNodePort:    31880,
 }
 
 // Config says where the cluster lives and what it runs.
@@ -88,6 +90,9 @@ type Config struct {
 	Log *slog.Logger
 	// StopTimeout bounds the wait after SIGTERM before SIGKILL (a busy apiserver is slow).
 	StopTimeout time.Duration
+	// HostProcesses runs our controller and router as processes on the host (fast iteration)
+	// instead of as the Helm chart's Deployments.
+	HostProcesses bool
 }
 
 // DefaultDir is ${XDG_STATE_HOME:-~/.local/state}/agent-sandbox/dev.
@@ -136,8 +141,14 @@ func (c *Config) path(elem ...string) string {
 // KubeconfigPath is the admin kubeconfig of the cluster.
 func (c *Config) KubeconfigPath() string { return c.path("kubeconfig") }
 
-// RouterURL is where the sandbox router listens on loopback.
-func (c *Config) RouterURL() string { return fmt.Sprintf("http://127.0.0.1:%d", c.Ports.Router) }
+// RouterURL is where the host reaches the sandbox router: its loopback port when it runs on the
+// host, else the NodePort of sandbox-router-svc on the node's address.
+func (c *Config) RouterURL() string {
+	if c.HostProcesses {
+		return fmt.Sprintf("http://127.0.0.1:%d", c.Ports.Router)
+	}
+	return fmt.Sprintf("http://%s:%d", bridgeIP, c.Ports.RouterNodePort)
+}
 
 func (c *Config) apiServerURL() string { return fmt.Sprintf("https://127.0.0.1:%d", c.Ports.APIServer) }
 

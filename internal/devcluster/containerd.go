@@ -117,45 +117,52 @@ func (c *Config) ourImages() (map[string]*images.Image, error) {
 }
 
 // writeImages writes the named images as docker-archives <dir>/<name>.tar and returns their
-// paths.
-func (c *Config) writeImages(dir string, names ...string) ([]string, error) {
+// paths and image ids.
+func (c *Config) writeImages(dir string, names ...string) (paths, ids []string, err error) {
 	imgs, err := c.ourImages()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var paths []string
 	for _, name := range names {
 		img := imgs[name]
 		if img == nil {
-			return nil, fmt.Errorf("no image %q", name)
+			return nil, nil, fmt.Errorf("no image %q", name)
 		}
 		tarPath := filepath.Join(dir, name+".tar")
 		id, err := img.WriteArchiveFile(tarPath)
 		if err != nil {
-			return nil, fmt.Errorf("building image %s: %w", img.Ref, err)
+			return nil, nil, fmt.Errorf("building image %s: %w", img.Ref, err)
 		}
 		c.Log.Info("image written", "image", img.Ref, "id", id, "archive", tarPath)
-		paths = append(paths, tarPath)
+		paths, ids = append(paths, tarPath), append(ids, id)
 	}
-	return paths, nil
+	return paths, ids, nil
 }
 
 // importImages builds the named images and imports them into the cluster's containerd. The
 // archives are deterministic, so an unchanged image re-imports as a no-op.
 func (c *Config) importImages(ctx context.Context, names ...string) error {
-	paths, err := c.writeImages(c.path("images"), names...)
+	_, err := c.importImageIDs(ctx, names...)
+	return err
+}
+
+// importImageIDs is importImages returning each image's id by name.
+func (c *Config) importImageIDs(ctx context.Context, names ...string) (map[string]string, error) {
+	paths, ids, err := c.writeImages(c.path("images"), names...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, p := range paths {
+	byName := map[string]string{}
+	for i, p := range paths {
 		if err := c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", p); err != nil {
-			return err
+			return nil, err
 		}
+		byName[names[i]] = ids[i]
 	}
-	return nil
+	return byName, nil
 }
 
 // killTasks kills and deletes every container task left in containerd, so that no shim or

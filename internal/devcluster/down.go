@@ -40,6 +40,10 @@ func Down(ctx context.Context, cfg Config, purge bool) error {
 	var pvPaths []string
 	if c.running("kube-apiserver") != nil {
 		pvPaths = c.hostPathVolumes(ctx)
+		// In-cluster, the controller is a pod: stop the ReplicaSets' controller, then the
+		// controller's pods, so nothing recreates the pods deleted next.
+		keep(c.stop("kube-controller-manager"))
+		keep(c.stopInClusterController(ctx))
 		if c.running("kubelet") != nil {
 			c.progress("deleting pods so the kubelet tears down their containers and networks")
 			keep(c.deleteAllPods(ctx))

@@ -23,5 +23,6 @@ func WriteImages(ctx context.Context, cfg Config, dir string) ([]string, error) 
 	if err := c.buildOurs(ctx); err != nil {
 		return nil, err
 	}
-	return c.writeImages(dir, "runtime", "controller", "router")
+	paths, _, err := c.writeImages(dir, "runtime", "controller", "router")
+	return paths, err
 }

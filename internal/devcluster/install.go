@@ -26,19 +26,18 @@ var manifests embed.FS
 
 const fieldOwner = client.FieldOwner("agent-sandbox-dev")
 
-// install applies our CRDs and RBAC from config/ and what the dev cluster adds (namespace,
-// service accounts, bindings, router role, default StorageClass), server-side, so that running
-// it again converges instead of failing.
+// install applies our CRDs, the namespace, and what the dev cluster adds (default StorageClass,
+// node reads), server-side, so that running it again converges instead of failing. With host
+// processes it also applies config/rbac (the in-cluster install's service accounts, roles and
+// bindings) and points the CRDs' conversion at the host's webhook; otherwise the chart's
+// release brings its own RBAC and the CRDs convert through its webhook Service.
 func (c *Config) install(ctx context.Context) error {
 	cl, err := c.kubeClient()
 	if err != nil {
 		return err
 	}
-	crds, err := readYAMLDir(filepath.Join(c.RepoRoot, "config", "crd", "bases"))
+	crds, err := c.crds()
 	if err != nil {
-		return err
-	}
-	if err := c.convertThroughWebhook(crds); err != nil {
 		return err
 	}
 	if err := applyAll(ctx, cl, crds); err != nil {
@@ -55,9 +54,11 @@ func (c *Config) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rbac, err := readYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac"))
-	if err != nil {
-		return err
+	var rbac []*unstructured.Unstructured
+	if c.HostProcesses {
+		if rbac, err = readYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac")); err != nil {
+			return err
+		}
 	}
 	own, err := manifests.ReadFile("manifests/cluster.yaml")
 	if err != nil {
@@ -68,6 +69,19 @@ func (c *Config) install(ctx context.Context) error {
 		return err
 	}
 	return applyAll(ctx, cl, slices.Concat(ns, rbac, ours))
+}
+
+// crds are the chart's CRDs (conversion through the webhook Service), or config/'s pointed at
+// the host-process controller's webhook.
+func (c *Config) crds() ([]*unstructured.Unstructured, error) {
+	if !c.HostProcesses {
+		return readYAMLDir(filepath.Join(c.RepoRoot, "charts", "agent-sandbox", "crds"))
+	}
+	crds, err := readYAMLDir(filepath.Join(c.RepoRoot, "config", "crd", "bases"))
+	if err != nil {
+		return nil, err
+	}
+	return crds, c.convertThroughWebhook(crds)
 }
 
 func (c *Config) kubeClient() (client.Client, error) {

@@ -24,6 +24,7 @@ func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.HostProcesses = c.HostProcesses || c.recordedHostProcesses()
 	checks := map[string]func(context.Context) error{
 		"etcd":                     c.etcd("").ready,
 		"kube-apiserver":           c.apiserver("").ready,
@@ -39,6 +40,10 @@ func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
 	for _, name := range components {
 		st := ComponentStatus{Name: name}
 		r := c.running(name)
+		if r == nil && (name == "agent-sandbox-controller" || name == "sandbox-router") {
+			out = append(out, c.deploymentStatus(ctx, name))
+			continue
+		}
 		if r == nil {
 			st.Detail = "not running"
 			if name == "kwok" {
@@ -93,6 +98,25 @@ func PrintStatus(w io.Writer, sts []ComponentStatus, cfg Config) {
 	}
 	_ = tw.Flush()
 	if c, err := cfg.withDefaults(); err == nil {
+		c.HostProcesses = c.HostProcesses || c.recordedHostProcesses()
 		fmt.Fprintf(w, "\nstate dir: %s\nexport KUBECONFIG=%s\nrouter: %s\n", c.Dir, c.KubeconfigPath(), c.RouterURL())
 	}
+}
+
+// deploymentStatus reports a component the chart runs as a Deployment.
+func (c *Config) deploymentStatus(ctx context.Context, name string) ComponentStatus {
+	st := ComponentStatus{Name: name}
+	cl, err := c.kubeClient()
+	if err != nil {
+		st.Detail = err.Error()
+		return st
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := deploymentRolledOut(cl, name)(cctx); err != nil {
+		st.Detail = "Deployment: " + err.Error()
+		return st
+	}
+	st.Healthy, st.Detail = true, "Deployment "+SystemNS+"/"+name+" available"
+	return st
 }

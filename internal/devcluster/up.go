@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -67,13 +68,16 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
-		if err := c.restartIfReplaced(name); err != nil {
-			return nil, err
+	var ours []component
+	if c.HostProcesses {
+		for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
+			if err := c.restartIfReplaced(name); err != nil {
+				return nil, err
+			}
 		}
+		ours = []component{c.controller(), c.router()}
 	}
 	core := []component{c.etcd(bin), c.apiserver(bin), c.controllerManager(bin), c.scheduler(bin), ctrd, kubelet}
-	ours := []component{c.controller(), c.router()}
 	if err := c.preflight(append(core, ours...)); err != nil {
 		return nil, err
 	}
@@ -96,10 +100,8 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.install(ctx); err != nil {
 		return nil, err
 	}
-	for _, comp := range ours {
-		if err := c.ensure(ctx, comp); err != nil {
-			return nil, err
-		}
+	if err := c.installOurs(ctx, filepath.Join(bin, "helm"), ours); err != nil {
+		return nil, err
 	}
 	cl := &Cluster{Dir: c.Dir, Kubeconfig: c.KubeconfigPath(), RouterURL: c.RouterURL(), Reused: wasRunning}
 	c.progress("cluster ready in %s", time.Since(start).Round(100*time.Millisecond))
@@ -110,6 +112,26 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
   stop and clean up: dev down
 `, cl.Kubeconfig, bin, cl.RouterURL)
 	return cl, nil
+}
+
+// installOurs runs the controller and router: as the Helm chart's Deployments, or as host
+// processes (then without a release of the chart).
+func (c *Config) installOurs(ctx context.Context, helm string, hostProcesses []component) error {
+	if err := c.recordMode(); err != nil {
+		return err
+	}
+	if !c.HostProcesses {
+		return c.installChart(ctx, helm)
+	}
+	if err := c.uninstallChart(ctx, helm); err != nil {
+		return err
+	}
+	for _, comp := range hostProcesses {
+		if err := c.ensure(ctx, comp); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Config) ensureKwok(ctx context.Context, bin string) error {
@@ -167,7 +189,7 @@ var components = []string{
 
 func (c *Config) allRunning() bool {
 	for _, n := range components {
-		if n == "kwok" {
+		if n == "kwok" || (!c.HostProcesses && (n == "agent-sandbox-controller" || n == "sandbox-router")) {
 			continue
 		}
 		if c.running(n) == nil {
