@@ -38,7 +38,7 @@ var nsCounter atomic.Int32
 func newCLI(t *testing.T) *cli {
 	t.Helper()
 	if env == nil {
-		t.Skip("needs KUBEBUILDER_ASSETS (run `make test`)")
+		testenv.Require(t)
 	}
 	ns := fmt.Sprintf("sbx-cli-%d", nsCounter.Add(1))
 	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -215,3 +215,22 @@ func Main(m *testing.M, name string, env **Env) int {
 	}
 	return code
 }
+
+// Require skips t when KUBEBUILDER_ASSETS lacks one of bins (default: kube-apiserver and etcd),
+// and fails it when CI is set: there a missing binary is a broken setup, and a test that did
+// not run must not pass as green.
+func Require(t testing.TB, bins ...string) {
+	t.Helper()
+	if len(bins) == 0 {
+		bins = []string{"kube-apiserver", "etcd"}
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	for _, bin := range bins {
+		if _, err := os.Stat(filepath.Join(assets, bin)); assets == "" || err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is missing from KUBEBUILDER_ASSETS=%q in CI: run through `make test`, which builds it", bin, assets)
+			}
+			t.Skipf("needs %s in KUBEBUILDER_ASSETS: run through `make test`", bin)
+		}
+	}
+}

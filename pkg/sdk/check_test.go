@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
@@ -44,7 +45,7 @@ func closedPortURL(t *testing.T) string {
 // the two are reported separately.
 func TestCheckClusterSeparatesFatalProblemsFromWarnings(t *testing.T) {
 	if env == nil {
-		t.Skip("needs KUBEBUILDER_ASSETS (run `make test`)")
+		testenv.Require(t)
 	}
 	bare := startBareAPIServer(t)
 	up, down := sdktest.NewRouter(t).URL, closedPortURL(t)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
@@ -109,10 +110,16 @@ func TestRouterHeaders(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	sb, _ := c.HandleFor(aClaim("my-claim").inNamespace("team-a").ready("pool-abc12", "10.0.0.1").build())
-	if _, err := sb.Run(testCtx(t), Shell("true")); err != nil {
+	ctx := testCtx(t)
+	if _, err := sb.Run(ctx, Shell("true")); err != nil {
 		t.Fatal(err)
 	}
-	h := <-got
+	var h http.Header
+	select {
+	case h = <-got:
+	case <-ctx.Done():
+		t.Fatal("the router never received the request")
+	}
 	for k, want := range map[string]string{
 		"X-Sandbox-Id": "pool-abc12", "X-Sandbox-Namespace": "team-a", "X-Sandbox-Port": "9999",
 		"Authorization": "Bearer s3cret", "X-Test-Path": "/prefix/v1/exec", "X-Test-Proto": "HTTP/2.0",
@@ -146,7 +153,7 @@ func TestNotReadyWithoutPodIP(t *testing.T) {
 	// A paused claim: no IP. Refreshing needs the API, which is offline
 	// here, so use a handle whose refresh finds the same state.
 	if env == nil {
-		t.Skip("needs KUBEBUILDER_ASSETS")
+		testenv.Require(t)
 	}
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)

@@ -18,6 +18,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
@@ -28,7 +29,7 @@ var nsCounter atomic.Int32
 func newClusterClient(t *testing.T, mode Mode, mods ...func(*Options)) *Client {
 	t.Helper()
 	if env == nil {
-		t.Skip("needs KUBEBUILDER_ASSETS (run `make test`)")
+		testenv.Require(t)
 	}
 	ns := fmt.Sprintf("sdk-%d-%s", nsCounter.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
 	if len(ns) > 63 {

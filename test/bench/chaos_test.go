@@ -3,10 +3,10 @@ package bench_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 	"github.com/agent-sandbox/agent-sandbox/test/bench"
 )
 
@@ -14,15 +14,7 @@ import (
 // killed twice and the API server restarts once (8 claims/s for 25 s); no claim may be lost or doubled, nothing may
 // leak. `make chaos` is the long version (docs/bench.md).
 func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	for _, bin := range []string{"kube-scheduler", "kwok"} {
-		if _, err := os.Stat(filepath.Join(assets, bin)); assets == "" || err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s missing from KUBEBUILDER_ASSETS=%q in CI: `make test` builds it", bin, assets)
-			}
-			t.Skipf("needs %s in KUBEBUILDER_ASSETS: run through `make test`", bin)
-		}
-	}
+	testenv.Require(t, "kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")
 	cfg := bench.DefaultChaos()
 	// A pool as large as the run's claims: every claim can be served warm, so what is measured
 	// is recovery from the faults, not the cold-start throughput of a busy 2-core machine.

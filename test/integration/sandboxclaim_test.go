@@ -118,14 +118,16 @@ func TestConcurrentClaimsNeverShareASandbox(t *testing.T) {
 	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "pool", "tpl", 20))
 	eventually(t, "pool of 20 ready", poolReady(t, ns, "pool", 20))
 	var wg sync.WaitGroup
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			_ = k8s.Create(context.Background(), aClaim(ns, fmt.Sprintf("c-%02d", i), "tpl"))
-		}(i)
+	errs := make([]error, 50)
+	for i := range 50 {
+		wg.Go(func() { errs[i] = k8s.Create(context.Background(), aClaim(ns, fmt.Sprintf("c-%02d", i), "tpl")) })
 	}
 	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("creating claim c-%02d: %v", i, err)
+		}
+	}
 	owners := map[string]string{}
 	warm := 0
 	for i := 0; i < 50; i++ {

@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 // the Service with a caBundle that verifies the certificate the server presents.
 func TestWebhookCertificates(t *testing.T) {
 	if env == nil {
-		t.Skip("needs KUBEBUILDER_ASSETS (run through make test)")
+		testenv.Require(t)
 	}
 	cases := []struct {
 		name   string

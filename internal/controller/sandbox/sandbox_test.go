@@ -135,11 +135,12 @@ func TestMergeTrackedRemovesOnlyKeysWePropagated(t *testing.T) {
 }
 
 func TestNameHashIsStableAndLabelSafe(t *testing.T) {
-	if got := NameHash("agent-1"); got != NameHash("agent-1") || len(got) != 8 {
-		t.Errorf("NameHash(agent-1) = %q, want a stable 8-character value", got)
-	}
-	if NameHash("a") == NameHash("b") {
-		t.Errorf("NameHash collides for a and b")
+	// FNV-1a 32-bit, as upstream labels pods: published test vectors, so our label values
+	// match the ones upstream's controllers and clients compute.
+	for in, want := range map[string]string{"": "811c9dc5", "a": "e40c292c", "foobar": "bf9cf968"} {
+		if got := NameHash(in); got != want {
+			t.Errorf("NameHash(%q) = %q, want %q", in, got, want)
+		}
 	}
 	long := string(make([]byte, 250))
 	if got := trackingLabels(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: long}}); len(got) != 1 {
