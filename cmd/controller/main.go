@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -47,12 +48,12 @@ func main() {
 		fs.PrintDefaults()
 	}
 	flag.Parse()
-	labels, err := parseLabels(*routerLabels)
+	routerPodLabels, err := parseLabels(*routerLabels)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "--router-pod-labels:", err)
 		os.Exit(2)
 	}
-	opts.Router.PodLabels = labels
+	opts.Router.PodLabels = routerPodLabels
 	if opts.ScopedTokens, err = loadScopedSigner(*scopedSecret); err != nil {
 		fmt.Fprintln(os.Stderr, "--scoped-token-secret-file:", err)
 		os.Exit(2)
@@ -82,22 +83,16 @@ func main() {
 	}
 }
 
+// parseLabels reads --router-pod-labels (k=v,k2=v2) with the API's own label rules.
 func parseLabels(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, kv := range strings.Split(s, ",") {
-		if kv = strings.TrimSpace(kv); kv == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("%q is not key=value", kv)
-		}
-		out[k] = v
+	set, err := labels.ConvertSelectorToLabelsMap(s)
+	if err != nil {
+		return nil, err
 	}
-	if len(out) == 0 {
+	if len(set) == 0 {
 		return nil, fmt.Errorf("at least one label is required")
 	}
-	return out, nil
+	return set, nil
 }
 
 // loadScopedSigner reads the scoped-token secret; surrounding whitespace is dropped, as the

@@ -3,7 +3,7 @@ package sandboxwarmpool
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	errs = append(errs, r.writeStatus(ctx, pool, m, h, true))
 	// Come back when the next starting member crosses the timeout (member events do the rest).
-	return ctrl.Result{RequeueAfter: h.nextDue}, joinErrs(errs)
+	return ctrl.Result{RequeueAfter: h.nextDue}, errors.Join(errs...)
 }
 
 func (r *Reconciler) members(ctx context.Context, pool *extv1alpha1.SandboxWarmPool) ([]agentsv1alpha1.Sandbox, error) {
@@ -177,20 +177,4 @@ func (r *Reconciler) poolsOfTemplate(ctx context.Context, o client.Object) []rec
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
 	}
 	return reqs
-}
-
-func joinErrs(errs []error) error {
-	var out []error
-	for _, e := range errs {
-		if e != nil {
-			out = append(out, e)
-		}
-	}
-	switch len(out) {
-	case 0:
-		return nil
-	case 1:
-		return out[0]
-	}
-	return fmt.Errorf("%v (and %d more)", out[0], len(out)-1)
 }

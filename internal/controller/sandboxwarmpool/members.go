@@ -3,8 +3,8 @@ package sandboxwarmpool
 import (
 	"context"
 	"sort"
-	"sync"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -93,7 +93,7 @@ func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTempl
 // createMembers creates n members in parallel (bounded) and records each as expected.
 func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, n int) error {
 	key := client.ObjectKeyFromObject(pool)
-	return forEachParallel(n, func(int) error {
+	return forEachParallel(ctx, n, func(int) error {
 		sb := NewMember(pool, tmpl, r.PodRules)
 		if err := controllerutil.SetControllerReference(pool, sb, r.Client.Scheme()); err != nil {
 			return err
@@ -113,7 +113,7 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.Sandbo
 // reused a name) and records each as expected to disappear.
 func (r *Reconciler) deleteMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, victims []*agentsv1alpha1.Sandbox) error {
 	key := client.ObjectKeyFromObject(pool)
-	return forEachParallel(len(victims), func(i int) error {
+	return forEachParallel(ctx, len(victims), func(i int) error {
 		sb := victims[i]
 		if !metav1.IsControlledBy(sb, pool) {
 			return nil
@@ -131,28 +131,19 @@ func (r *Reconciler) deleteMembers(ctx context.Context, pool *extv1alpha1.Sandbo
 	})
 }
 
-// forEachParallel runs fn for 0..n-1 with at most 8 in flight and returns the first error.
-func forEachParallel(n int, fn func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		slots = make(chan struct{}, 8)
-	)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		slots <- struct{}{}
-		go func(i int) {
-			defer func() { <-slots; wg.Done() }()
-			if err := fn(i); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}(i)
+// forEachParallel runs fn for 0..n-1, at most 8 at once, and returns the first error. Once ctx
+// is done it starts no more calls.
+func forEachParallel(ctx context.Context, n int, fn func(i int) error) error {
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return fn(i) })
 	}
-	wg.Wait()
-	return first
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
