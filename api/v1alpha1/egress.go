@@ -1,0 +1,44 @@
+package v1alpha1
+
+// Egress modes of a Sandbox (seed 002's config.network), asked for with annotations on the
+// Sandbox and realised by the Sandbox controller as one NetworkPolicy named after the Sandbox,
+// owned by it, selecting only its pod, and written before the pod is created. docs/egress.md
+// gives the exact policy of each mode.
+const (
+	// EgressAnnotation asks for an egress mode: allow-all, deny-all or restricted. Without it
+	// the controller makes no egress policy (the pod's egress is whatever the namespace allows).
+	EgressAnnotation = "agents.x-k8s.io/egress"
+	// EgressCIDRsAnnotation lists, comma-separated, the destinations restricted mode allows
+	// ("10.0.0.0/8,2001:db8::/32"; a bare address means that one host). Read only when the mode
+	// is restricted.
+	EgressCIDRsAnnotation = "agents.x-k8s.io/egress-cidrs"
+)
+
+// Values of EgressAnnotation.
+const (
+	// EgressAllowAll: no egress policy; an existing one is deleted.
+	EgressAllowAll = "allow-all"
+	// EgressDenyAll: a policy that allows no egress at all, DNS included.
+	EgressDenyAll = "deny-all"
+	// EgressRestricted: a policy that allows the listed CIDRs, and DNS (UDP and TCP port 53) to
+	// any destination.
+	EgressRestricted = "restricted"
+)
+
+// SandboxConditionEgressPolicy reports whether the egress mode the annotations ask for is in
+// force. It is present only while EgressAnnotation or EgressCIDRsAnnotation is set.
+const SandboxConditionEgressPolicy = "EgressPolicy"
+
+// Reasons of the EgressPolicy condition. The two problems are also the Ready reason while they
+// keep the pod from being created, and a Warning event on the Sandbox.
+const (
+	// ReasonEgressApplied (True): the policy matches the annotations. The message starts with
+	// the applied mode as the SDK compares it ("deny-all:", "restricted to 10.0.0.0/8:").
+	ReasonEgressApplied = "EgressApplied"
+	// ReasonInvalidEgress (False): the annotations are not a valid mode or CIDR list. No pod is
+	// created until they are fixed; a running pod keeps the last policy that was applied.
+	ReasonInvalidEgress = "InvalidEgress"
+	// ReasonEgressPolicyConflict (False): a NetworkPolicy named after the Sandbox exists and is
+	// not controlled by it; it is left alone and no pod is created.
+	ReasonEgressPolicyConflict = "EgressPolicyConflict"
+)

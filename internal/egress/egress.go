@@ -1,0 +1,206 @@
+// Package egress turns a Sandbox's egress annotations (seed 002's network modes: allow-all,
+// deny-all, restricted to CIDRs) into the NetworkPolicy that enforces them. The Sandbox
+// controller builds its per-Sandbox policy with it, and the SDK and sbx validate and write the
+// same annotations with it, so client and controller agree on what is valid.
+package egress
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// The modes, as written in the agents.x-k8s.io/egress annotation.
+const (
+	AllowAll   = agentsv1alpha1.EgressAllowAll
+	DenyAll    = agentsv1alpha1.EgressDenyAll
+	Restricted = agentsv1alpha1.EgressRestricted
+)
+
+// DNSPort is kept open, over UDP and TCP, in restricted mode.
+const DNSPort = 53
+
+// Spec is a valid egress mode and, for restricted, the destinations it allows.
+type Spec struct {
+	Mode string
+	// CIDRs are canonical prefixes ("10.0.0.0/8", "2001:db8::/32"), without duplicates, in the
+	// order given; set only for restricted.
+	CIDRs []string
+}
+
+// New validates mode and cidrs and returns them in canonical form. CIDRs are allowed only with
+// restricted, where an empty list allows DNS alone; a bare address means that one host.
+func New(mode string, cidrs []string) (Spec, error) {
+	switch mode {
+	case AllowAll, DenyAll:
+		if len(cidrs) > 0 {
+			return Spec{}, fmt.Errorf("egress %s takes no CIDRs (got %s); CIDRs belong to %s", mode, strings.Join(cidrs, ","), Restricted)
+		}
+		return Spec{Mode: mode}, nil
+	case Restricted:
+		canon, err := ParseCIDRs(cidrs)
+		if err != nil {
+			return Spec{}, err
+		}
+		return Spec{Mode: mode, CIDRs: canon}, nil
+	case "":
+		return Spec{}, fmt.Errorf("egress mode is empty; want %s, %s or %s", AllowAll, DenyAll, Restricted)
+	}
+	return Spec{}, fmt.Errorf("unknown egress mode %q; want %s, %s or %s", mode, AllowAll, DenyAll, Restricted)
+}
+
+// ParseCIDRs validates each entry (see ParseCIDR) and drops duplicates.
+func ParseCIDRs(cidrs []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range cidrs {
+		p, err := ParseCIDR(c)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// ParseCIDR returns the canonical form of one IPv4 or IPv6 CIDR. A bare address is that host
+// (/32 or /128). A prefix with host bits set ("10.0.0.1/8") is refused rather than guessed at.
+func ParseCIDR(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", fmt.Errorf("empty egress CIDR")
+	}
+	if !strings.Contains(s, "/") {
+		addr, err := netip.ParseAddr(s)
+		if err != nil || addr.Zone() != "" {
+			return "", fmt.Errorf("egress CIDR %q is neither a CIDR (like 10.0.0.0/8) nor an IP address", s)
+		}
+		if addr.Is4In6() {
+			return "", fmt.Errorf("egress CIDR %q: write IPv4 addresses as IPv4 (%s)", s, addr.Unmap())
+		}
+		return netip.PrefixFrom(addr, addr.BitLen()).String(), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return "", fmt.Errorf("egress CIDR %q is not a valid CIDR (like 10.0.0.0/8 or 2001:db8::/32)", s)
+	}
+	if p.Addr().Is4In6() {
+		return "", fmt.Errorf("egress CIDR %q: write IPv4 networks as IPv4", s)
+	}
+	if m := p.Masked(); m != p {
+		return "", fmt.Errorf("egress CIDR %q has host bits set; the network is %s", s, m)
+	}
+	return p.String(), nil
+}
+
+// SplitList splits an egress-cidrs annotation value at commas and white space.
+func SplitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r' })
+}
+
+// FromAnnotations reads a Sandbox's egress annotations. requested is false when neither is set:
+// the Sandbox asks for nothing and gets no policy. The CIDR list is read only for restricted; a
+// list without a mode is an error, since leaving egress open is surely not what was meant.
+func FromAnnotations(annotations map[string]string) (spec Spec, requested bool, err error) {
+	mode, hasMode := annotations[agentsv1alpha1.EgressAnnotation]
+	list, hasList := annotations[agentsv1alpha1.EgressCIDRsAnnotation]
+	if !hasMode && !hasList {
+		return Spec{}, false, nil
+	}
+	if !hasMode {
+		return Spec{}, true, fmt.Errorf("annotation %s is set but %s is not; add %s: %s",
+			agentsv1alpha1.EgressCIDRsAnnotation, agentsv1alpha1.EgressAnnotation, agentsv1alpha1.EgressAnnotation, Restricted)
+	}
+	if mode != Restricted {
+		// The CIDR list means nothing to the other modes; a leftover one does not matter.
+		if spec, err = New(mode, nil); err != nil {
+			return Spec{}, true, fmt.Errorf("annotation %s: %w", agentsv1alpha1.EgressAnnotation, err)
+		}
+		return spec, true, nil
+	}
+	if spec, err = New(mode, SplitList(list)); err != nil {
+		return Spec{}, true, fmt.Errorf("annotation %s: %w", agentsv1alpha1.EgressCIDRsAnnotation, err)
+	}
+	return spec, true, nil
+}
+
+// Annotations are the Sandbox annotations that ask for spec. For modes other than restricted,
+// and for restricted without CIDRs, the CIDR annotation is absent.
+func (s Spec) Annotations() map[string]string {
+	a := map[string]string{agentsv1alpha1.EgressAnnotation: s.Mode}
+	if s.Mode == Restricted && len(s.CIDRs) > 0 {
+		a[agentsv1alpha1.EgressCIDRsAnnotation] = strings.Join(s.CIDRs, ",")
+	}
+	return a
+}
+
+// Summary names the mode with its CIDRs: "deny-all", "allow-all", "restricted to
+// 10.0.0.0/8,1.2.3.4/32", "restricted to DNS only".
+func (s Spec) Summary() string {
+	switch {
+	case s.Mode != Restricted:
+		return s.Mode
+	case len(s.CIDRs) == 0:
+		return "restricted to DNS only"
+	}
+	return "restricted to " + strings.Join(s.CIDRs, ",")
+}
+
+// AppliedMessage is the EgressPolicy condition's message once spec is in force through the
+// NetworkPolicy called policy. It starts with Summary and a colon, which Applied checks.
+func (s Spec) AppliedMessage(policy string) string {
+	switch s.Mode {
+	case AllowAll:
+		return s.Summary() + ": no egress NetworkPolicy; the Sandbox puts no limit on egress"
+	case DenyAll:
+		return s.Summary() + fmt.Sprintf(": NetworkPolicy %s allows no egress, DNS included", policy)
+	}
+	return s.Summary() + fmt.Sprintf(": NetworkPolicy %s allows egress to these CIDRs and DNS (UDP and TCP port %d) to any address", policy, DNSPort)
+}
+
+// Applied reports whether an EgressPolicy condition message says spec is in force.
+func (s Spec) Applied(message string) bool {
+	return strings.HasPrefix(message, s.Summary()+":")
+}
+
+// PolicySpec is the NetworkPolicy that enforces s on the pods with podLabels; false for
+// allow-all, which has none. Only egress is governed (policyTypes [Egress]): ingress is left to
+// whatever else selects the pod.
+func (s Spec) PolicySpec(podLabels map[string]string) (networkingv1.NetworkPolicySpec, bool) {
+	if s.Mode != DenyAll && s.Mode != Restricted {
+		return networkingv1.NetworkPolicySpec{}, false
+	}
+	ps := networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: maps.Clone(podLabels)},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+	}
+	if s.Mode == DenyAll {
+		return ps, true
+	}
+	if len(s.CIDRs) > 0 {
+		// Never a rule with an empty "to": that would allow every destination.
+		to := make([]networkingv1.NetworkPolicyPeer, 0, len(s.CIDRs))
+		for _, c := range s.CIDRs {
+			to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+		}
+		ps.Egress = append(ps.Egress, networkingv1.NetworkPolicyEgressRule{To: to})
+	}
+	dns := intstr.FromInt32(DNSPort)
+	ps.Egress = append(ps.Egress, networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{
+		{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
+		{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
+	}})
+	return ps, true
+}
