@@ -9,12 +9,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
@@ -27,7 +30,8 @@ const FieldOwner = client.FieldOwner("agent-sandbox-controller")
 // DefaultClusterDomain is the DNS domain used in status.serviceFQDN unless configured.
 const DefaultClusterDomain = "cluster.local"
 
-// Reconciler drives one Sandbox: Pod (unless paused or expired), headless Service, PVCs, status.
+// Reconciler drives one Sandbox: Pod (unless paused or expired), headless Service, PVCs, the
+// egress NetworkPolicy its annotations ask for, status.
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads around the cache, for objects the cache deliberately does not hold
@@ -102,6 +106,7 @@ type observed struct {
 	podNotOwned    bool        // a pod with the sandbox's name exists and is not ours
 	service        *corev1.Service
 	serviceProblem string // why there is no service, when there is none
+	egress         egressState
 }
 
 func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) (observed, error) {
@@ -114,7 +119,13 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.S
 		return obs, fmt.Errorf("service: %w", err)
 	}
 	obs.service, obs.serviceProblem = svc, problem
-	pod, notOwned, err := r.reconcilePod(ctx, sb)
+	// The egress policy comes before the pod, so the pod never sends a packet without it.
+	eg, err := r.reconcileEgress(ctx, sb)
+	obs.egress = eg
+	if err != nil {
+		return obs, fmt.Errorf("egress NetworkPolicy: %w", err)
+	}
+	pod, notOwned, err := r.reconcilePod(ctx, sb, !eg.blocksPod())
 	obs.pod, obs.podNotOwned = pod, notOwned
 	if err != nil {
 		return obs, fmt.Errorf("pod: %w", err)
@@ -148,9 +159,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
+		// By name, not owner: a policy of someone else's that blocked the name may go away.
+		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(sameName)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("sandbox").
 		Complete(r)
+}
+
+// sameName maps an object to the Sandbox of the same name and namespace.
+func sameName(_ context.Context, obj client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
 }
 
 func ignoreAlreadyExists(err error) error {

@@ -35,8 +35,9 @@ var mirroredSandboxLabels = []string{
 
 // reconcilePod makes the owned pod exist (or not, when paused) and keeps its metadata in line
 // with the template. It returns the owned pod (nil when none) and whether a same-named pod that
-// this Sandbox does not control is in the way; such a pod is never touched.
-func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Pod, bool, error) {
+// this Sandbox does not control is in the way; such a pod is never touched. With mayCreate
+// false a missing pod stays missing (an existing one is kept).
+func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbox, mayCreate bool) (*corev1.Pod, bool, error) {
 	pod, notOwned, err := r.getPod(ctx, sb)
 	if err != nil || notOwned {
 		return nil, notOwned, err
@@ -58,6 +59,9 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 			return pod, false, nil
 		}
 		return pod, false, r.syncPodMetadata(ctx, sb, pod)
+	}
+	if !mayCreate {
+		return nil, false, nil
 	}
 
 	pod, refused := buildPod(sb, r.PodRules)

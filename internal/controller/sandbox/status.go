@@ -48,6 +48,8 @@ func setStatus(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error, clu
 	ready.ObservedGeneration = sb.Generation
 	meta.SetStatusCondition(&st.Conditions, ready)
 
+	setEgressCondition(sb, obs.egress)
+
 	if finished, ok := finishedCondition(obs.pod); ok {
 		finished.ObservedGeneration = sb.Generation
 		meta.SetStatusCondition(&st.Conditions, finished)
@@ -72,6 +74,8 @@ func readyCondition(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error
 		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); its pod is terminating")
 	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas:
 		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); volumes and service are kept")
+	case pod == nil && obs.egress.blocksPod():
+		return notReady(obs.egress.reason, "%s", obs.egress.message)
 	case pod == nil:
 		return notReady(agentsv1alpha1.ReasonPodCreating, "Pod is being created")
 	case !pod.DeletionTimestamp.IsZero():

@@ -1,0 +1,170 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+)
+
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+
+// EgressPolicyName is the name of the NetworkPolicy that enforces a Sandbox's egress mode: the
+// Sandbox's own, like its pod and Service.
+func EgressPolicyName(sandboxName string) string { return sandboxName }
+
+// egressState is what reconcileEgress made of the Sandbox's egress annotations.
+type egressState struct {
+	requested bool // an egress annotation is set
+	spec      egress.Spec
+	applied   bool // the policy (or its absence, for allow-all) matches spec
+	// reason and message name a problem that keeps a pod from being created.
+	reason, message string
+}
+
+// blocksPod reports whether no pod may be created: the mode asked for cannot be put in force.
+func (s egressState) blocksPod() bool { return s.reason != "" }
+
+// reconcileEgress makes the Sandbox's egress NetworkPolicy match its annotations. It runs
+// before the pod is created, so a pod never starts without the policy it asked for. Bad
+// annotations and someone else's policy in the way leave every policy as it is (never looser)
+// and are reported for the caller to keep the pod from being created.
+func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.Sandbox) (egressState, error) {
+	spec, requested, err := egress.FromAnnotations(sb.Annotations)
+	st := egressState{requested: requested, spec: spec}
+	if err != nil {
+		st.reason, st.message = agentsv1alpha1.ReasonInvalidEgress, err.Error()+"; no pod is created until it is fixed"
+		r.warnEgress(sb, st)
+		return st, nil
+	}
+	current, err := r.getEgressPolicy(ctx, sb)
+	if err != nil {
+		return st, err
+	}
+	if current != nil && !metav1.IsControlledBy(current, sb) {
+		if requested {
+			st.reason, st.message = conflictMessage(current.Name)
+			r.warnEgress(sb, st)
+		}
+		return st, nil
+	}
+	desired, want := spec.PolicySpec(trackingLabels(sb))
+	switch {
+	case !want && current == nil:
+	case !want:
+		// allow-all, or the annotations were removed.
+		if err := r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
+			return st, fmt.Errorf("deleting NetworkPolicy %s: %w", current.Name, err)
+		}
+	case current == nil:
+		return r.createEgressPolicy(ctx, sb, st, desired)
+	case !equality.Semantic.DeepEqual(current.Spec, desired):
+		updated := current.DeepCopy()
+		updated.Spec = desired
+		if err := r.Client.Update(ctx, updated, FieldOwner); err != nil {
+			return st, fmt.Errorf("updating NetworkPolicy %s: %w", current.Name, err)
+		}
+	}
+	st.applied = requested
+	return st, nil
+}
+
+func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox, st egressState,
+	desired networkingv1.NetworkPolicySpec) (egressState, error) {
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name), Labels: trackingLabels(sb)},
+		Spec:       desired,
+	}
+	if err := controllerutil.SetControllerReference(sb, np, r.Client.Scheme()); err != nil {
+		return st, err
+	}
+	err := r.Client.Create(ctx, np, FieldOwner)
+	if apierrors.IsAlreadyExists(err) {
+		// Ours, made moments ago and not in the cache yet, or someone else's: ask the API.
+		return r.adoptExistingEgressPolicy(ctx, sb, st, desired)
+	}
+	if err != nil {
+		return st, fmt.Errorf("creating NetworkPolicy %s: %w", np.Name, err)
+	}
+	st.applied = true
+	return st, nil
+}
+
+func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox, st egressState,
+	desired networkingv1.NetworkPolicySpec) (egressState, error) {
+	live := &networkingv1.NetworkPolicy{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, live); err != nil {
+		// Gone in between (NotFound) or unreadable: try again, no pod meanwhile.
+		return st, fmt.Errorf("reading NetworkPolicy %s: %w", EgressPolicyName(sb.Name), err)
+	}
+	if !metav1.IsControlledBy(live, sb) {
+		st.reason, st.message = conflictMessage(live.Name)
+		r.warnEgress(sb, st)
+		return st, nil
+	}
+	if !equality.Semantic.DeepEqual(live.Spec, desired) {
+		live.Spec = desired
+		if err := r.Client.Update(ctx, live, FieldOwner); err != nil {
+			return st, fmt.Errorf("updating NetworkPolicy %s: %w", live.Name, err)
+		}
+	}
+	st.applied = true
+	return st, nil
+}
+
+func conflictMessage(policy string) (string, string) {
+	return agentsv1alpha1.ReasonEgressPolicyConflict, fmt.Sprintf(
+		"NetworkPolicy %s exists and is not controlled by this Sandbox; delete or rename it (no pod is created until then)", policy)
+}
+
+// getEgressPolicy reads the policy named after the Sandbox from the cache (nil when none).
+func (r *Reconciler) getEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*networkingv1.NetworkPolicy, error) {
+	np := &networkingv1.NetworkPolicy{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, np)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return np, nil
+}
+
+// warnEgress emits a Warning event when the problem is new, not on every reconcile.
+func (r *Reconciler) warnEgress(sb *agentsv1alpha1.Sandbox, st egressState) {
+	prev := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
+	if prev != nil && prev.Reason == st.reason && prev.Message == st.message {
+		return
+	}
+	r.event(sb, corev1.EventTypeWarning, st.reason, st.message)
+}
+
+// setEgressCondition reports the egress mode in force, or why it is not; absent when the
+// Sandbox asks for none. After a failed write the condition keeps what was last in force.
+func setEgressCondition(sb *agentsv1alpha1.Sandbox, st egressState) {
+	cond := metav1.Condition{Type: agentsv1alpha1.SandboxConditionEgressPolicy, ObservedGeneration: sb.Generation}
+	switch {
+	case st.blocksPod():
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, st.reason, st.message
+	case !st.requested:
+		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
+		return
+	case st.applied:
+		cond.Status, cond.Reason = metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied
+		cond.Message = st.spec.AppliedMessage(EgressPolicyName(sb.Name))
+	default:
+		return
+	}
+	meta.SetStatusCondition(&sb.Status.Conditions, cond)
+}
