@@ -73,6 +73,14 @@ func (c *Client) buildClaim(template string, cfg *createConfig) *extv1alpha1.San
 	return cl
 }
 
+// checkClaim refuses the options a claim cannot honour.
+func (cfg *createConfig) checkClaim() error {
+	if cfg.egress != nil {
+		return errEgressOnClaim
+	}
+	return cfg.checkHooks()
+}
+
 func (cfg *createConfig) expiry() *metav1.Time {
 	switch {
 	case cfg.shutdownTime != nil:
@@ -100,7 +108,7 @@ func (c *Client) Create(ctx context.Context, template string, opts ...CreateOpti
 		return nil, errors.New("create: a SandboxTemplate name is required")
 	}
 	cfg := newCreateConfig(opts)
-	if err := cfg.checkHooks(); err != nil {
+	if err := cfg.checkClaim(); err != nil {
 		return nil, fmt.Errorf("create: %w", err)
 	}
 	cl := c.buildClaim(template, cfg)
@@ -126,7 +134,7 @@ func (c *Client) GetOrCreate(ctx context.Context, name, template string, opts ..
 		return nil, errors.New("get-or-create: a claim name and a SandboxTemplate name are required")
 	}
 	cfg := newCreateConfig(opts)
-	if err := cfg.checkHooks(); err != nil {
+	if err := cfg.checkClaim(); err != nil {
 		return nil, fmt.Errorf("get-or-create: %w", err)
 	}
 	cfg.name = name

@@ -30,6 +30,7 @@ type createConfig struct {
 	ttlAfterFinished      *int32
 	podLabels, podAnnots  map[string]string
 	noWait, keepOnFailure bool
+	egress                *Egress // raw Sandboxes only
 }
 
 type createFunc func(*createConfig)

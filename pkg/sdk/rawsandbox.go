@@ -30,6 +30,13 @@ func (cfg *createConfig) applyToSandbox(sb *agentsv1alpha1.Sandbox) error {
 	}
 	sb.Labels = mergeMap(sb.Labels, cfg.labels)
 	sb.Annotations = mergeMap(sb.Annotations, cfg.annotations)
+	if cfg.egress != nil {
+		if err := cfg.egress.Validate(); err != nil {
+			return err
+		}
+		delete(sb.Annotations, agentsv1alpha1.EgressCIDRsAnnotation)
+		sb.Annotations = mergeMap(sb.Annotations, cfg.egress.Annotations())
+	}
 	sb.Spec.PodTemplate.Metadata.Labels = mergeMap(sb.Spec.PodTemplate.Metadata.Labels, cfg.podLabels)
 	sb.Spec.PodTemplate.Metadata.Annotations = mergeMap(sb.Spec.PodTemplate.Metadata.Annotations, cfg.podAnnots)
 	if at := cfg.expiry(); at != nil {
@@ -96,6 +103,11 @@ func (c *Client) GetOrCreateSandbox(ctx context.Context, sb *agentsv1alpha1.Sand
 	existing := &agentsv1alpha1.Sandbox{}
 	if err := c.kube.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
 		return nil, kubeErr(err, "reading sandbox %s/%s", obj.Namespace, obj.Name)
+	}
+	if cfg.egress != nil {
+		if err := c.ensureEgress(ctx, existing, *cfg.egress); err != nil {
+			return nil, err
+		}
 	}
 	s := c.sandboxHandle(existing)
 	if existing.DesiredReplicas() == agentsv1alpha1.PausedReplicas && !cfg.noWait {

@@ -81,7 +81,8 @@ func claimReadiness(cl *extv1alpha1.SandboxClaim) readiness {
 }
 
 // sandboxReadiness: ready once the Ready condition is True for the current
-// generation (when the controller records one) and status.podIPs is set.
+// generation (when the controller records one), status.podIPs is set and
+// the egress mode the Sandbox asks for, if any, is in force.
 func sandboxReadiness(sb *agentsv1alpha1.Sandbox) readiness {
 	r := readiness{sandboxName: sb.Name, podIPs: sb.Status.PodIPs}
 	cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
@@ -91,7 +92,7 @@ func sandboxReadiness(sb *agentsv1alpha1.Sandbox) readiness {
 	switch {
 	case sb.DeletionTimestamp != nil:
 		r.reason, r.message, r.final = reasonTerminating, "the sandbox is being deleted", true
-	case cond != nil && cond.Reason == agentsv1alpha1.ReasonExpired:
+	case cond != nil && (cond.Reason == agentsv1alpha1.ReasonExpired || cond.Reason == agentsv1alpha1.ReasonInvalidEgress):
 		r.final = true
 	case cond != nil && cond.ObservedGeneration != 0 && cond.ObservedGeneration < sb.Generation:
 		r.reason, r.message = reasonPending, fmt.Sprintf("the controller has not observed generation %d yet", sb.Generation)
@@ -103,7 +104,7 @@ func sandboxReadiness(sb *agentsv1alpha1.Sandbox) readiness {
 	default:
 		r.ready = true
 	}
-	return r
+	return withEgress(sb, r)
 }
 
 // waitConfig is shared by the options of every call that waits.

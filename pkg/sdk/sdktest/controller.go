@@ -16,6 +16,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 )
 
 // Controller stands in for the SandboxClaim and Sandbox controllers in
@@ -170,8 +171,9 @@ func (ctl *Controller) onSandbox(ctx context.Context, sb *agentsv1alpha1.Sandbox
 			return
 		}
 	}
-	if cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); cond != nil && cond.ObservedGeneration == sb.Generation {
-		return // already reported for this generation
+	if cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); cond != nil &&
+		cond.ObservedGeneration == sb.Generation && egressReported(sb) {
+		return // already reported for this generation and these egress annotations
 	}
 	_ = MarkSandbox(ctx, ctl.Client, client.ObjectKeyFromObject(sb), ctl.PodIP)
 	if owner := metav1.GetControllerOf(sb); owner != nil && owner.Kind == "SandboxClaim" {
@@ -187,7 +189,7 @@ func (ctl *Controller) onSandbox(ctx context.Context, sb *agentsv1alpha1.Sandbox
 
 // MarkSandbox writes the status a Sandbox controller would: ready with
 // podIP for replicas 1, paused without IPs for replicas 0, for the current
-// generation.
+// generation; and the EgressPolicy condition of its egress annotations.
 func MarkSandbox(ctx context.Context, c client.Client, key client.ObjectKey, podIP string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sb := &agentsv1alpha1.Sandbox{}
@@ -203,8 +205,43 @@ func MarkSandbox(ctx context.Context, c client.Client, key client.ObjectKey, pod
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, agentsv1alpha1.ReasonReady, "pod is ready"
 		}
 		meta.SetStatusCondition(&sb.Status.Conditions, cond)
+		markEgress(sb)
 		return c.Status().Update(ctx, sb)
 	})
+}
+
+// egressReported reports whether the EgressPolicy condition reflects the egress annotations
+// (which change without a new generation).
+func egressReported(sb *agentsv1alpha1.Sandbox) bool {
+	spec, requested, err := egress.FromAnnotations(sb.Annotations)
+	cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
+	switch {
+	case !requested:
+		return cond == nil
+	case err != nil:
+		return cond != nil && cond.Reason == agentsv1alpha1.ReasonInvalidEgress && cond.Message == err.Error()
+	}
+	return cond != nil && cond.Status == metav1.ConditionTrue && spec.Applied(cond.Message)
+}
+
+// markEgress reports the egress mode the Sandbox's annotations ask for as the controller
+// would: in force when valid, InvalidEgress (and no pod: not ready) when not.
+func markEgress(sb *agentsv1alpha1.Sandbox) {
+	spec, requested, err := egress.FromAnnotations(sb.Annotations)
+	cond := metav1.Condition{Type: agentsv1alpha1.SandboxConditionEgressPolicy, ObservedGeneration: sb.Generation}
+	switch {
+	case !requested:
+		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
+		return
+	case err != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, agentsv1alpha1.ReasonInvalidEgress, err.Error()
+		sb.Status.PodIPs, sb.Status.Replicas = nil, 0
+		meta.SetStatusCondition(&sb.Status.Conditions, metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady,
+			Status: metav1.ConditionFalse, Reason: cond.Reason, Message: cond.Message, ObservedGeneration: sb.Generation})
+	default:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied, spec.AppliedMessage(sb.Name)
+	}
+	meta.SetStatusCondition(&sb.Status.Conditions, cond)
 }
 
 // MarkClaim writes a claim's status: the Sandbox name, pod IPs and a Ready
