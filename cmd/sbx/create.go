@@ -4,22 +4,45 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
 // createFlags are sbx create's flags.
 type createFlags struct {
-	template, name, warmPool, shutdownPolicy, output string
-	env, labels, podLabels, onCreate                 []string
-	ttl, timeout                                     time.Duration
-	noWait, keep                                     bool
+	template, image, name, warmPool, shutdownPolicy, output, egress string
+	env, labels, podLabels, onCreate, egressCIDRs                   []string
+	ttl, timeout                                                    time.Duration
+	noWait, keep                                                    bool
+}
+
+// check refuses flag combinations before anything is contacted.
+func (f *createFlags) check(args []string) error {
+	switch {
+	case f.template == "" && f.image == "":
+		return fmt.Errorf("--template is required (a claim), or --image for a Sandbox without a claim")
+	case f.template != "" && f.image != "":
+		return fmt.Errorf("--template and --image exclude each other")
+	case f.template != "" && len(args) > 0:
+		return fmt.Errorf("a command after -- needs --image; a template's sandbox runs its own")
+	case f.template != "" && (f.egress != "" || len(f.egressCIDRs) > 0):
+		return fmt.Errorf("--egress and --egress-cidr need --image: a claim's sandbox follows its template's networkPolicy")
+	case f.image != "" && f.warmPool != "":
+		return fmt.Errorf("--warmpool needs --template")
+	case f.egress == "" && len(f.egressCIDRs) > 0:
+		return fmt.Errorf("--egress-cidr needs --egress restricted")
+	}
+	return checkOutput(f.output, "", "name", "json", "yaml")
 }
 
 // options turns the flags into the SDK's create options.
@@ -32,8 +55,8 @@ func (f *createFlags) options() ([]sdk.CreateOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(envMap) > 0 {
-		opts = append(opts, sdk.WithEnv(envMap))
+	if len(envMap) > 0 && f.image == "" {
+		opts = append(opts, sdk.WithEnv(envMap)) // with --image the container gets it
 	}
 	labelMap, err := parsePairs(f.labels, "--label")
 	if err != nil {
@@ -51,6 +74,13 @@ func (f *createFlags) options() ([]sdk.CreateOption, error) {
 	}
 	if f.warmPool != "" {
 		opts = append(opts, sdk.WithWarmPool(f.warmPool))
+	}
+	if f.egress != "" {
+		e, err := sdk.ParseEgress(f.egress, f.egressCIDRs...)
+		if err != nil {
+			return nil, fmt.Errorf("--egress: %w", err)
+		}
+		opts = append(opts, sdk.WithEgress(e))
 	}
 	if f.ttl > 0 {
 		opts = append(opts, sdk.WithTTL(f.ttl))
@@ -77,74 +107,106 @@ func (f *createFlags) options() ([]sdk.CreateOption, error) {
 	return opts, nil
 }
 
+// sandbox is the Sandbox --image asks for: one container "sandbox" running the image (its own
+// entrypoint, or the command after --) with the --env variables.
+func (f *createFlags) sandbox(command []string) *agentsv1alpha1.Sandbox {
+	c := corev1.Container{Name: "sandbox", Image: f.image, Command: command}
+	envMap, _ := parsePairs(f.env, "--env") // checked by options
+	for _, k := range slices.Sorted(maps.Keys(envMap)) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: envMap[k]})
+	}
+	sb := &agentsv1alpha1.Sandbox{}
+	if f.name == "" {
+		sb.GenerateName = "sandbox-"
+	}
+	sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{c}
+	return sb
+}
+
 func (a *app) createCommand() *cobra.Command {
 	var f createFlags
 	cmd := &cobra.Command{
-		Use:   "create --template TEMPLATE [--name NAME] [flags]",
-		Short: "Create a sandbox (a SandboxClaim) and wait until it is ready",
-		Long: `Create a SandboxClaim of a SandboxTemplate and wait until its sandbox has a pod IP.
-Progress (elapsed time and the current Ready reason) goes to stderr; the claim's
-name goes to stdout, so NAME=$(sbx create --template python) works in scripts.
-If waiting fails, the claim is deleted again unless --keep-on-failure is given.
+		Use:   "create (--template TEMPLATE | --image IMAGE) [--name NAME] [flags] [-- COMMAND [ARG...]]",
+		Short: "Create a sandbox (a SandboxClaim, or a Sandbox from an image) and wait until it is ready",
+		Long: `Create a SandboxClaim of a SandboxTemplate (--template), or a Sandbox without a claim
+running one image (--image; the command after -- replaces the image's entrypoint), and wait
+until it has a pod IP. Progress (elapsed time and the current Ready reason) goes to stderr; the
+claim's (or Sandbox's) name goes to stdout, so NAME=$(sbx create --template python) works in
+scripts. If waiting fails, what was created is deleted again unless --keep-on-failure is given.
 --on-create commands run in the sandbox (sh -c), in order, once it is ready and before
 sbx create returns; if one fails (exit status not 0), sbx create fails with its
-output and the claim is deleted again unless --keep-on-failure is given.`,
+output and the sandbox is deleted again unless --keep-on-failure is given.
+--egress (with --image) limits the Sandbox's outbound traffic with a NetworkPolicy made before
+its pod: deny-all blocks everything, DNS included; restricted allows the --egress-cidr
+destinations and DNS (port 53); allow-all makes no policy. It needs a CNI that enforces
+NetworkPolicy (docs/egress.md).`,
 		Example: `  sbx create --template python
   sbx create --template python --name conv-42 --ttl 1h --env API_MODE=test -l team=a
   sbx create --template python --warmpool none --timeout 5m
-  sbx create --template python --on-create 'pip install -r requirements.txt'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.template == "" {
-				return fmt.Errorf("--template is required")
-			}
-			opts, err := f.options()
-			if err != nil {
-				return err
-			}
-			if err := checkOutput(f.output, "", "name", "json", "yaml"); err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			prog := newProgressPrinter(a.stderr, isTerminal(a.stderr))
-			stop := prog.start(cmd.Context())
-			start := time.Now()
-			sb, err := c.Create(cmd.Context(), f.template, append(opts, sdk.WithProgress(prog.update))...)
-			stop()
-			if err != nil {
-				return err
-			}
-			if !f.noWait {
-				fmt.Fprintf(a.stderr, "sandbox %s ready in %s (sandbox %s, pod IP %s)\n", sb.Name(),
-					time.Since(start).Round(time.Millisecond), sb.SandboxName(), strings.Join(sb.PodIPs(), ","))
-			}
-			switch f.output {
-			case "json", "yaml":
-				return printObjects(a.stdout, f.output, []*sdk.Sandbox{sb}, false)
-			}
-			fmt.Fprintln(a.stdout, sb.Name())
-			return nil
-		},
+  sbx create --template python --on-create 'pip install -r requirements.txt'
+  sbx create --image python:3.12 --egress deny-all -- sleep infinity
+  sbx create --image python:3.12 --egress restricted --egress-cidr 10.0.0.0/8 --egress-cidr 203.0.113.7 -- sleep infinity`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return a.create(cmd, &f, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.template, "template", "", "SandboxTemplate to create the sandbox from (required)")
-	fl.StringVar(&f.name, "name", "", "claim name (default: generated from the template name)")
-	fl.StringArrayVar(&f.env, "env", nil, "environment variable K=V for the sandbox's container (repeatable; the template must allow env injection)")
-	fl.StringArrayVarP(&f.labels, "label", "l", nil, "label k=v on the claim, copied to the Sandbox (repeatable)")
+	fl.StringVar(&f.template, "template", "", "SandboxTemplate to create the sandbox from (a claim)")
+	fl.StringVar(&f.image, "image", "", "image of a Sandbox without a claim (instead of --template)")
+	fl.StringVar(&f.name, "name", "", "claim or Sandbox name (default: generated from the template name, or sandbox-xxxxx)")
+	fl.StringArrayVar(&f.env, "env", nil, "environment variable K=V for the sandbox's container (repeatable; a template must allow env injection)")
+	fl.StringArrayVarP(&f.labels, "label", "l", nil, "label k=v on the claim (copied to the Sandbox) or the Sandbox (repeatable)")
 	fl.StringArrayVar(&f.podLabels, "pod-label", nil, "label k=v on the sandbox pod (repeatable)")
 	fl.StringVar(&f.warmPool, "warmpool", "", `warm pool policy: "none", "default" or a pool name (default: the API's, "default")`)
-	fl.DurationVar(&f.ttl, "ttl", 0, "shut the sandbox down after this long (claim spec.lifecycle.shutdownTime); refresh with sbx keepalive")
-	fl.StringVar(&f.shutdownPolicy, "shutdown-policy", "", "what happens at the TTL: Delete, DeleteForeground or Retain (the API default)")
+	fl.StringVar(&f.egress, "egress", "", "egress mode of an --image Sandbox: allow-all, deny-all (no egress, DNS included) or restricted (--egress-cidr and DNS only)")
+	fl.StringArrayVar(&f.egressCIDRs, "egress-cidr", nil, "destination CIDR (or IP) that --egress restricted allows (repeatable)")
+	fl.DurationVar(&f.ttl, "ttl", 0, "shut the sandbox down after this long (spec.lifecycle.shutdownTime); refresh with sbx keepalive")
+	fl.StringVar(&f.shutdownPolicy, "shutdown-policy", "", "what happens at the TTL: Delete, DeleteForeground (claims) or Retain (the API default)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "how long to wait for the sandbox to be ready (default 2m)")
-	fl.BoolVar(&f.noWait, "no-wait", false, "return once the claim exists, without waiting")
-	fl.BoolVar(&f.keep, "keep-on-failure", false, "keep the claim when waiting for it or an --on-create command fails")
+	fl.BoolVar(&f.noWait, "no-wait", false, "return once the claim or Sandbox exists, without waiting")
+	fl.BoolVar(&f.keep, "keep-on-failure", false, "keep what was created when waiting for it or an --on-create command fails")
 	fl.StringArrayVar(&f.onCreate, "on-create", nil, "shell command run in the sandbox once it is ready, before returning (repeatable, in order)")
 	fl.StringVarP(&f.output, "output", "o", "", "output: name (default), json or yaml")
 	return cmd
+}
+
+// create runs sbx create once the flags are parsed.
+func (a *app) create(cmd *cobra.Command, f *createFlags, args []string) error {
+	if err := f.check(args); err != nil {
+		return err
+	}
+	opts, err := f.options()
+	if err != nil {
+		return err
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	prog := newProgressPrinter(a.stderr, isTerminal(a.stderr))
+	stop := prog.start(cmd.Context())
+	start := time.Now()
+	opts = append(opts, sdk.WithProgress(prog.update))
+	var sb *sdk.Sandbox
+	if f.image != "" {
+		sb, err = c.CreateSandbox(cmd.Context(), f.sandbox(args), opts...)
+	} else {
+		sb, err = c.Create(cmd.Context(), f.template, opts...)
+	}
+	stop()
+	if err != nil {
+		return err
+	}
+	if !f.noWait {
+		fmt.Fprintf(a.stderr, "sandbox %s ready in %s (sandbox %s, pod IP %s)\n", sb.Name(),
+			time.Since(start).Round(time.Millisecond), sb.SandboxName(), strings.Join(sb.PodIPs(), ","))
+	}
+	switch f.output {
+	case "json", "yaml":
+		return printObjects(a.stdout, f.output, []*sdk.Sandbox{sb}, false)
+	}
+	fmt.Fprintln(a.stdout, sb.Name())
+	return nil
 }
 
 func parseShutdownPolicy(s string) (extv1alpha1.ShutdownPolicy, error) {

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+func TestCreateFlagErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"neither", []string{"create"}, "--template is required (a claim), or --image"},
+		{"both", []string{"create", "--template", "t", "--image", "i"}, "--template and --image exclude each other"},
+		{"egress on a claim", []string{"create", "--template", "t", "--egress", "deny-all"}, "--egress and --egress-cidr need --image"},
+		{"CIDRs on a claim", []string{"create", "--template", "t", "--egress-cidr", "10.0.0.0/8"}, "need --image"},
+		{"a command on a claim", []string{"create", "--template", "t", "--", "sleep", "1"}, "a command after -- needs --image"},
+		{"warm pool for an image", []string{"create", "--image", "i", "--warmpool", "none"}, "--warmpool needs --template"},
+		{"unknown mode", []string{"create", "--image", "i", "--egress", "closed"}, `--egress: unknown egress mode "closed"; want allow-all, deny-all or restricted`},
+		{"CIDRs without a mode", []string{"create", "--image", "i", "--egress-cidr", "10.0.0.0/8"}, "--egress-cidr needs --egress restricted"},
+		{"CIDRs with deny-all", []string{"create", "--image", "i", "--egress", "deny-all", "--egress-cidr", "10.0.0.0/8"}, "egress deny-all takes no CIDRs"},
+		{"a bad CIDR", []string{"create", "--image", "i", "--egress", "restricted", "--egress-cidr", "10.0.0.0/40"}, `egress CIDR "10.0.0.0/40" is not a valid CIDR`},
+		{"host bits", []string{"create", "--image", "i", "--egress", "restricted", "--egress-cidr", "10.1.0.0/8"}, "has host bits set; the network is 10.0.0.0/8"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := offline(tc.args...)
+			if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("sbx %v: exit %d, stderr %q; want an error containing %q", tc.args, r.code, r.stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestCreateHelpDescribesEgress(t *testing.T) {
+	r := offline("create", "--help")
+	for _, want := range []string{"--image", "--egress string", "allow-all, deny-all", "--egress-cidr stringArray", "sbx create --image python:3.12 --egress deny-all -- sleep infinity"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("sbx create --help lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestCLICreateImageWithEgress(t *testing.T) {
+	c := newCLI(t)
+	r := c.mustRun("", "create", "--image", "runtime:test", "--name", "fp-net", "--env", "B=2", "--env", "A=1",
+		"--egress", "restricted", "--egress-cidr", "203.0.113.0/24", "--egress-cidr", "198.51.100.7", "--", "sleep", "infinity")
+	if strings.TrimSpace(r.stdout) != "fp-net" || !strings.Contains(r.stderr, "sandbox fp-net ready in") {
+		t.Errorf("create: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	sb := &agentsv1alpha1.Sandbox{}
+	must(t, env.Client.Get(t.Context(), keyOf(c.ns, "fp-net"), sb))
+	if sb.Annotations[agentsv1alpha1.EgressAnnotation] != "restricted" || sb.Annotations[agentsv1alpha1.EgressCIDRsAnnotation] != "203.0.113.0/24,198.51.100.7/32" {
+		t.Errorf("annotations = %v", sb.Annotations)
+	}
+	ctr := sb.Spec.PodTemplate.Spec.Containers
+	if len(ctr) != 1 || ctr[0].Image != "runtime:test" || strings.Join(ctr[0].Command, " ") != "sleep infinity" ||
+		len(ctr[0].Env) != 2 || ctr[0].Env[0].Name != "A" || ctr[0].Env[1].Name != "B" {
+		t.Errorf("containers = %+v", ctr)
+	}
+
+	r = c.mustRun("", "create", "--image", "runtime:test", "--egress", "deny-all", "-o", "name")
+	name := strings.TrimSpace(r.stdout)
+	must(t, env.Client.Get(t.Context(), keyOf(c.ns, name), sb))
+	if !strings.HasPrefix(name, "sandbox-") || sb.Annotations[agentsv1alpha1.EgressAnnotation] != "deny-all" || len(sb.Spec.PodTemplate.Spec.Containers[0].Command) != 0 {
+		t.Errorf("generated sandbox %q: annotations %v, command %v", name, sb.Annotations, sb.Spec.PodTemplate.Spec.Containers[0].Command)
+	}
+	c.mustRun("", "rm", "fp-net", name)
+}
