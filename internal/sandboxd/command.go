@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -51,20 +53,20 @@ func (s *Server) buildSpec(req *wire.ExecRequest, defTimeout time.Duration) (*ex
 	sp := &execSpec{req: req, tty: req.TTY, cols: req.Cols, rows: req.Rows}
 	switch {
 	case len(req.Argv) > 0 && req.Command != "":
-		return nil, badRequest("set either argv or command, not both")
+		return nil, respond.BadRequest("set either argv or command, not both")
 	case len(req.Argv) > 0:
 		if req.Argv[0] == "" {
-			return nil, badRequest("argv[0] is empty")
+			return nil, respond.BadRequest("argv[0] is empty")
 		}
 		sp.argv = append([]string(nil), req.Argv...)
 	case req.Command != "":
 		sp.argv = []string{s.cfg.Shell, "-c", req.Command}
 	default:
-		return nil, badRequest("argv or command is required")
+		return nil, respond.BadRequest("argv or command is required")
 	}
 	for _, a := range sp.argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return nil, badRequest("arguments must not contain NUL bytes")
+			return nil, respond.BadRequest("arguments must not contain NUL bytes")
 		}
 	}
 
@@ -77,23 +79,23 @@ func (s *Server) buildSpec(req *wire.ExecRequest, defTimeout time.Duration) (*ex
 	}
 	sp.env = env
 
-	rel, err := s.res.resolve(req.Cwd, true)
+	rel, err := s.fs.Resolve(req.Cwd, true)
 	if err != nil {
 		return nil, err
 	}
-	sp.dir = filepath.Join(s.cfg.Root, rel)
-	sp.cwd = displayPath(rel)
+	sp.dir = filepath.Join(s.fs.Dir(), rel)
+	sp.cwd = rootfs.Display(rel)
 	fi, err := os.Stat(sp.dir)
 	if err != nil {
-		return nil, badRequest("cwd %q: %v", req.Cwd, errors.Unwrap(err))
+		return nil, respond.BadRequest("cwd %q: %v", req.Cwd, errors.Unwrap(err))
 	}
 	if !fi.IsDir() {
-		return nil, badRequest("cwd %q is not a directory", req.Cwd)
+		return nil, respond.BadRequest("cwd %q is not a directory", req.Cwd)
 	}
 
 	switch {
 	case req.TimeoutSeconds < 0:
-		return nil, badRequest("timeoutSeconds must not be negative")
+		return nil, respond.BadRequest("timeoutSeconds must not be negative")
 	case req.TimeoutSeconds > 0:
 		sp.timeout = time.Duration(req.TimeoutSeconds * float64(time.Second))
 	default:
@@ -102,13 +104,13 @@ func (s *Server) buildSpec(req *wire.ExecRequest, defTimeout time.Duration) (*ex
 
 	switch {
 	case req.Stdin != "" && req.StdinBase64 != "":
-		return nil, badRequest("set either stdin or stdinBase64, not both")
+		return nil, respond.BadRequest("set either stdin or stdinBase64, not both")
 	case req.Stdin != "":
 		sp.stdin = []byte(req.Stdin)
 	case req.StdinBase64 != "":
 		b, err := base64.StdEncoding.DecodeString(req.StdinBase64)
 		if err != nil {
-			return nil, badRequest("stdinBase64: %v", err)
+			return nil, respond.BadRequest("stdinBase64: %v", err)
 		}
 		sp.stdin = b
 	}
@@ -116,7 +118,7 @@ func (s *Server) buildSpec(req *wire.ExecRequest, defTimeout time.Duration) (*ex
 	sp.maxOutput = s.cfg.MaxOutput
 	switch {
 	case req.MaxOutputBytes < 0:
-		return nil, badRequest("maxOutputBytes must not be negative")
+		return nil, respond.BadRequest("maxOutputBytes must not be negative")
 	case req.MaxOutputBytes > 0 && req.MaxOutputBytes < sp.maxOutput:
 		sp.maxOutput = req.MaxOutputBytes
 	}
@@ -146,7 +148,7 @@ func mergeEnv(base []string, extra map[string]string) ([]string, error) {
 	keys := make([]string, 0, len(extra))
 	for k, v := range extra {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return nil, badRequest("invalid environment variable %q", k)
+			return nil, respond.BadRequest("invalid environment variable %q", k)
 		}
 		keys = append(keys, k)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -45,7 +46,7 @@ func wantsNDJSON(r *http.Request) bool {
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	sp, err := s.readExecRequest(r, s.cfg.ExecTimeout)
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
 	if wantsNDJSON(r) {
@@ -53,7 +54,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := s.execBuffered(r.Context(), sp, "buffered")
-	writeJSON(w, http.StatusOK, res)
+	respond.JSON(w, http.StatusOK, res)
 }
 
 // execBuffered runs sp to completion and collects its output.
@@ -104,39 +105,11 @@ func (fs *frameStream) emit(i int, p []byte) {
 
 func (fs *frameStream) abandon() { fs.goneOnce.Do(func() { close(fs.gone) }) }
 
-// ndjsonWriter writes one JSON line per frame and flushes when nothing else
-// is queued, so output reaches the client as it is produced.
-type ndjsonWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-}
-
-func startNDJSON(w http.ResponseWriter) *ndjsonWriter {
-	w.Header().Set("Content-Type", wire.ContentTypeNDJSON)
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	nw := &ndjsonWriter{w: w, rc: http.NewResponseController(w)}
-	_ = nw.rc.Flush()
-	return nw
-}
-
-func (nw *ndjsonWriter) write(v any, flush bool) error {
-	b := append(marshal(v), '\n')
-	if _, err := nw.w.Write(b); err != nil {
-		return err
-	}
-	if flush {
-		return nw.rc.Flush()
-	}
-	return nil
-}
-
 // execStream runs sp and streams its output as NDJSON frames.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *execSpec) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	nw := startNDJSON(w)
+	nw := respond.NDJSON(w)
 	fs := newFrameStream()
 	var res result
 	go func() {
@@ -144,24 +117,24 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *execSpec
 		close(fs.ch)
 	}()
 	for f := range fs.ch {
-		if err := nw.write(f, len(fs.ch) == 0); err != nil {
+		if err := nw.Write(f, len(fs.ch) == 0); err != nil {
 			fs.abandon()
 			cancel() // nobody is listening: kill the command
 		}
 	}
 	s.metrics.observeExec("stream", res)
-	_ = nw.write(wire.Frame{Type: wire.FrameExit, ExitCode: res.exitCode, TimedOut: res.timedOut}, true)
+	_ = nw.Write(wire.Frame{Type: wire.FrameExit, ExitCode: res.exitCode, TimedOut: res.timedOut}, true)
 }
 
 // readExecRequest decodes the ExecRequest body of an HTTP (non-WebSocket) exec, which cannot
 // carry a terminal, into a spec; defaultTimeout applies when the request sets none.
 func (s *Server) readExecRequest(r *http.Request, defaultTimeout time.Duration) (*execSpec, error) {
 	var req wire.ExecRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := respond.DecodeJSON(r, &req); err != nil {
 		return nil, err
 	}
 	if req.TTY {
-		return nil, badRequest("tty is only supported on /v1/exec/ws")
+		return nil, respond.BadRequest("tty is only supported on /v1/exec/ws")
 	}
 	return s.buildSpec(&req, defaultTimeout)
 }

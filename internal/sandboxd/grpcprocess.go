@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
 )
@@ -94,7 +95,7 @@ func (p *processService) spec(cfg *processv1.ProcessConfig, pty *processv1.PTY) 
 // grpcError maps a validation error to a status: an escape is
 // PERMISSION_DENIED, a missing cwd NOT_FOUND, anything else INVALID_ARGUMENT.
 func grpcError(err error) error {
-	st, msg := errorStatus(err)
+	st, msg := respond.Status(err)
 	switch {
 	case st == 403:
 		return status.Error(codes.PermissionDenied, msg)

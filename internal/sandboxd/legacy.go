@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -19,18 +21,18 @@ import (
 // keep working: {"message": ...} errors, snake_case fields.
 
 func writeMessage(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, wire.LegacyMessage{Message: msg})
+	respond.JSON(w, status, wire.LegacyMessage{Message: msg})
 }
 
 // writeValidation mimics FastAPI's 422 for a malformed request.
 func writeValidation(w http.ResponseWriter, loc []string, msg string) {
-	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
+	respond.JSON(w, http.StatusUnprocessableEntity, map[string]any{
 		"detail": []map[string]any{{"type": "value_error", "loc": loc, "msg": msg}},
 	})
 }
 
 func (s *Server) handleLegacyRoot(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, wire.LegacyStatus{Status: "ok", Message: "Sandbox Runtime is active."})
+	respond.JSON(w, http.StatusOK, wire.LegacyStatus{Status: "ok", Message: "Sandbox Runtime is active."})
 }
 
 // handleLegacyExecute serves POST /execute. Unlike the python runtime, the
@@ -43,7 +45,7 @@ func (s *Server) handleLegacyExecute(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Command *string `json:"command"`
 	}
-	if err := decodeJSON(r, &req); err != nil {
+	if err := respond.DecodeJSON(r, &req); err != nil {
 		writeValidation(w, []string{"body"}, err.Error())
 		return
 	}
@@ -57,7 +59,7 @@ func (s *Server) handleLegacyExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	sp, err := s.buildSpec(&wire.ExecRequest{Command: *req.Command}, s.cfg.ExecTimeout)
 	if err != nil {
-		_, msg := errorStatus(err)
+		_, msg := respond.Status(err)
 		writeLegacyFailure(w, "", msg)
 		return
 	}
@@ -67,7 +69,7 @@ func (s *Server) handleLegacyExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	out, res := s.execCollect(r.Context(), sp, "legacy")
 	secs := strconv.FormatFloat(s.cfg.ExecTimeout.Seconds(), 'f', -1, 64)
-	writeJSON(w, http.StatusOK, s.legacyResult(out, res, *req.Command, secs))
+	respond.JSON(w, http.StatusOK, s.legacyResult(out, res, *req.Command, secs))
 }
 
 // handleLegacyUpload serves POST /upload: multipart field "file", whose
@@ -106,7 +108,7 @@ func (s *Server) handleLegacyUpload(w http.ResponseWriter, r *http.Request) {
 // writeParseError answers a malformed multipart body as the python runtime (FastAPI) did: the
 // client's fault, 400.
 func writeParseError(w http.ResponseWriter) {
-	writeJSON(w, http.StatusBadRequest, map[string]string{"detail": "There was an error parsing the body"})
+	respond.JSON(w, http.StatusBadRequest, map[string]string{"detail": "There was an error parsing the body"})
 }
 
 // readErrors remembers the first error reading the request's part, so a truncated or malformed
@@ -129,20 +131,20 @@ func (s *Server) legacyStore(w http.ResponseWriter, name string, src io.Reader) 
 		writeMessage(w, http.StatusInternalServerError, "File upload failed: missing filename")
 		return
 	}
-	rel, err := s.res.resolve(name, true)
-	if errors.Is(err, errEscape) || errors.Is(err, errInvalidPath) || rel == "." {
+	rel, err := s.fs.Resolve(name, true)
+	if errors.Is(err, rootfs.ErrEscape) || errors.Is(err, rootfs.ErrInvalidPath) || rel == "." {
 		writeMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
 	if err == nil {
 		mode := fs.FileMode(0o644)
-		if fi, serr := s.root.Stat(rel); serr == nil {
+		if fi, serr := s.fs.Stat(rel); serr == nil {
 			mode = fi.Mode().Perm()
 		}
-		err = s.writeFileAtomic(rel, src, mode)
+		err = s.fs.WriteFileAtomic(rel, src, mode)
 	}
 	if err != nil {
-		if isRootEscape(err) {
+		if rootfs.IsRootEscape(err) {
 			writeMessage(w, http.StatusForbidden, "Access denied")
 			return
 		}
@@ -159,8 +161,8 @@ func (s *Server) legacyStore(w http.ResponseWriter, name string, src io.Reader) 
 // legacyResolve resolves a legacy path argument; denied reports an escape,
 // which the python runtime answered with 403 "Access denied".
 func (s *Server) legacyResolve(arg string) (rel string, denied bool, err error) {
-	rel, err = s.res.resolve(arg, true)
-	denied = errors.Is(err, errEscape) || errors.Is(err, errInvalidPath)
+	rel, err = s.fs.Resolve(arg, true)
+	denied = errors.Is(err, rootfs.ErrEscape) || errors.Is(err, rootfs.ErrInvalidPath)
 	return rel, denied, err
 }
 
@@ -172,13 +174,13 @@ func (s *Server) handleLegacyDownload(w http.ResponseWriter, r *http.Request, ar
 	}
 	var fi fs.FileInfo
 	if err == nil {
-		fi, err = s.root.Stat(rel) // before Open, which blocks on a fifo
+		fi, err = s.fs.Stat(rel) // before Open, which blocks on a fifo
 	}
 	if err != nil || !fi.Mode().IsRegular() {
 		writeMessage(w, http.StatusNotFound, "File not found")
 		return
 	}
-	f, err := s.root.Open(rel)
+	f, err := s.fs.Open(rel)
 	if err != nil {
 		writeMessage(w, http.StatusNotFound, "File not found")
 		return
@@ -197,13 +199,13 @@ func (s *Server) handleLegacyList(w http.ResponseWriter, r *http.Request, arg st
 	}
 	var fi fs.FileInfo
 	if err == nil {
-		fi, err = s.root.Stat(rel)
+		fi, err = s.fs.Stat(rel)
 	}
 	if err != nil || !fi.IsDir() {
 		writeMessage(w, http.StatusNotFound, "Path is not a directory")
 		return
 	}
-	f, err := s.root.Open(rel)
+	f, err := s.fs.Open(rel)
 	if err != nil {
 		writeMessage(w, http.StatusNotFound, "Path is not a directory")
 		return
@@ -232,18 +234,18 @@ func (s *Server) handleLegacyList(w http.ResponseWriter, r *http.Request, arg st
 		})
 	}
 	slices.SortFunc(out, func(a, b wire.LegacyListEntry) int { return strings.Compare(a.Name, b.Name) })
-	writeJSON(w, http.StatusOK, out)
+	respond.JSON(w, http.StatusOK, out)
 }
 
 // legacyStat follows a symlink like python's os.stat, but only while it
 // stays inside the root; otherwise it describes the link itself.
 func (s *Server) legacyStat(rel string) (fs.FileInfo, error) {
-	if t, err := s.res.resolve(rel, true); err == nil {
-		if fi, err := s.root.Stat(t); err == nil {
+	if t, err := s.fs.Resolve(rel, true); err == nil {
+		if fi, err := s.fs.Stat(t); err == nil {
 			return fi, nil
 		}
 	}
-	return s.root.Lstat(rel)
+	return s.fs.Lstat(rel)
 }
 
 func (s *Server) handleLegacyExists(w http.ResponseWriter, r *http.Request, arg string) {
@@ -254,8 +256,8 @@ func (s *Server) handleLegacyExists(w http.ResponseWriter, r *http.Request, arg 
 	}
 	exists := false
 	if err == nil {
-		_, err = s.root.Stat(rel)
+		_, err = s.fs.Stat(rel)
 		exists = err == nil
 	}
-	writeJSON(w, http.StatusOK, wire.LegacyExists{Path: arg, Exists: exists})
+	respond.JSON(w, http.StatusOK, wire.LegacyExists{Path: arg, Exists: exists})
 }

@@ -186,7 +186,7 @@ func FuzzLegacyUpload(f *testing.F) {
 		if rec.Code != http.StatusOK || raw || strings.ContainsAny(filename, "\r\n") {
 			return // a line break rewrites the part header: the destination is not filename
 		}
-		rel, err := rig.srv.res.resolve(filename, true)
+		rel, err := rig.srv.fs.Resolve(filename, true)
 		if err != nil {
 			t.Fatalf("%s: accepted, but the path does not resolve inside the root: %v", what, err)
 		}
@@ -217,7 +217,7 @@ func FuzzLegacyPaths(f *testing.F) {
 			rec := rig.serve(t, req)
 			rig.check(t, fmt.Sprintf("GET %s%q", prefix, p), rec, http.StatusOK, http.StatusForbidden, http.StatusNotFound)
 			if prefix == "/download/" && rec.Code == http.StatusOK {
-				rel, err := rig.srv.res.resolve(p, true)
+				rel, err := rig.srv.fs.Resolve(p, true)
 				want, rerr := os.ReadFile(filepath.Join(rig.root, rel))
 				if err != nil || rerr != nil || !bytes.Equal(rec.Body.Bytes(), want) {
 					t.Fatalf("GET /download/%q: 200 with %q, not the root's file %q (%v, %v)", p, clip(rec.Body.Bytes()), rel, err, rerr)

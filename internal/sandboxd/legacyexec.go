@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -23,7 +24,7 @@ const legacyFailurePrefix = "Failed to execute command: "
 // writeLegacyFailure answers a command that could not run, as the python
 // runtime did.
 func writeLegacyFailure(w http.ResponseWriter, stdout, reason string) {
-	writeJSON(w, http.StatusOK, wire.LegacyExecuteResponse{Stdout: stdout, Stderr: legacyFailurePrefix + reason, ExitCode: 1})
+	respond.JSON(w, http.StatusOK, wire.LegacyExecuteResponse{Stdout: stdout, Stderr: legacyFailurePrefix + reason, ExitCode: 1})
 }
 
 // shellWords are the first words that the shell runs itself: no program of

@@ -76,7 +76,3 @@ func (m *metrics) observeExec(mode string, res result) {
 	m.execs.WithLabelValues(mode, outcome).Inc()
 	m.execDuration.WithLabelValues(mode).Observe(res.duration.Seconds())
 }
-
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	s.metrics.handler.ServeHTTP(w, r)
-}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -107,7 +108,7 @@ func (t *processTable) runningCount() int {
 }
 
 // errShuttingDown refuses new background processes during shutdown.
-var errShuttingDown = &apiError{http.StatusServiceUnavailable, "server is shutting down"}
+var errShuttingDown = &respond.StatusError{Status: http.StatusServiceUnavailable, Msg: "server is shutting down"}
 
 // startProcess launches sp in the background. A command that cannot start
 // still gets a record, already exited with 127/126 and the reason on stderr,
@@ -242,16 +243,16 @@ func randomHex(n int) string {
 func (s *Server) handleStartProcess(w http.ResponseWriter, r *http.Request) {
 	sp, err := s.readExecRequest(r, 0) // no default timeout: it outlives the request
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
 	p, err := s.procs.startProcess(sp)
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
 	s.log.Info("background process started", "id", p.id, "pid", p.pid)
-	writeJSON(w, http.StatusCreated, wire.StartProcessResponse{ID: p.id, PID: p.pid})
+	respond.JSON(w, http.StatusCreated, wire.StartProcessResponse{ID: p.id, PID: p.pid})
 }
 
 func (s *Server) handleListProcesses(w http.ResponseWriter, r *http.Request) {
@@ -271,7 +272,7 @@ func (s *Server) handleListProcesses(w http.ResponseWriter, r *http.Request) {
 	for _, p := range procs {
 		out.Processes = append(out.Processes, p.info())
 	}
-	writeJSON(w, http.StatusOK, out)
+	respond.JSON(w, http.StatusOK, out)
 }
 
 // processArg splits "{id}" or "{id}/{action}" and finds the process.
@@ -279,7 +280,7 @@ func (s *Server) processArg(w http.ResponseWriter, arg string) (*process, string
 	id, action, _ := strings.Cut(arg, "/")
 	p := s.procs.get(id)
 	if p == nil {
-		writeError(w, http.StatusNotFound, "process not found")
+		respond.Error(w, http.StatusNotFound, "process not found")
 		return nil, "", false
 	}
 	return p, action, true
@@ -293,7 +294,7 @@ func (s *Server) handleProcessGet(w http.ResponseWriter, r *http.Request, arg st
 	}
 	switch action {
 	case "":
-		writeJSON(w, http.StatusOK, p.info())
+		respond.JSON(w, http.StatusOK, p.info())
 	case "logs":
 		if r.URL.Query().Get("follow") == "true" {
 			s.followLogs(w, r, p)
@@ -303,19 +304,19 @@ func (s *Server) handleProcessGet(w http.ResponseWriter, r *http.Request, arg st
 		stdout, _, lostOut := p.out[0].readFrom(0)
 		stderr, _, lostErr := p.out[1].readFrom(0)
 		p.mu.Unlock()
-		writeJSON(w, http.StatusOK, wire.ProcessLogs{
+		respond.JSON(w, http.StatusOK, wire.ProcessLogs{
 			Stdout: string(stdout), Stderr: string(stderr),
 			StdoutTruncated: lostOut, StderrTruncated: lostErr,
 		})
 	default:
-		writeError(w, http.StatusNotFound, "not found")
+		respond.Error(w, http.StatusNotFound, "not found")
 	}
 }
 
 // followLogs streams retained and new output as NDJSON frames until the
 // process exits (then an exit frame) or the client leaves.
 func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, p *process) {
-	nw := startNDJSON(w)
+	nw := respond.NDJSON(w)
 	var off [2]int64
 	for {
 		p.mu.Lock()
@@ -327,16 +328,16 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, p *process) 
 		p.mu.Unlock()
 		for i, c := range chunks {
 			if len(c) > 0 {
-				if err := nw.write(wire.Frame{Type: streamFrameTypes[i], Data: c}, false); err != nil {
+				if err := nw.Write(wire.Frame{Type: streamFrameTypes[i], Data: c}, false); err != nil {
 					return
 				}
 			}
 		}
 		if !running {
-			_ = nw.write(wire.Frame{Type: wire.FrameExit, ExitCode: code, TimedOut: timedOut}, true)
+			_ = nw.Write(wire.Frame{Type: wire.FrameExit, ExitCode: code, TimedOut: timedOut}, true)
 			return
 		}
-		if err := nw.rc.Flush(); err != nil {
+		if err := nw.Flush(); err != nil {
 			return
 		}
 		select {
@@ -354,28 +355,28 @@ func (s *Server) handleProcessPost(w http.ResponseWriter, r *http.Request, arg s
 		return
 	}
 	if action != "signal" {
-		writeError(w, http.StatusNotFound, "not found")
+		respond.Error(w, http.StatusNotFound, "not found")
 		return
 	}
 	var req wire.SignalRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeErr(w, err)
+	if err := respond.DecodeJSON(r, &req); err != nil {
+		respond.Fail(w, s.log, err)
 		return
 	}
 	sig, err := parseSignal(req.Signal)
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
 	if p.cmd == nil {
-		writeError(w, http.StatusConflict, "process has exited")
+		respond.Error(w, http.StatusConflict, "process has exited")
 		return
 	}
 	if err := p.cmd.signal(sig); err != nil {
-		writeError(w, http.StatusConflict, err.Error())
+		respond.Error(w, http.StatusConflict, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, p.info())
+	respond.JSON(w, http.StatusOK, p.info())
 }
 
 // handleProcessDelete serves DELETE /v1/processes/{id}: kill the group if it
@@ -387,7 +388,7 @@ func (s *Server) handleProcessDelete(w http.ResponseWriter, r *http.Request, arg
 		return
 	}
 	if action != "" {
-		writeError(w, http.StatusNotFound, "not found")
+		respond.Error(w, http.StatusNotFound, "not found")
 		return
 	}
 	if p.cmd != nil && p.isRunning() {
@@ -398,11 +399,11 @@ func (s *Server) handleProcessDelete(w http.ResponseWriter, r *http.Request, arg
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		writeError(w, http.StatusServiceUnavailable, "process did not exit")
+		respond.Error(w, http.StatusServiceUnavailable, "process did not exit")
 		return
 	}
 	s.procs.mu.Lock()
 	delete(s.procs.m, p.id)
 	s.procs.mu.Unlock()
-	writeJSON(w, http.StatusOK, p.info())
+	respond.JSON(w, http.StatusOK, p.info())
 }

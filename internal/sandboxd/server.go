@@ -15,12 +15,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"google.golang.org/grpc"
 )
 
@@ -120,8 +121,7 @@ func (c *Config) setDefaults() {
 type Server struct {
 	cfg       Config
 	log       *slog.Logger
-	res       resolver
-	root      *os.Root // every file operation goes through it
+	fs        *rootfs.FS // every file operation goes through it
 	startTime time.Time
 	hostname  string
 	metrics   *metrics
@@ -142,33 +142,20 @@ type Server struct {
 // Server ready to serve.
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
-	if err := os.MkdirAll(cfg.Root, 0o755); err != nil {
-		return nil, fmt.Errorf("create root: %w", err)
-	}
-	abs, err := filepath.Abs(cfg.Root)
+	root, err := rootfs.Open(cfg.Root)
 	if err != nil {
-		return nil, fmt.Errorf("root: %w", err)
-	}
-	// The resolver compares real paths, so the root itself must be one.
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return nil, fmt.Errorf("root: %w", err)
-	}
-	root, err := os.OpenRoot(real)
-	if err != nil {
-		return nil, fmt.Errorf("open root: %w", err)
+		return nil, err
 	}
 	host, _ := os.Hostname()
 	s := &Server{
 		cfg:       cfg,
 		log:       cfg.Logger,
-		res:       resolver{root: real},
-		root:      root,
+		fs:        root,
 		startTime: time.Now().UTC(),
 		hostname:  host,
 		running:   map[*command]struct{}{},
 	}
-	s.cfg.Root = real
+	s.cfg.Root = root.Dir()
 	s.procs = newProcessTable(s)
 	s.metrics = newMetrics(s.procs)
 	s.routes = s.buildRoutes()
@@ -191,7 +178,7 @@ func (s *Server) Close() error {
 	s.killForeground()
 	s.procs.closeAll()
 	s.execWG.Wait()
-	return s.root.Close()
+	return s.fs.Close()
 }
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: it stops
@@ -213,7 +200,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("sandboxd listening", "addr", ln.Addr().String(), "root", s.cfg.Root, "auth", s.cfg.Token != "")
+	s.log.Info("sandboxd listening", "addr", ln.Addr().String(), "root", s.fs.Dir(), "auth", s.cfg.Token != "")
 	if s.restLn != nil {
 		go func() {
 			if err := hs.Serve(s.restLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -454,7 +441,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.Error("handler panic", "route", name, "panic", fmt.Sprint(v))
 			if !sw.wrote {
-				writeError(sw, http.StatusInternalServerError, "internal error")
+				respond.Error(sw, http.StatusInternalServerError, "internal error")
 			}
 		}
 		code := sw.status
@@ -470,12 +457,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case rt == nil && len(allowed) > 0:
 		slices.Sort(allowed)
 		sw.Header().Set("Allow", strings.Join(slices.Compact(allowed), ", "))
-		writeError(sw, http.StatusMethodNotAllowed, "method not allowed")
+		respond.Error(sw, http.StatusMethodNotAllowed, "method not allowed")
 	case rt == nil:
-		writeError(sw, http.StatusNotFound, "not found")
+		respond.Error(sw, http.StatusNotFound, "not found")
 	case !rt.public && !s.authorized(r):
 		sw.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
-		writeError(sw, http.StatusUnauthorized, "unauthorized")
+		respond.Error(sw, http.StatusUnauthorized, "unauthorized")
 	default:
 		rt.h(sw, r, arg)
 	}

@@ -3,7 +3,6 @@ package sandboxd
 import (
 	"archive/tar"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -12,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 )
 
 // writeTar streams the directory rel as a tar archive whose entry names are
@@ -24,7 +26,7 @@ func (s *Server) writeTar(w http.ResponseWriter, r *http.Request, rel string) {
 		return
 	}
 	tw := tar.NewWriter(w)
-	err := fs.WalkDir(s.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(s.fs.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == rel {
 				return err
@@ -60,7 +62,7 @@ func (s *Server) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) erro
 	link := ""
 	switch {
 	case info.Mode()&fs.ModeSymlink != 0:
-		if link, err = s.root.Readlink(p); err != nil {
+		if link, err = s.fs.Readlink(p); err != nil {
 			return nil
 		}
 	case info.IsDir(), info.Mode().IsRegular():
@@ -82,7 +84,7 @@ func (s *Server) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) erro
 	if !info.Mode().IsRegular() {
 		return nil
 	}
-	f, err := s.root.Open(p)
+	f, err := s.fs.Open(p)
 	if err != nil {
 		return err
 	}
@@ -98,25 +100,25 @@ func (s *Server) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) erro
 // an earlier entry of the same archive), are refused with 400; entries
 // extracted before the bad one stay.
 func (s *Server) extractTar(w http.ResponseWriter, r *http.Request, arg string) {
-	dest, err := s.res.resolve(arg, true)
+	dest, err := s.fs.Resolve(arg, true)
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
-	if err := s.root.MkdirAll(dest, 0o755); err != nil {
-		s.writeErr(w, err)
+	if err := s.fs.MkdirAll(dest, 0o755); err != nil {
+		respond.Fail(w, s.log, err)
 		return
 	}
 	if err := s.untar(tar.NewReader(r.Body), dest); err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
 	info, err := s.statInfo(dest)
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	respond.JSON(w, http.StatusOK, info)
 }
 
 type dirMeta struct {
@@ -133,7 +135,7 @@ func (s *Server) untar(tr *tar.Reader, dest string) error {
 			break
 		}
 		if err != nil {
-			return badRequest("reading tar: %v", err)
+			return respond.BadRequest("reading tar: %v", err)
 		}
 		target, err := s.tarTarget(dest, hdr.Name)
 		if err != nil {
@@ -142,21 +144,21 @@ func (s *Server) untar(tr *tar.Reader, dest string) error {
 		mode := hdr.FileInfo().Mode().Perm()
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			if err := s.root.MkdirAll(target, 0o755); err != nil {
+			if err := s.fs.MkdirAll(target, 0o755); err != nil {
 				return err
 			}
 			if target != dest { // leave the destination's own mode alone
 				dirs = append(dirs, dirMeta{target, mode, hdr.ModTime})
 			}
 		case tar.TypeReg, tar.TypeRegA:
-			if err := s.writeFileAtomic(target, tr, mode); err != nil {
+			if err := s.fs.WriteFileAtomic(target, tr, mode); err != nil {
 				return err
 			}
-			_ = s.root.Chtimes(target, hdr.ModTime, hdr.ModTime)
+			_ = s.fs.Chtimes(target, hdr.ModTime, hdr.ModTime)
 		case tar.TypeSymlink:
 			// The link may point anywhere: every later use of it goes
 			// through the resolver, which refuses to follow it out.
-			if err := s.replaceWith(target, func() error { return s.root.Symlink(hdr.Linkname, target) }); err != nil {
+			if err := s.replaceWith(target, func() error { return s.fs.Symlink(hdr.Linkname, target) }); err != nil {
 				return err
 			}
 		case tar.TypeLink:
@@ -164,7 +166,7 @@ func (s *Server) untar(tr *tar.Reader, dest string) error {
 			if err != nil {
 				return err
 			}
-			if err := s.replaceWith(target, func() error { return s.root.Link(old, target) }); err != nil {
+			if err := s.replaceWith(target, func() error { return s.fs.Link(old, target) }); err != nil {
 				return err
 			}
 		default:
@@ -174,8 +176,8 @@ func (s *Server) untar(tr *tar.Reader, dest string) error {
 	// Directory modes and times last: a read-only directory must not stop
 	// its own entries from being written, and writing bumps mtimes.
 	for _, d := range slices.Backward(dirs) {
-		_ = s.root.Chmod(d.rel, d.mode)
-		_ = s.root.Chtimes(d.rel, d.mtime, d.mtime)
+		_ = s.fs.Chmod(d.rel, d.mode)
+		_ = s.fs.Chtimes(d.rel, d.mtime, d.mtime)
 	}
 	return nil
 }
@@ -183,16 +185,16 @@ func (s *Server) untar(tr *tar.Reader, dest string) error {
 // tarTarget maps an entry name to a root-relative path under dest. A leading
 // "/" is dropped, as tar(1) does.
 func (s *Server) tarTarget(dest, name string) (string, error) {
-	clean, err := cleanRel(strings.TrimLeft(name, "/"))
+	clean, err := rootfs.CleanRel(strings.TrimLeft(name, "/"))
 	if err != nil {
-		return "", &apiError{http.StatusBadRequest, fmt.Sprintf("tar entry %q: %v", name, err)}
+		return "", respond.Errorf(http.StatusBadRequest, "tar entry %q: %v", name, err)
 	}
 	if clean == "" {
 		return dest, nil
 	}
-	target, err := s.res.resolve(path.Join(filepath.ToSlash(dest), clean), false)
+	target, err := s.fs.Resolve(path.Join(filepath.ToSlash(dest), clean), false)
 	if err != nil {
-		return "", &apiError{http.StatusBadRequest, fmt.Sprintf("tar entry %q: %v", name, err)}
+		return "", respond.Errorf(http.StatusBadRequest, "tar entry %q: %v", name, err)
 	}
 	return target, nil
 }
@@ -200,14 +202,14 @@ func (s *Server) tarTarget(dest, name string) (string, error) {
 // replaceWith removes whatever non-directory sits at target, creates the
 // parent, then runs create.
 func (s *Server) replaceWith(target string, create func() error) error {
-	if err := s.mkdirParents(filepath.Dir(target)); err != nil {
+	if err := s.fs.MkdirParents(filepath.Dir(target)); err != nil {
 		return err
 	}
-	if fi, err := s.root.Lstat(target); err == nil {
+	if fi, err := s.fs.Lstat(target); err == nil {
 		if fi.IsDir() {
-			return &apiError{http.StatusConflict, fmt.Sprintf("%s: is a directory", displayPath(target))}
+			return respond.Errorf(http.StatusConflict, "%s: is a directory", rootfs.Display(target))
 		}
-		if err := s.root.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -17,20 +19,20 @@ import (
 // are flushed once the watch is in place, so a client may start changing
 // files as soon as it has them.
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, err := s.res.resolve(arg, true)
+	rel, err := s.fs.Resolve(arg, true)
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
-	abs := filepath.Join(s.cfg.Root, rel)
-	fi, err := s.root.Stat(rel)
+	abs := filepath.Join(s.fs.Dir(), rel)
+	fi, err := s.fs.Stat(rel)
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
 	defer watcher.Close()
@@ -46,10 +48,10 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string)
 		err = watcher.Add(filepath.Dir(abs))
 	}
 	if err != nil {
-		s.writeErr(w, err)
+		respond.Fail(w, s.log, err)
 		return
 	}
-	nw := startNDJSON(w)
+	nw := respond.NDJSON(w)
 	for {
 		select {
 		case <-r.Context().Done():
@@ -63,7 +65,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string)
 			}
 			if recursive && ev.Has(fsnotify.Create) {
 				// New directories join the watch; errors just mean it vanished.
-				if fi, err := s.root.Lstat(s.relOf(ev.Name)); err == nil && fi.IsDir() {
+				if fi, err := s.fs.Lstat(s.fs.RelOf(ev.Name)); err == nil && fi.IsDir() {
 					_ = s.addWatches(watcher, ev.Name, true)
 				}
 			}
@@ -75,7 +77,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string)
 				return
 			}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				if nw.write(wire.WatchEvent{Op: wire.OpOverflow}, true) != nil {
+				if nw.Write(wire.WatchEvent{Op: wire.OpOverflow}, true) != nil {
 					return
 				}
 				continue
@@ -119,11 +121,11 @@ var watchOps = []struct {
 }
 
 // writeEvents writes one line per operation in ev.
-func (s *Server) writeEvents(nw *ndjsonWriter, ev fsnotify.Event, flush bool) error {
-	p := displayPath(s.relOf(ev.Name))
+func (s *Server) writeEvents(nw *respond.NDJSONWriter, ev fsnotify.Event, flush bool) error {
+	p := rootfs.Display(s.fs.RelOf(ev.Name))
 	for _, o := range watchOps {
 		if ev.Has(o.op) {
-			if err := nw.write(wire.WatchEvent{Op: o.name, Path: p}, flush); err != nil {
+			if err := nw.Write(wire.WatchEvent{Op: o.name, Path: p}, flush); err != nil {
 				return err
 			}
 		}
@@ -133,7 +135,7 @@ func (s *Server) writeEvents(nw *ndjsonWriter, ev fsnotify.Event, flush bool) er
 
 // relOf turns an absolute path under the root into a root-relative one.
 func (s *Server) relOf(abs string) string {
-	rel, err := filepath.Rel(s.cfg.Root, abs)
+	rel, err := filepath.Rel(s.fs.Dir(), abs)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return abs
 	}

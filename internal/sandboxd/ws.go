@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -33,7 +34,7 @@ func parseSignal(name string) (syscall.Signal, error) {
 	if sig, ok := signals[n]; ok {
 		return sig, nil
 	}
-	return 0, badRequest("unknown signal %q", name)
+	return 0, respond.BadRequest("unknown signal %q", name)
 }
 
 // handleExecWS serves GET /v1/exec/ws: an interactive command over one
@@ -54,7 +55,7 @@ func (s *Server) handleExecWS(w http.ResponseWriter, r *http.Request) {
 
 	sp, err := s.readWSSpec(ctx, conn)
 	if err != nil {
-		status, msg := errorStatus(err)
+		status, msg := respond.Status(err)
 		s.log.Debug("websocket exec rejected", "status", status, "error", msg)
 		_ = writeWSFrame(ctx, conn, wire.Frame{Type: wire.FrameError, Error: msg})
 		_ = conn.Close(websocket.StatusPolicyViolation, truncate(msg, 120))
@@ -100,14 +101,14 @@ func (s *Server) readWSSpec(ctx context.Context, conn *websocket.Conn) (*execSpe
 	defer cancel()
 	typ, data, err := conn.Read(rctx)
 	if err != nil {
-		return nil, badRequest("reading exec request: %v", err)
+		return nil, respond.BadRequest("reading exec request: %v", err)
 	}
 	if typ != websocket.MessageText {
-		return nil, badRequest("the first message must be a JSON text message")
+		return nil, respond.BadRequest("the first message must be a JSON text message")
 	}
 	var req wire.ExecRequest
 	if err := json.Unmarshal(data, &req); err != nil {
-		return nil, badRequest("invalid exec request: %v", err)
+		return nil, respond.BadRequest("invalid exec request: %v", err)
 	}
 	return s.buildSpec(&req, 0)
 }
@@ -164,7 +165,7 @@ func applyClientFrame(c *command, f *wire.Frame) error {
 func writeWSFrame(ctx context.Context, conn *websocket.Conn, f wire.Frame) error {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return conn.Write(wctx, websocket.MessageText, marshal(f))
+	return conn.Write(wctx, websocket.MessageText, respond.Marshal(f))
 }
 
 func truncate(s string, n int) string {

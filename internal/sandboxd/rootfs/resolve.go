@@ -1,4 +1,7 @@
-package sandboxd
+// Package rootfs confines sandboxd's file access to its root directory: it
+// maps client paths onto the root, refusing any that would leave it, and
+// writes files there atomically through an os.Root.
+package rootfs
 
 import (
 	"errors"
@@ -9,29 +12,35 @@ import (
 	"syscall"
 )
 
-// Path errors returned by the resolver. Handlers map errEscape to 403 and
-// errInvalidPath to 400.
+// Path errors returned by the resolver. Handlers map ErrEscape to 403 and
+// ErrInvalidPath to 400.
 var (
-	errEscape      = errors.New("path escapes the sandbox root")
-	errInvalidPath = errors.New("invalid path")
+	ErrEscape      = errors.New("path escapes the sandbox root")
+	ErrInvalidPath = errors.New("invalid path")
 )
 
 // maxSymlinks matches the Linux limit on symlinks followed in one lookup.
 const maxSymlinks = 40
 
-// resolver maps client paths onto the sandbox root. root must be absolute,
-// clean and free of symlinks (New guarantees that).
-type resolver struct {
+// Resolver maps client paths onto the sandbox root.
+type Resolver struct {
 	root string
 }
 
-// cleanRel turns a client path into a slash-separated path relative to the
+// NewResolver returns a Resolver for root, which must be absolute, clean and
+// free of symlinks (Open guarantees that).
+func NewResolver(root string) Resolver { return Resolver{root: root} }
+
+// Root is the root directory's real path.
+func (r Resolver) Root() string { return r.root }
+
+// CleanRel turns a client path into a slash-separated path relative to the
 // root with no ".", ".." or empty components; "" names the root. A leading
 // "/" means root-relative. ".." that would climb above the root is refused
 // rather than clamped, so a client learns that its path was wrong.
-func cleanRel(p string) (string, error) {
+func CleanRel(p string) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
-		return "", errInvalidPath
+		return "", ErrInvalidPath
 	}
 	var out []string
 	for c := range strings.SplitSeq(p, "/") {
@@ -39,7 +48,7 @@ func cleanRel(p string) (string, error) {
 		case "", ".":
 		case "..":
 			if len(out) == 0 {
-				return "", errEscape
+				return "", ErrEscape
 			}
 			out = out[:len(out)-1]
 		default:
@@ -49,7 +58,7 @@ func cleanRel(p string) (string, error) {
 	return strings.Join(out, "/"), nil
 }
 
-// resolve returns the location p names, relative to the root ("." for the
+// Resolve returns the location p names, relative to the root ("." for the
 // root itself), with every symlink among the existing components replaced by
 // its target, the way the kernel would follow it. When followFinal is false
 // the last component is kept as is (stat, delete and list act on a link, not
@@ -57,8 +66,8 @@ func cleanRel(p string) (string, error) {
 // that last component, so the kernel cannot reinterpret it; and it is refused
 // with errEscape unless it lies inside the root. File operations still go
 // through os.Root, which closes the window between this check and the use.
-func (r *resolver) resolve(p string, followFinal bool) (string, error) {
-	rel, err := cleanRel(p)
+func (r Resolver) Resolve(p string, followFinal bool) (string, error) {
+	rel, err := CleanRel(p)
 	if err != nil {
 		return "", err
 	}
@@ -113,11 +122,11 @@ func (r *resolver) resolve(p string, followFinal bool) (string, error) {
 		i = -1
 	}
 	if !within(r.root, cur) {
-		return "", errEscape
+		return "", ErrEscape
 	}
 	out, err := filepath.Rel(r.root, cur)
 	if err != nil {
-		return "", errEscape
+		return "", ErrEscape
 	}
 	return out, nil
 }
@@ -130,10 +139,16 @@ func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, root+"/")
 }
 
-// displayPath renders an os.Root-relative path the way the API reports it.
-func displayPath(rel string) string {
+// Display renders an os.Root-relative path the way the API reports it.
+func Display(rel string) string {
 	if rel == "" {
 		return "."
 	}
 	return filepath.ToSlash(rel)
+}
+
+// IsRootEscape recognises os.Root's own refusal, which only happens when a
+// path changed under us between Resolve and use.
+func IsRootEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }

@@ -1,4 +1,4 @@
-package sandboxd
+package rootfs
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 
 // resolveFixture builds a root full of awkward symlinks plus a directory
 // outside it, and returns the resolver and the outside directory.
-func resolveFixture(t testing.TB) (*resolver, string) {
+func resolveFixture(t testing.TB) (Resolver, string) {
 	t.Helper()
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -48,7 +48,7 @@ func resolveFixture(t testing.TB) (*resolver, string) {
 			t.Fatal(err)
 		}
 	}
-	return &resolver{root: root}, outside
+	return NewResolver(root), outside
 }
 
 func TestResolve(t *testing.T) {
@@ -77,24 +77,24 @@ func TestResolve(t *testing.T) {
 		{"etc", false, "etc", nil},
 		{"passwd", false, "passwd", nil},
 		{"up", false, "up", nil},
-		{"up/dir", true, "", errEscape},
-		{"..", true, "", errEscape},
-		{"../x", true, "", errEscape},
-		{"../..//x", true, "", errEscape},
-		{"a/../../b", true, "", errEscape},
-		{"/../etc/passwd", true, "", errEscape},
-		{"up", true, "", errEscape},
-		{"etc", true, "", errEscape},
-		{"etc/passwd", false, "", errEscape},
-		{"passwd", true, "", errEscape},
-		{"out/x", true, "", errEscape},
-		{"out-rel", true, "", errEscape},
-		{"dir/deep-out/x", false, "", errEscape},
-		{"dangling-out", true, "", errEscape},
-		{"a\x00b", true, "", errInvalidPath},
+		{"up/dir", true, "", ErrEscape},
+		{"..", true, "", ErrEscape},
+		{"../x", true, "", ErrEscape},
+		{"../..//x", true, "", ErrEscape},
+		{"a/../../b", true, "", ErrEscape},
+		{"/../etc/passwd", true, "", ErrEscape},
+		{"up", true, "", ErrEscape},
+		{"etc", true, "", ErrEscape},
+		{"etc/passwd", false, "", ErrEscape},
+		{"passwd", true, "", ErrEscape},
+		{"out/x", true, "", ErrEscape},
+		{"out-rel", true, "", ErrEscape},
+		{"dir/deep-out/x", false, "", ErrEscape},
+		{"dangling-out", true, "", ErrEscape},
+		{"a\x00b", true, "", ErrInvalidPath},
 	}
 	for _, tc := range tests {
-		got, err := r.resolve(tc.path, tc.followFinal)
+		got, err := r.Resolve(tc.path, tc.followFinal)
 		if tc.err != nil {
 			if !errors.Is(err, tc.err) {
 				t.Errorf("resolve(%q, %v) = %q, %v; want error %v", tc.path, tc.followFinal, got, err, tc.err)
@@ -105,7 +105,7 @@ func TestResolve(t *testing.T) {
 			t.Errorf("resolve(%q, %v) = %q, %v; want %q", tc.path, tc.followFinal, got, err, tc.want)
 		}
 	}
-	if _, err := r.resolve("loop/x", true); err == nil || !strings.Contains(err.Error(), "too many levels") {
+	if _, err := r.Resolve("loop/x", true); err == nil || !strings.Contains(err.Error(), "too many levels") {
 		t.Errorf("loop: %v", err)
 	}
 }
@@ -120,7 +120,7 @@ func FuzzResolve(f *testing.F) {
 	r, _ := resolveFixture(f)
 	f.Fuzz(func(t *testing.T, p string) {
 		for _, follow := range []bool{true, false} {
-			rel, err := r.resolve(p, follow)
+			rel, err := r.Resolve(p, follow)
 			if err != nil {
 				continue
 			}
