@@ -9,26 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
-
-// cappedBuffer keeps the first max bytes written and remembers whether more
-// arrived.
-type cappedBuffer struct {
-	max       int64
-	buf       bytes.Buffer
-	truncated bool
-}
-
-func (b *cappedBuffer) write(p []byte) {
-	room := b.max - int64(b.buf.Len())
-	if int64(len(p)) > room {
-		p = p[:max(room, 0)]
-		b.truncated = true
-	}
-	b.buf.Write(p)
-}
 
 // wantsNDJSON reports whether the client asked for a streamed response.
 func wantsNDJSON(r *http.Request) bool {
@@ -58,26 +42,9 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 }
 
 // execBuffered runs sp to completion and collects its output.
-func (s *Server) execBuffered(ctx context.Context, sp *execSpec, mode string) wire.ExecResult {
-	out, _ := s.execCollect(ctx, sp, mode)
+func (s *Server) execBuffered(ctx context.Context, sp *process.Spec, mode string) wire.ExecResult {
+	out, _ := s.runner.Collect(ctx, sp, mode)
 	return out
-}
-
-// execCollect is execBuffered that also returns how the command ended.
-func (s *Server) execCollect(ctx context.Context, sp *execSpec, mode string) (wire.ExecResult, result) {
-	out := [2]*cappedBuffer{{max: sp.maxOutput}, {max: sp.maxOutput}}
-	res := s.run(ctx, sp, false, func(i int, p []byte) { out[i].write(p) }, nil)
-	s.metrics.observeExec(mode, res)
-	return wire.ExecResult{
-		Stdout:          out[0].buf.String(),
-		Stderr:          out[1].buf.String(),
-		ExitCode:        res.exitCode,
-		TimedOut:        res.timedOut,
-		StdoutTruncated: out[0].truncated,
-		StderrTruncated: out[1].truncated,
-		Truncated:       out[0].truncated || out[1].truncated,
-		DurationMs:      res.duration.Milliseconds(),
-	}, res
 }
 
 // frameStream turns emit callbacks from the output readers into an ordered
@@ -106,14 +73,14 @@ func (fs *frameStream) emit(i int, p []byte) {
 func (fs *frameStream) abandon() { fs.goneOnce.Do(func() { close(fs.gone) }) }
 
 // execStream runs sp and streams its output as NDJSON frames.
-func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *execSpec) {
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *process.Spec) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	nw := respond.NDJSON(w)
 	fs := newFrameStream()
-	var res result
+	var res process.Result
 	go func() {
-		res = s.run(ctx, sp, false, fs.emit, nil)
+		res = s.runner.Run(ctx, sp, false, fs.emit, nil)
 		close(fs.ch)
 	}()
 	for f := range fs.ch {
@@ -122,13 +89,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *execSpec
 			cancel() // nobody is listening: kill the command
 		}
 	}
-	s.metrics.observeExec("stream", res)
-	_ = nw.Write(wire.Frame{Type: wire.FrameExit, ExitCode: res.exitCode, TimedOut: res.timedOut}, true)
+	s.runner.Observe("stream", res)
+	_ = nw.Write(wire.Frame{Type: wire.FrameExit, ExitCode: res.ExitCode, TimedOut: res.TimedOut}, true)
 }
 
 // readExecRequest decodes the ExecRequest body of an HTTP (non-WebSocket) exec, which cannot
 // carry a terminal, into a spec; defaultTimeout applies when the request sets none.
-func (s *Server) readExecRequest(r *http.Request, defaultTimeout time.Duration) (*execSpec, error) {
+func (s *Server) readExecRequest(r *http.Request, defaultTimeout time.Duration) (*process.Spec, error) {
 	var req wire.ExecRequest
 	if err := respond.DecodeJSON(r, &req); err != nil {
 		return nil, err
@@ -136,5 +103,5 @@ func (s *Server) readExecRequest(r *http.Request, defaultTimeout time.Duration) 
 	if req.TTY {
 		return nil, respond.BadRequest("tty is only supported on /v1/exec/ws")
 	}
-	return s.buildSpec(&req, defaultTimeout)
+	return s.runner.BuildSpec(&req, defaultTimeout)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -267,9 +268,9 @@ func TestExecStreamSlowClientGetsAllOutput(t *testing.T) {
 	if !ok {
 		t.Fatal("no frames")
 	}
-	// Stall well past drainGrace while the command has long exited: the
+	// Stall well past process.DrainGrace while the command has long exited: the
 	// rest of its output must still arrive.
-	time.Sleep(drainGrace + 500*time.Millisecond)
+	time.Sleep(process.DrainGrace + 500*time.Millisecond)
 	stdout, _, exit := fr.collect()
 	if got := len(f.Data) + len(stdout); got != size || exit.ExitCode != 0 {
 		t.Fatalf("got %d bytes, exit %+v", got, exit)
@@ -279,7 +280,7 @@ func TestExecStreamSlowClientGetsAllOutput(t *testing.T) {
 func TestExecDoesNotWaitForDaemonizedChildren(t *testing.T) {
 	e := newEnv(t)
 	// The background sleep keeps stdout open; the exec still returns once
-	// the shell exits (after drainGrace), and the child is left alone.
+	// the shell exits (after process.DrainGrace), and the child is left alone.
 	var res wire.ExecResult
 	e.doJSON("POST", "/v1/exec", wire.ExecRequest{Command: "sleep 60 & echo $!"}, http.StatusOK, &res)
 	pid := parsePID(t, res.Stdout)

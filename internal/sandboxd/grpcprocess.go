@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
@@ -30,7 +31,7 @@ type processService struct {
 	s *Server
 
 	mu    sync.Mutex
-	procs map[int32]*command // commands started with Start, by pid, while they run
+	procs map[int32]*process.Command // commands started with Start, by pid, while they run
 }
 
 // newGRPCServer builds the gRPC server with the ProcessService and, when the
@@ -41,7 +42,7 @@ func (s *Server) newGRPCServer() *grpc.Server {
 		opts = append(opts, grpc.ChainUnaryInterceptor(s.grpcAuthUnary), grpc.ChainStreamInterceptor(s.grpcAuthStream))
 	}
 	g := grpc.NewServer(opts...)
-	processv1.RegisterProcessServiceServer(g, &processService{s: s, procs: map[int32]*command{}})
+	processv1.RegisterProcessServiceServer(g, &processService{s: s, procs: map[int32]*process.Command{}})
 	return g
 }
 
@@ -74,7 +75,7 @@ func (s *Server) grpcAuthStream(srv any, ss grpc.ServerStream, _ *grpc.StreamSer
 // spec validates a ProcessConfig like an HTTP exec request. No server-side
 // timeout applies (as upstream): the client's deadline or cancellation ends
 // the command.
-func (p *processService) spec(cfg *processv1.ProcessConfig, pty *processv1.PTY) (*execSpec, error) {
+func (p *processService) spec(cfg *processv1.ProcessConfig, pty *processv1.PTY) (*process.Spec, error) {
 	if len(cfg.GetCommand()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "command is required")
 	}
@@ -82,12 +83,12 @@ func (p *processService) spec(cfg *processv1.ProcessConfig, pty *processv1.PTY) 
 	if pty != nil {
 		req.TTY, req.Cols, req.Rows = true, uint16(min(pty.GetCols(), 0xffff)), uint16(min(pty.GetRows(), 0xffff))
 	}
-	sp, err := p.s.buildSpec(req, 0)
+	sp, err := p.s.runner.BuildSpec(req, 0)
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	if sp.path == "" {
-		return nil, status.Errorf(codes.NotFound, "failed to start command: command or path not found: %s", sp.argv[0])
+	if sp.Path == "" {
+		return nil, status.Errorf(codes.NotFound, "failed to start command: command or path not found: %s", sp.Argv[0])
 	}
 	return sp, nil
 }
@@ -108,20 +109,20 @@ func grpcError(err error) error {
 }
 
 // startFailure turns a command that could not start into upstream's error.
-func startFailure(se *startError) error {
-	msg := strings.TrimSpace(se.msg)
-	if se.code == 127 {
+func startFailure(se *process.StartError) error {
+	msg := strings.TrimSpace(se.Msg)
+	if se.Code == 127 {
 		return status.Errorf(codes.NotFound, "failed to start command: command or path not found: %s", msg)
 	}
 	return status.Errorf(codes.PermissionDenied, "failed to start command: %s", msg)
 }
 
 // grpcExitCode follows upstream (os/exec's ExitCode): -1 for a signal.
-func grpcExitCode(res result) int32 {
-	if res.signal != 0 {
+func grpcExitCode(res process.Result) int32 {
+	if res.Signal != 0 {
 		return -1
 	}
-	return int32(res.exitCode)
+	return int32(res.ExitCode)
 }
 
 // Execute runs a command to completion. Output over the cap is reported on
@@ -131,22 +132,13 @@ func (p *processService) Execute(ctx context.Context, req *processv1.ExecuteRequ
 	if err != nil {
 		return nil, err
 	}
-	out, res := p.s.execCollect(ctx, sp, "grpc")
-	if res.startErr != nil {
-		return nil, startFailure(res.startErr)
+	out, res := p.s.runner.Collect(ctx, sp, "grpc")
+	if res.StartErr != nil {
+		return nil, startFailure(res.StartErr)
 	}
 	resp := &processv1.ExecuteResponse{ExitCode: grpcExitCode(res), Stdout: []byte(out.Stdout), Stderr: []byte(out.Stderr)}
-	for _, c := range []struct {
-		name string
-		cut  bool
-	}{{"stdout", out.StdoutTruncated}, {"stderr", out.StderrTruncated}} {
-		if c.cut {
-			resp.Stderr = []byte(appendLine(string(resp.Stderr), p.s.truncationNote(c.name)))
-			if resp.ExitCode == 0 {
-				resp.ExitCode = 1
-			}
-		}
-	}
+	stderr, code := p.s.runner.NoteTruncation(out, string(resp.Stderr), int(resp.ExitCode))
+	resp.Stderr, resp.ExitCode = []byte(stderr), int32(code)
 	return resp, nil
 }
 
@@ -161,10 +153,10 @@ func (p *processService) Start(req *processv1.StartRequest, stream grpc.ServerSt
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	fs := newFrameStream()
-	started := make(chan *command, 1)
-	var res result
+	started := make(chan *process.Command, 1)
+	var res process.Result
 	go func() {
-		res = p.s.run(ctx, sp, true, fs.emit, func(c *command) { started <- c })
+		res = p.s.runner.Run(ctx, sp, true, fs.emit, func(c *process.Command) { started <- c })
 		close(started)
 		close(fs.ch)
 	}()
@@ -172,9 +164,9 @@ func (p *processService) Start(req *processv1.StartRequest, stream grpc.ServerSt
 	if !ok { // could not start: drain the stderr frame it emitted
 		for range fs.ch {
 		}
-		return startFailure(res.startErr)
+		return startFailure(res.StartErr)
 	}
-	pid := int32(c.pid)
+	pid := int32(c.PID())
 	p.register(pid, c)
 	defer p.unregister(pid, c)
 	if err := stream.Send(&processv1.StartResponse{Event: &processv1.StartResponse_Init{Init: &processv1.InitEvent{ProcessId: pid}}}); err != nil {
@@ -190,17 +182,17 @@ func (p *processService) Start(req *processv1.StartRequest, stream grpc.ServerSt
 			cancel() // nobody is listening: kill the command
 		}
 	}
-	p.s.metrics.observeExec("grpc.stream", res)
+	p.s.runner.Observe("grpc.stream", res)
 	return stream.Send(&processv1.StartResponse{Event: &processv1.StartResponse_Exit{Exit: &processv1.ExitEvent{ExitCode: grpcExitCode(res)}}})
 }
 
-func (p *processService) register(pid int32, c *command) {
+func (p *processService) register(pid int32, c *process.Command) {
 	p.mu.Lock()
 	p.procs[pid] = c
 	p.mu.Unlock()
 }
 
-func (p *processService) unregister(pid int32, c *command) {
+func (p *processService) unregister(pid int32, c *process.Command) {
 	p.mu.Lock()
 	if p.procs[pid] == c {
 		delete(p.procs, pid)
@@ -208,7 +200,7 @@ func (p *processService) unregister(pid int32, c *command) {
 	p.mu.Unlock()
 }
 
-func (p *processService) lookup(pid int32) (*command, error) {
+func (p *processService) lookup(pid int32) (*process.Command, error) {
 	p.mu.Lock()
 	c := p.procs[pid]
 	p.mu.Unlock()
@@ -227,9 +219,9 @@ func (p *processService) WriteStdin(_ context.Context, req *processv1.WriteStdin
 	}
 	switch {
 	case req.GetEof() != nil:
-		c.sendStdin(stdinChunk{eof: true})
+		c.SendEOF()
 	case len(req.GetInput()) > 0:
-		c.sendStdin(stdinChunk{data: req.GetInput()})
+		c.SendStdin(req.GetInput())
 	}
 	return &processv1.WriteStdinResponse{}, nil
 }
@@ -250,7 +242,7 @@ func (p *processService) SendSignal(_ context.Context, req *processv1.SendSignal
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "unsupported or unspecified signal: %v", req.GetSignal())
 	}
-	if err := c.signal(sig); err != nil {
+	if err := c.Signal(sig); err != nil {
 		return nil, status.Errorf(codes.NotFound, "process %d: %v", req.GetProcessId(), err)
 	}
 	return &processv1.SendSignalResponse{}, nil
@@ -262,13 +254,13 @@ func (p *processService) ResizeTTY(_ context.Context, req *processv1.ResizeTTYRe
 	if err != nil {
 		return nil, err
 	}
-	if c.pty == nil {
+	if !c.HasTTY() {
 		return nil, status.Errorf(codes.FailedPrecondition, "failed to resize TTY: process %d has no terminal", req.GetProcessId())
 	}
 	if req.GetCols() == 0 || req.GetRows() == 0 || req.GetCols() > 0xffff || req.GetRows() > 0xffff {
 		return nil, status.Error(codes.InvalidArgument, "cols and rows must be between 1 and 65535")
 	}
-	if err := c.resize(uint16(req.GetCols()), uint16(req.GetRows())); err != nil {
+	if err := c.Resize(uint16(req.GetCols()), uint16(req.GetRows())); err != nil {
 		return nil, status.Error(codes.Internal, fmt.Sprintf("failed to resize TTY: %v", err))
 	}
 	return &processv1.ResizeTTYResponse{}, nil

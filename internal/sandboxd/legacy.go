@@ -57,7 +57,7 @@ func (s *Server) handleLegacyExecute(w http.ResponseWriter, r *http.Request) {
 		writeLegacyFailure(w, "", "empty command")
 		return
 	}
-	sp, err := s.buildSpec(&wire.ExecRequest{Command: *req.Command}, s.cfg.ExecTimeout)
+	sp, err := s.runner.BuildSpec(&wire.ExecRequest{Command: *req.Command}, s.cfg.ExecTimeout)
 	if err != nil {
 		_, msg := respond.Status(err)
 		writeLegacyFailure(w, "", msg)
@@ -67,7 +67,7 @@ func (s *Server) handleLegacyExecute(w http.ResponseWriter, r *http.Request) {
 		writeLegacyFailure(w, "", fmt.Sprintf("[Errno 2] No such file or directory: '%s'", name))
 		return
 	}
-	out, res := s.execCollect(r.Context(), sp, "legacy")
+	out, res := s.runner.Collect(r.Context(), sp, "legacy")
 	secs := strconv.FormatFloat(s.cfg.ExecTimeout.Seconds(), 'f', -1, 64)
 	respond.JSON(w, http.StatusOK, s.legacyResult(out, res, *req.Command, secs))
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
@@ -43,7 +44,7 @@ var shellWords = map[string]bool{
 // does not exist, so the answer can be the python runtime's FileNotFoundError
 // rather than the shell's exit code 127. Only a plain first word is checked;
 // anything the shell would expand, or a builtin, is left to the shell.
-func legacyMissingProgram(command string, sp *execSpec) (string, bool) {
+func legacyMissingProgram(command string, sp *process.Spec) (string, bool) {
 	fields := strings.Fields(command)
 	if len(fields) == 0 {
 		return "", false
@@ -55,12 +56,12 @@ func legacyMissingProgram(command string, sp *execSpec) (string, bool) {
 	if strings.Contains(name, "/") {
 		p := name
 		if !filepath.IsAbs(p) {
-			p = filepath.Join(sp.dir, p)
+			p = filepath.Join(sp.Dir, p)
 		}
 		_, err := os.Stat(p)
 		return name, errors.Is(err, fs.ErrNotExist)
 	}
-	return name, lookPath(name, envValue(sp.env, "PATH"), sp.dir) == ""
+	return name, sp.LookPath(name) == ""
 }
 
 // legacyResult turns a finished command into the python runtime's answer: a
@@ -69,42 +70,15 @@ func legacyMissingProgram(command string, sp *execSpec) (string, bool) {
 // subprocess reports it, and output over the cap is never cut silently: the
 // answer carries exit code 1 (unless the command already failed) and a
 // stderr line saying which stream was cut where.
-func (s *Server) legacyResult(out wire.ExecResult, res result, command string, timeout string) wire.LegacyExecuteResponse {
+func (s *Server) legacyResult(out wire.ExecResult, res process.Result, command string, timeout string) wire.LegacyExecuteResponse {
 	r := wire.LegacyExecuteResponse{Stdout: out.Stdout, Stderr: out.Stderr, ExitCode: out.ExitCode}
 	switch {
-	case res.timedOut:
-		r.Stderr = appendLine(r.Stderr, fmt.Sprintf("%sCommand %q timed out after %s seconds", legacyFailurePrefix, command, timeout))
+	case res.TimedOut:
+		r.Stderr = process.AppendLine(r.Stderr, fmt.Sprintf("%sCommand %q timed out after %s seconds", legacyFailurePrefix, command, timeout))
 		r.ExitCode = 1
-	case res.signal != 0:
-		r.ExitCode = -res.signal
+	case res.Signal != 0:
+		r.ExitCode = -res.Signal
 	}
-	for _, c := range []struct {
-		name string
-		cut  bool
-	}{{"stdout", out.StdoutTruncated}, {"stderr", out.StderrTruncated}} {
-		if !c.cut {
-			continue
-		}
-		r.Stderr = appendLine(r.Stderr, s.truncationNote(c.name))
-		if r.ExitCode == 0 {
-			r.ExitCode = 1
-		}
-	}
+	r.Stderr, r.ExitCode = s.runner.NoteTruncation(out, r.Stderr, r.ExitCode)
 	return r
-}
-
-// truncationNote is the stderr line of an answer whose stream went over the
-// output cap, for APIs that have no field to say so (legacy /execute, gRPC
-// Execute).
-func (s *Server) truncationNote(stream string) string {
-	return fmt.Sprintf("sandboxd: OUTPUT TRUNCATED: %s exceeded the output cap of %d bytes (sandboxd --max-output); only the first %d bytes are returned",
-		stream, s.cfg.MaxOutput, s.cfg.MaxOutput)
-}
-
-// appendLine adds line to s on a line of its own.
-func appendLine(s, line string) string {
-	if s != "" && !strings.HasSuffix(s, "\n") {
-		s += "\n"
-	}
-	return s + line + "\n"
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -65,14 +66,14 @@ func (m *metrics) observeRequest(route, method string, code int, d time.Duration
 	m.reqDuration.WithLabelValues(route).Observe(d.Seconds())
 }
 
-func (m *metrics) observeExec(mode string, res result) {
+func (m *metrics) observeExec(mode string, res process.Result) {
 	outcome := "ok"
 	switch {
-	case res.timedOut:
+	case res.TimedOut:
 		outcome = "timeout"
-	case res.exitCode != 0:
+	case res.ExitCode != 0:
 		outcome = "error"
 	}
 	m.execs.WithLabelValues(mode, outcome).Inc()
-	m.execDuration.WithLabelValues(mode).Observe(res.duration.Seconds())
+	m.execDuration.WithLabelValues(mode).Observe(res.Duration.Seconds())
 }

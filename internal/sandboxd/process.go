@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
@@ -18,13 +19,13 @@ import (
 // oldest exited ones are forgotten first.
 const maxExitedProcesses = 256
 
-// process is a background command and its retained output.
-type process struct {
+// backgroundProcess is a background command and its retained output.
+type backgroundProcess struct {
 	id        string
-	spec      *execSpec
+	spec      *process.Spec
 	startedAt time.Time
 	pid       int
-	cmd       *command // nil when the command could not start
+	cmd       *process.Command // nil when the command could not start
 	done      chan struct{}
 
 	mu       sync.Mutex
@@ -36,14 +37,14 @@ type process struct {
 	exitedAt time.Time
 }
 
-func (p *process) emit(i int, b []byte) {
+func (p *backgroundProcess) emit(i int, b []byte) {
 	p.mu.Lock()
 	p.out[i].Write(b)
 	p.notifyLocked()
 	p.mu.Unlock()
 }
 
-func (p *process) isRunning() bool {
+func (p *backgroundProcess) isRunning() bool {
 	select {
 	case <-p.done:
 		return false
@@ -52,22 +53,22 @@ func (p *process) isRunning() bool {
 	}
 }
 
-func (p *process) notifyLocked() {
+func (p *backgroundProcess) notifyLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
 
-func (p *process) info() wire.Process {
+func (p *backgroundProcess) info() wire.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w := wire.Process{
-		ID: p.id, PID: p.pid, Cwd: p.spec.cwd, StartedAt: p.startedAt,
+		ID: p.id, PID: p.pid, Cwd: p.spec.Cwd, StartedAt: p.startedAt,
 		Running: p.running, TimedOut: p.timedOut,
 	}
-	if p.spec.req.Command != "" {
-		w.Command = p.spec.req.Command
+	if p.spec.Req.Command != "" {
+		w.Command = p.spec.Req.Command
 	} else {
-		w.Argv = p.spec.argv
+		w.Argv = p.spec.Argv
 	}
 	if !p.running {
 		code, at := p.exitCode, p.exitedAt
@@ -80,16 +81,16 @@ func (p *process) info() wire.Process {
 type processTable struct {
 	s      *Server
 	mu     sync.Mutex
-	m      map[string]*process
+	m      map[string]*backgroundProcess
 	closed bool
 	wg     sync.WaitGroup // one per process until it is reaped
 }
 
 func newProcessTable(s *Server) *processTable {
-	return &processTable{s: s, m: map[string]*process{}}
+	return &processTable{s: s, m: map[string]*backgroundProcess{}}
 }
 
-func (t *processTable) get(id string) *process {
+func (t *processTable) get(id string) *backgroundProcess {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.m[id]
@@ -113,8 +114,8 @@ var errShuttingDown = &respond.StatusError{Status: http.StatusServiceUnavailable
 // startProcess launches sp in the background. A command that cannot start
 // still gets a record, already exited with 127/126 and the reason on stderr,
 // the same outcome as a foreground exec.
-func (t *processTable) startProcess(sp *execSpec) (*process, error) {
-	p := &process{
+func (t *processTable) startProcess(sp *process.Spec) (*backgroundProcess, error) {
+	p := &backgroundProcess{
 		id:        "p-" + randomHex(8),
 		spec:      sp,
 		startedAt: time.Now().UTC(),
@@ -124,18 +125,18 @@ func (t *processTable) startProcess(sp *execSpec) (*process, error) {
 	}
 	size := t.s.cfg.ProcessLogBytes
 	p.out = [2]*ringBuffer{newRingBuffer(size), newRingBuffer(size)}
-	c, startErr := t.s.start(sp, false)
+	c, startErr := t.s.runner.Start(sp, false)
 	if startErr == nil {
-		p.cmd, p.pid = c, c.pid // immutable once p is published below
+		p.cmd, p.pid = c, c.PID() // immutable once p is published below
 	}
 
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
 		if c != nil {
-			c.kill()
-			<-c.exited
-			c.pumpOutput(func(int, []byte) {})
+			c.Kill()
+			<-c.Exited()
+			c.PumpOutput(func(int, []byte) {})
 		}
 		return nil, errShuttingDown
 	}
@@ -145,12 +146,12 @@ func (t *processTable) startProcess(sp *execSpec) (*process, error) {
 	t.mu.Unlock()
 
 	if startErr != nil {
-		p.emit(streamStderr, []byte(startErr.Error()))
+		p.emit(process.Stderr, []byte(startErr.Error()))
 		code := 126
-		if se, ok := startErr.(*startError); ok {
-			code = se.code
+		if se, ok := startErr.(*process.StartError); ok {
+			code = se.Code
 		}
-		p.finish(result{exitCode: code})
+		p.finish(process.Result{ExitCode: code})
 		t.wg.Done()
 		return p, nil
 	}
@@ -163,34 +164,34 @@ func (t *processTable) startProcess(sp *execSpec) (*process, error) {
 
 // wait pumps output into the ring buffers until the command ends, enforcing
 // the spec's timeout if it has one.
-func (p *process) wait(s *Server) result {
+func (p *backgroundProcess) wait(s *Server) process.Result {
 	begin := time.Now()
 	pumped := make(chan struct{})
-	go func() { p.cmd.pumpOutput(p.emit); close(pumped) }()
+	go func() { p.cmd.PumpOutput(p.emit); close(pumped) }()
 	timedOut := false
-	if p.spec.timeout > 0 {
-		t := time.NewTimer(p.spec.timeout)
+	if p.spec.Timeout > 0 {
+		t := time.NewTimer(p.spec.Timeout)
 		select {
-		case <-p.cmd.exited:
+		case <-p.cmd.Exited():
 		case <-t.C:
 			timedOut = true
-			p.cmd.terminate(s.cfg.KillGrace)
+			p.cmd.Terminate(s.runner.KillGrace())
 		}
 		t.Stop()
 	}
-	<-p.cmd.exited
+	<-p.cmd.Exited()
 	<-pumped
-	res := result{exitCode: exitCode(p.cmd.state), timedOut: timedOut, duration: time.Since(begin)}
+	res := process.Result{ExitCode: p.cmd.ExitCode(), TimedOut: timedOut, Duration: time.Since(begin)}
 	if timedOut {
-		res.exitCode = 124
+		res.ExitCode = 124
 	}
-	s.metrics.observeExec("background", res)
+	s.runner.Observe("background", res)
 	return res
 }
 
-func (p *process) finish(res result) {
+func (p *backgroundProcess) finish(res process.Result) {
 	p.mu.Lock()
-	p.running, p.exitCode, p.timedOut, p.exitedAt = false, res.exitCode, res.timedOut, time.Now().UTC()
+	p.running, p.exitCode, p.timedOut, p.exitedAt = false, res.ExitCode, res.TimedOut, time.Now().UTC()
 	p.notifyLocked()
 	p.mu.Unlock()
 	close(p.done)
@@ -198,7 +199,7 @@ func (p *process) finish(res result) {
 
 // evictLocked forgets the oldest exited processes beyond the cap.
 func (t *processTable) evictLocked() {
-	var exited []*process
+	var exited []*backgroundProcess
 	for _, p := range t.m {
 		if !p.isRunning() {
 			exited = append(exited, p)
@@ -207,7 +208,7 @@ func (t *processTable) evictLocked() {
 	if len(exited) < maxExitedProcesses {
 		return
 	}
-	slices.SortFunc(exited, func(a, b *process) int { return a.startedAt.Compare(b.startedAt) })
+	slices.SortFunc(exited, func(a, b *backgroundProcess) int { return a.startedAt.Compare(b.startedAt) })
 	for _, p := range exited[:len(exited)-maxExitedProcesses+1] {
 		delete(t.m, p.id)
 	}
@@ -217,7 +218,7 @@ func (t *processTable) evictLocked() {
 func (t *processTable) closeAll() {
 	t.mu.Lock()
 	t.closed = true
-	procs := make([]*process, 0, len(t.m))
+	procs := make([]*backgroundProcess, 0, len(t.m))
 	for _, p := range t.m {
 		procs = append(procs, p)
 	}
@@ -225,7 +226,7 @@ func (t *processTable) closeAll() {
 	var wg sync.WaitGroup
 	for _, p := range procs {
 		if p.cmd != nil && p.isRunning() {
-			wg.Go(func() { p.cmd.terminate(t.s.cfg.KillGrace) })
+			wg.Go(func() { p.cmd.Terminate(t.s.runner.KillGrace()) })
 		}
 	}
 	wg.Wait()
@@ -257,12 +258,12 @@ func (s *Server) handleStartProcess(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleListProcesses(w http.ResponseWriter, r *http.Request) {
 	s.procs.mu.Lock()
-	procs := make([]*process, 0, len(s.procs.m))
+	procs := make([]*backgroundProcess, 0, len(s.procs.m))
 	for _, p := range s.procs.m {
 		procs = append(procs, p)
 	}
 	s.procs.mu.Unlock()
-	slices.SortFunc(procs, func(a, b *process) int {
+	slices.SortFunc(procs, func(a, b *backgroundProcess) int {
 		if c := a.startedAt.Compare(b.startedAt); c != 0 {
 			return c
 		}
@@ -276,7 +277,7 @@ func (s *Server) handleListProcesses(w http.ResponseWriter, r *http.Request) {
 }
 
 // processArg splits "{id}" or "{id}/{action}" and finds the process.
-func (s *Server) processArg(w http.ResponseWriter, arg string) (*process, string, bool) {
+func (s *Server) processArg(w http.ResponseWriter, arg string) (*backgroundProcess, string, bool) {
 	id, action, _ := strings.Cut(arg, "/")
 	p := s.procs.get(id)
 	if p == nil {
@@ -315,7 +316,7 @@ func (s *Server) handleProcessGet(w http.ResponseWriter, r *http.Request, arg st
 
 // followLogs streams retained and new output as NDJSON frames until the
 // process exits (then an exit frame) or the client leaves.
-func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, p *process) {
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, p *backgroundProcess) {
 	nw := respond.NDJSON(w)
 	var off [2]int64
 	for {
@@ -372,7 +373,7 @@ func (s *Server) handleProcessPost(w http.ResponseWriter, r *http.Request, arg s
 		respond.Error(w, http.StatusConflict, "process has exited")
 		return
 	}
-	if err := p.cmd.signal(sig); err != nil {
+	if err := p.cmd.Signal(sig); err != nil {
 		respond.Error(w, http.StatusConflict, err.Error())
 		return
 	}
@@ -392,9 +393,9 @@ func (s *Server) handleProcessDelete(w http.ResponseWriter, r *http.Request, arg
 		return
 	}
 	if p.cmd != nil && p.isRunning() {
-		go p.cmd.terminate(s.cfg.KillGrace)
+		go p.cmd.Terminate(s.runner.KillGrace())
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.KillGrace+10*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), s.runner.KillGrace()+10*time.Second)
 	defer cancel()
 	select {
 	case <-p.done:

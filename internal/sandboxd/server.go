@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"google.golang.org/grpc"
@@ -125,6 +126,7 @@ type Server struct {
 	startTime time.Time
 	hostname  string
 	metrics   *metrics
+	runner    *process.Runner
 	procs     *processTable
 	routes    []route
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
@@ -132,10 +134,8 @@ type Server struct {
 	restLn    net.Listener // RESTListen's listener; nil when unset or not run by Run
 
 	mu       sync.Mutex
-	running  map[*command]struct{} // foreground commands, killed on shutdown
-	draining bool                  // shutting down: no new commands
+	draining bool // shutting down: no new commands
 	closed   bool
-	execWG   sync.WaitGroup // foreground commands in flight
 }
 
 // New validates cfg, creates the root directory if needed, and returns a
@@ -153,9 +153,12 @@ func New(cfg Config) (*Server, error) {
 		fs:        root,
 		startTime: time.Now().UTC(),
 		hostname:  host,
-		running:   map[*command]struct{}{},
 	}
 	s.cfg.Root = root.Dir()
+	s.runner = process.NewRunner(root.Resolver(), process.Config{
+		Shell: cfg.Shell, MaxOutput: cfg.MaxOutput, KillGrace: cfg.KillGrace,
+		Observe: func(mode string, res process.Result) { s.metrics.observeExec(mode, res) },
+	})
 	s.procs = newProcessTable(s)
 	s.metrics = newMetrics(s.procs)
 	s.routes = s.buildRoutes()
@@ -174,10 +177,11 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.runner.Stop()
 	s.grpc.Stop() // ends every gRPC call; their commands die with their contexts
-	s.killForeground()
+	s.runner.KillAll()
 	s.procs.closeAll()
-	s.execWG.Wait()
+	s.runner.Wait()
 	return s.fs.Close()
 }
 
@@ -231,13 +235,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	shutErr := hs.Shutdown(sctx)
 	// Shutdown does not track hijacked (WebSocket) connections; wait for the
 	// commands they run as well, within the same deadline. From here on a
-	// new command is killed at once, which also keeps execWG.Add from racing
-	// with the Wait below.
+	// new command is killed at once, which also keeps the runner's count
+	// from growing under the Wait below.
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
+	s.runner.Stop()
 	execDone := make(chan struct{})
-	go func() { s.execWG.Wait(); close(execDone) }()
+	go func() { s.runner.Wait(); close(execDone) }()
 	select {
 	case <-execDone:
 	case <-sctx.Done():
@@ -246,7 +251,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// Time is up: kill what still runs, end watch and follow streams,
 		// and let the handlers write their final frames before closing.
 		s.log.Warn("shutdown timeout: killing running commands")
-		s.killForeground()
+		s.runner.KillAll()
 		cancelBase()
 		kctx, kcancel := context.WithTimeout(context.Background(), s.cfg.KillGrace+2*time.Second)
 		defer kcancel()
@@ -295,42 +300,6 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	return s.Serve(ctx, ln)
-}
-
-// trackForeground registers a running foreground command so shutdown can
-// kill it and wait for it. It returns false when the server is closing; the
-// caller then kills the command itself.
-func (s *Server) trackForeground(c *command) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.draining {
-		return false
-	}
-	s.running[c] = struct{}{}
-	s.execWG.Add(1) // under mu: never concurrent with Close's Wait at zero
-	return true
-}
-
-func (s *Server) untrackForeground(c *command) {
-	s.mu.Lock()
-	_, ok := s.running[c]
-	delete(s.running, c)
-	s.mu.Unlock()
-	if ok {
-		s.execWG.Done()
-	}
-}
-
-func (s *Server) killForeground() {
-	s.mu.Lock()
-	cmds := make([]*command, 0, len(s.running))
-	for c := range s.running {
-		cmds = append(cmds, c)
-	}
-	s.mu.Unlock()
-	for _, c := range cmds {
-		go c.terminate(s.cfg.KillGrace)
-	}
 }
 
 // ---- routing ----

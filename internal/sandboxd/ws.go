@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
@@ -63,12 +64,12 @@ func (s *Server) handleExecWS(w http.ResponseWriter, r *http.Request) {
 	}
 
 	fs := newFrameStream()
-	started := make(chan *command, 1)
-	var res result
+	started := make(chan *process.Command, 1)
+	var res process.Result
 	go func() {
 		// No default timeout: an interactive session lasts as long as its
 		// client, unless the spec asks for a limit.
-		res = s.run(ctx, sp, true, fs.emit, func(c *command) { started <- c })
+		res = s.runner.Run(ctx, sp, true, fs.emit, func(c *process.Command) { started <- c })
 		close(started)
 		close(fs.ch)
 	}()
@@ -89,14 +90,14 @@ func (s *Server) handleExecWS(w http.ResponseWriter, r *http.Request) {
 			cancel()
 		}
 	}
-	s.metrics.observeExec("ws", res)
-	_ = writeWSFrame(ctx, conn, wire.Frame{Type: wire.FrameExit, ExitCode: res.exitCode, TimedOut: res.timedOut})
+	s.runner.Observe("ws", res)
+	_ = writeWSFrame(ctx, conn, wire.Frame{Type: wire.FrameExit, ExitCode: res.ExitCode, TimedOut: res.TimedOut})
 	_ = conn.Close(websocket.StatusNormalClosure, "")
 	cancel()
 	<-readerDone
 }
 
-func (s *Server) readWSSpec(ctx context.Context, conn *websocket.Conn) (*execSpec, error) {
+func (s *Server) readWSSpec(ctx context.Context, conn *websocket.Conn) (*process.Spec, error) {
 	rctx, cancel := context.WithTimeout(ctx, firstMessageTimeout)
 	defer cancel()
 	typ, data, err := conn.Read(rctx)
@@ -110,18 +111,18 @@ func (s *Server) readWSSpec(ctx context.Context, conn *websocket.Conn) (*execSpe
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, respond.BadRequest("invalid exec request: %v", err)
 	}
-	return s.buildSpec(&req, 0)
+	return s.runner.BuildSpec(&req, 0)
 }
 
 // wsReadLoop applies client frames to c until the connection ends.
-func (s *Server) wsReadLoop(ctx context.Context, conn *websocket.Conn, c *command) {
+func (s *Server) wsReadLoop(ctx context.Context, conn *websocket.Conn, c *process.Command) {
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err != nil {
 			return
 		}
 		if typ == websocket.MessageBinary { // raw stdin, no base64 needed
-			c.sendStdin(stdinChunk{data: data})
+			c.SendStdin(data)
 			continue
 		}
 		var f wire.Frame
@@ -135,25 +136,25 @@ func (s *Server) wsReadLoop(ctx context.Context, conn *websocket.Conn, c *comman
 	}
 }
 
-func applyClientFrame(c *command, f *wire.Frame) error {
+func applyClientFrame(c *process.Command, f *wire.Frame) error {
 	switch f.Type {
 	case wire.FrameStdin:
-		c.sendStdin(stdinChunk{data: f.Data})
+		c.SendStdin(f.Data)
 	case wire.FrameStdinEOF:
-		c.sendStdin(stdinChunk{eof: true})
+		c.SendEOF()
 	case wire.FrameSignal:
 		sig, err := parseSignal(f.Signal)
 		if err != nil {
 			return err
 		}
-		if err := c.signal(sig); err != nil {
+		if err := c.Signal(sig); err != nil {
 			return fmt.Errorf("signal: %w", err)
 		}
 	case wire.FrameResize:
 		if f.Cols == 0 || f.Rows == 0 {
 			return errors.New("resize needs cols and rows")
 		}
-		if err := c.resize(f.Cols, f.Rows); err != nil {
+		if err := c.Resize(f.Cols, f.Rows); err != nil {
 			return fmt.Errorf("resize: %w", err)
 		}
 	default:

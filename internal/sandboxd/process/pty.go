@@ -1,4 +1,4 @@
-package sandboxd
+package process
 
 import (
 	"os"
@@ -13,13 +13,13 @@ import (
 
 // startPTY runs the command on a new pseudo-terminal as the leader of a new
 // session, with the terminal as stdin, stdout and stderr.
-func (c *command) startPTY(sp *execSpec) error {
+func (c *Command) startPTY(sp *Spec) error {
 	master, tty, err := openPTY()
 	if err != nil {
 		return err
 	}
-	defer tty.Close() // the child keeps its own copy
-	rows, cols := sp.rows, sp.cols
+	defer func() { _ = tty.Close() }() // the child keeps its own copy
+	rows, cols := sp.Rows, sp.Cols
 	if rows == 0 {
 		rows = 24
 	}
@@ -27,14 +27,14 @@ func (c *command) startPTY(sp *execSpec) error {
 		cols = 80
 	}
 	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
-		master.Close()
+		_ = master.Close() // failing already
 		return err
 	}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = tty, tty, tty
 	// Setsid makes the child its own process group too, so kill(-pid) works.
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := c.cmd.Start(); err != nil {
-		master.Close()
+		_ = master.Close() // failing already
 		return err
 	}
 	c.pty = master
@@ -53,22 +53,22 @@ func openPTY() (master, tty *os.File, err error) {
 		return nil, nil, err
 	}
 	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	m.Close()
+	_ = m.Close() // the duplicate is what we keep
 	if err == nil {
 		err = unix.SetNonblock(fd, true)
 		if err != nil {
-			unix.Close(fd)
+			_ = unix.Close(fd) // failing already
 		}
 	}
 	if err != nil {
-		t.Close()
+		_ = t.Close() // failing already
 		return nil, nil, err
 	}
 	return os.NewFile(uintptr(fd), "/dev/ptmx"), t, nil
 }
 
-// resize sets the terminal size; it is a no-op without a TTY.
-func (c *command) resize(cols, rows uint16) error {
+// Resize sets the terminal size; it is a no-op without a TTY.
+func (c *Command) Resize(cols, rows uint16) error {
 	if c.pty == nil {
 		return nil
 	}
