@@ -7,13 +7,16 @@
 #   hack/build-k8s.sh --print-dir     prints the folder that holds the binaries
 #
 # Known binaries: kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy
-# etcd kwok helm (helm renders and lints charts/agent-sandbox in the tests).
+# etcd kwok helm (helm renders and lints charts/agent-sandbox in the tests) coredns (the dev
+# cluster's DNS, packed as an image). `cilium` hands over to hack/build-cilium.sh, which builds
+# cilium-agent, cilium-cni and cilium-dbg into their own folder (--print-dir there).
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${HELM_VERSION:-v3.21.4}"
+COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
 CACHE_ROOT="${AGENT_SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox}"
 BIN_DIR="$CACHE_ROOT/k8s/$K8S_VERSION"
 SRC_DIR="$CACHE_ROOT/src"
@@ -79,6 +82,7 @@ build_one() {
   # Tools not versioned with Kubernetes carry their version in a stamp next to them.
   local stamp=""
   [[ "$bin" == helm ]] && stamp="$HELM_VERSION"
+  [[ "$bin" == coredns ]] && stamp="$COREDNS_VERSION"
   if [[ -x "$out" && "$(cat "$out.version" 2>/dev/null || true)" == "$stamp" ]]; then return; fi
   local start=$SECONDS dir pkg ldflags=""
   case "$bin" in
@@ -98,6 +102,12 @@ build_one() {
       dir="$(prepare_tool_module "helm-$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")"
       pkg="helm.sh/helm/v3/cmd/helm"
       ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+      ;;
+    coredns)
+      # Its root package is the main package; the default plugin set (kubernetes, template…).
+      dir="$(prepare_tool_module "coredns-$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION")"
+      pkg="github.com/coredns/coredns"
+      ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
       ;;
     *) log "unknown binary: $bin"; exit 2 ;;
   esac
@@ -123,6 +133,7 @@ copy_kwok_stages() {
 exec 9>"$BIN_DIR/.lock"
 flock 9
 for b in "${bins[@]}"; do
+  if [[ "$b" == cilium ]]; then "$(dirname "$0")/build-cilium.sh" >/dev/null; continue; fi
   build_one "$b"
   if [[ "$b" == kwok ]]; then copy_kwok_stages; fi
 done

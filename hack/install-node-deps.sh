@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local cluster's node needs (containerd, runc, the CNI plugins,
-# a static busybox and python3 for the images, iptables, conntrack, socat) when any is missing. Idempotent:
+# a static busybox and python3 for the images, iptables, nftables, conntrack, socat, and clang-19/llvm-19
+# with which the Cilium agent compiles its BPF programs) when any is missing. Idempotent:
 # with everything present it changes nothing and exits 0 quickly.
 #
 #   hack/install-node-deps.sh           install what is missing
@@ -14,12 +15,18 @@ declare -A want=(
   [containernetworking-plugins]=/usr/lib/cni/bridge
   [busybox-static]=/bin/busybox
   [iptables]=/usr/sbin/iptables
+  # nft removes the empty nft tables iptables-nft leaves behind (Cilium's `ip raw`) on `dev down`.
+  [nftables]=/usr/sbin/nft
   [conntrack]=/usr/sbin/conntrack
   [socat]=/usr/bin/socat
   [iproute2]=/usr/sbin/ip
   [util-linux]=/usr/bin/nsenter
   # Copied with its stdlib and libraries into the runtime image, so sandboxes have python3.
   [python3]=/usr/bin/python3
+  # cilium-agent compiles bpf/*.c at run time and needs clang >= 18; the dev cluster puts
+  # clang/llc links to these on the agent's PATH (Debian 12's default clang is 14).
+  [clang-19]=/usr/bin/clang-19
+  [llvm-19]=/usr/bin/llc-19
 )
 
 missing=()
