@@ -56,7 +56,7 @@ func (c *Config) k8sBinDir() (string, error) {
 }
 
 func (c *Config) k8sBinaries() []string {
-	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "helm"}
+	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "helm", "coredns"}
 	if c.KwokNodes > 0 {
 		bins = append(bins, "kwok")
 	}
@@ -95,7 +95,7 @@ func (c *Config) ensureNodeDeps(ctx context.Context) error {
 	if exec.CommandContext(ctx, script, "--check").Run() == nil {
 		return nil
 	}
-	c.progress("installing node packages (containerd, runc, CNI plugins, busybox-static, iptables)")
+	c.progress("installing node packages (containerd, runc, CNI plugins, busybox-static, iptables, clang-19)")
 	cmd := exec.CommandContext(ctx, script)
 	cmd.Stdout, cmd.Stderr = c.Out, c.Out
 	return cmd.Run()

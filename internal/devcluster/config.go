@@ -1,7 +1,7 @@
 // Package devcluster runs a single-node Kubernetes cluster on this machine without Docker: etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, containerd (with runc and the CNI
-// bridge plugin), a real kubelet, optional kwok nodes, and the agent-sandbox controller and
-// router as host processes. Every process is started detached and recorded by pid in the state
+// bridge plugin), a real kubelet, kube-proxy, Cilium's agent (NetworkPolicy), CoreDNS, optional
+// kwok nodes, and the agent-sandbox controller and router. Every process is started detached and recorded by pid in the state
 // directory, so Up can be called again (it reuses what runs) and Down stops exactly what Up
 // started and undoes the host changes.
 package devcluster
@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// Fixed names and addresses of the cluster. Only loopback and the bridge's own subnet are used,
-// so no traffic ever leaves the machine.
+// Fixed names and addresses of the cluster. Only loopback, the bridge's own subnet and the
+// Service range are used; pod traffic is never masqueraded nor forwarded out of the uplink.
 const (
 	NodeName     = "agent-sandbox-dev"
 	BridgeName   = "sbxdev0"
@@ -30,6 +30,7 @@ const (
 	// packet to one stays on our bridge and goes nowhere.
 	kwokPodCIDR     = "10.244.128.1/17"
 	serviceCIDR     = "10.96.0.0/16"
+	clusterDNSIP    = "10.96.0.10" // the kube-dns Service (CoreDNS)
 	SystemNS        = "agent-sandbox-system"
 	StorageClass    = "standard"
 	RuntimeImage    = "agent-sandbox/runtime:dev"
@@ -40,11 +41,11 @@ const (
 	routerUser      = "system:serviceaccount:" + SystemNS + ":sandbox-router"
 )
 
-// Ports on 127.0.0.1 (the kubelet listens on the bridge address). Non-standard numbers so that
-// a cluster started by tests or by hand elsewhere does not collide.
+// Ports on 127.0.0.1 (the API server and the kubelet listen on the bridge address). Non-standard
+// numbers so that a cluster started by tests or by hand elsewhere does not collide.
 type Ports struct {
 	EtcdClient, EtcdPeer int
-	APIServer            int
+	APIServer            int // on bridgeIP
 	ControllerManager    int
 	Scheduler            int
 	Kubelet              int // on bridgeIP
@@ -56,6 +57,9 @@ type Ports struct {
 	Router               int // host-process mode
 	RouterProbe          int
 	RouterNodePort       int // in-cluster mode: the router Service's NodePort, on bridgeIP
+	KubeProxyHealthz     int
+	KubeProxyMetrics     int
+	CiliumHealth         int // cilium-agent's /healthz
 }
 
 // DefaultPorts are the ports the cluster uses unless a Config says otherwise.
@@ -73,6 +77,9 @@ var DefaultPorts = Ports{
 	Router:            18080,
 	RouterProbe:       18081,
 	RouterNodePort:    31880,
+	KubeProxyHealthz:  30256,
+	KubeProxyMetrics:  30249,
+	CiliumHealth:      39879,
 }
 
 // Config says where the cluster lives and what it runs.
@@ -150,7 +157,11 @@ func (c *Config) RouterURL() string {
 	return fmt.Sprintf("http://%s:%d", bridgeIP, c.Ports.RouterNodePort)
 }
 
-func (c *Config) apiServerURL() string { return fmt.Sprintf("https://127.0.0.1:%d", c.Ports.APIServer) }
+// apiServerURL is where every client of the dev cluster reaches kube-apiserver: the bridge
+// address, the one address both the host and the pods (through the kubernetes Service) reach.
+func (c *Config) apiServerURL() string {
+	return fmt.Sprintf("https://%s:%d", bridgeIP, c.Ports.APIServer)
+}
 
 func (c *Config) progress(format string, args ...any) {
 	fmt.Fprintf(c.Out, "==> "+format+"\n", args...)

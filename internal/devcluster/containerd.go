@@ -55,11 +55,11 @@ oom_score = 0
         SystemdCgroup = false
 
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = %q
     conf_dir = %q
     max_conf_num = 1
 `, c.path("containerd", "root"), c.path("containerd", "state"), c.containerdSock(), c.containerdSock()+".ttrpc",
-		c.path("containerd", "opt"), "docker.io/"+PauseImage, c.path("cni", "net.d"))
+		c.path("containerd", "opt"), "docker.io/"+PauseImage, c.cniBinDir(), c.path("cni", "net.d"))
 }
 
 func (c *Config) containerd() (component, error) {

@@ -46,6 +46,8 @@ func (c *Config) ensure(ctx context.Context, comp component) error {
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
+func bridgeAddr(port int) string { return bridgeIP + ":" + strconv.Itoa(port) }
+
 func (c *Config) etcd(bin string) component {
 	client := "http://" + loopback(c.Ports.EtcdClient)
 	peer := "http://" + loopback(c.Ports.EtcdPeer)
@@ -68,10 +70,12 @@ func (c *Config) apiserver(bin string) component {
 	pki := c.path("pki")
 	return component{
 		name: "kube-apiserver", exe: bin + "/kube-apiserver", timeout: 2 * time.Minute,
-		addrs: []string{loopback(c.Ports.APIServer)},
+		addrs: []string{bridgeAddr(c.Ports.APIServer)},
 		args: []string{
 			"--etcd-servers=http://" + loopback(c.Ports.EtcdClient),
-			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+			// On the bridge only: the host and the pods (the kubernetes Service's endpoint is
+			// the advertise address) reach it there, nothing off this machine does.
+			"--bind-address=" + bridgeIP, "--advertise-address=" + bridgeIP,
 			"--secure-port=" + strconv.Itoa(c.Ports.APIServer),
 			"--tls-cert-file=" + pki + "/apiserver.crt", "--tls-private-key-file=" + pki + "/apiserver.key",
 			"--client-ca-file=" + pki + "/ca.crt",
@@ -86,9 +90,6 @@ func (c *Config) apiserver(bin string) component {
 			"--kubelet-client-key=" + pki + "/apiserver-kubelet-client.key",
 			"--kubelet-certificate-authority=" + pki + "/ca.crt",
 			"--kubelet-preferred-address-types=InternalIP",
-			// The advertise address is loopback, which an Endpoints object may not hold; nothing
-			// in the cluster dials the kubernetes Service (no kube-proxy), so do not publish it.
-			"--endpoint-reconciler-type=none",
 			"--profiling=false",
 		},
 		ready: c.healthz(c.apiServerURL()+"/readyz", "admin"),

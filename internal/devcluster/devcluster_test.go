@@ -4,9 +4,11 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,17 +90,26 @@ func TestGeneratedConfigs(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(c.kubeletConfig()), &kubelet); err != nil {
 		t.Fatalf("kubelet config: %v", err)
 	}
-	for key, want := range map[string]any{"cgroupDriver": "cgroupfs", "failCgroupV1": false, "address": bridgeIP, "readOnlyPort": float64(0)} {
+	for key, want := range map[string]any{"cgroupDriver": "cgroupfs", "failCgroupV1": false, "address": bridgeIP, "readOnlyPort": float64(0), "clusterDomain": "cluster.local"} {
 		if kubelet[key] != want {
 			t.Errorf("kubelet %s = %v, want %v", key, kubelet[key], want)
 		}
+	}
+	if dns, _ := kubelet["clusterDNS"].([]any); len(dns) != 1 || dns[0] != clusterDNSIP {
+		t.Errorf("kubelet clusterDNS = %v, want [%s]", kubelet["clusterDNS"], clusterDNSIP)
 	}
 	// The VM lacks CAP_SYS_RESOURCE: without this, every pod sandbox fails to start.
 	if cd := c.containerdConfig(); !strings.Contains(cd, "restrict_oom_score_adj = true") || !strings.Contains(cd, "SystemdCgroup = false") {
 		t.Errorf("containerd config lacks a required setting:\n%s", cd)
 	}
-	if err := c.writeCNIConfig(); err != nil {
+	if cd := c.containerdConfig(); !strings.Contains(cd, fmt.Sprintf("bin_dir = %q", c.cniBinDir())) {
+		t.Errorf("containerd does not take CNI plugins from %s:\n%s", c.cniBinDir(), cd)
+	}
+	if err := c.writeCNIConfig("/cache/cilium"); err != nil {
 		t.Fatal(err)
+	}
+	if target, err := os.Readlink(filepath.Join(c.cniBinDir(), "cilium-cni")); err != nil || target != "/cache/cilium/cilium-cni" {
+		t.Errorf("cilium-cni link: %q %v", target, err)
 	}
 	data, _ := os.ReadFile(filepath.Join(c.path("cni", "net.d"), "10-agent-sandbox-dev.conflist"))
 	var cni struct {
@@ -107,14 +118,93 @@ func TestGeneratedConfigs(t *testing.T) {
 			Bridge    string `json:"bridge"`
 			IsGateway bool   `json:"isGateway"`
 			IPMasq    bool   `json:"ipMasq"`
+			Chaining  string `json:"chaining-mode"`
+			IPAM      struct {
+				Routes []map[string]string `json:"routes"`
+			} `json:"ipam"`
 		} `json:"plugins"`
 	}
-	if err := json.Unmarshal(data, &cni); err != nil || len(cni.Plugins) != 1 {
+	if err := json.Unmarshal(data, &cni); err != nil || len(cni.Plugins) != 2 {
 		t.Fatalf("CNI config: %v %s", err, data)
 	}
-	// Pods get no default route and no masquerade: nothing they send leaves the machine.
-	if p := cni.Plugins[0]; p.Type != "bridge" || p.Bridge != BridgeName || p.IsGateway || p.IPMasq {
+	// Pods route through the bridge (ClusterIPs, this machine) and are never masqueraded.
+	if p := cni.Plugins[0]; p.Type != "bridge" || p.Bridge != BridgeName || !p.IsGateway || p.IPMasq ||
+		len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0]["dst"] != "0.0.0.0/0" {
 		t.Fatalf("CNI bridge plugin %+v", p)
+	}
+	// Cilium, chained after the bridge, is what enforces NetworkPolicy.
+	if p := cni.Plugins[1]; p.Type != "cilium-cni" || p.Chaining != "generic-veth" {
+		t.Fatalf("chained CNI plugin %+v", p)
+	}
+}
+
+func TestKubeProxyAndCiliumConfigs(t *testing.T) {
+	c := testConfig(t)
+	var kp map[string]any
+	if err := yaml.Unmarshal([]byte(c.kubeProxyConfig()), &kp); err != nil {
+		t.Fatalf("kube-proxy config: %v", err)
+	}
+	for key, want := range map[string]any{"mode": "iptables", "clusterCIDR": podSubnet, "bindAddress": bridgeIP,
+		"healthzBindAddress": loopback(c.Ports.KubeProxyHealthz), "metricsBindAddress": loopback(c.Ports.KubeProxyMetrics)} {
+		if kp[key] != want {
+			t.Errorf("kube-proxy %s = %v, want %v", key, kp[key], want)
+		}
+	}
+	// route_localnet stays as it is; conntrack sysctls too.
+	if ipt, _ := kp["iptables"].(map[string]any); ipt["localhostNodePorts"] != false {
+		t.Errorf("kube-proxy iptables = %v, want localhostNodePorts false", kp["iptables"])
+	}
+	if ct, _ := kp["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) {
+		t.Errorf("kube-proxy conntrack = %v, want maxPerCore 0", kp["conntrack"])
+	}
+	args := strings.Join(c.ciliumArgs("/cache/cilium"), " ")
+	// Without --devices the agent attaches to the machine's uplink.
+	for _, want := range []string{"--devices=" + BridgeName, "--cni-chaining-mode=generic-veth", "--kube-proxy-replacement=false",
+		"--enable-ipv4-masquerade=false", "--lib-dir=/cache/cilium", "--allow-localhost=always"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("cilium-agent args lack %s: %s", want, args)
+		}
+	}
+}
+
+func TestAPIServerCertificateIsReissuedForNewNames(t *testing.T) {
+	c := testConfig(t)
+	if err := c.ensurePKI(); err != nil {
+		t.Fatal(err)
+	}
+	var spec certSpec
+	for _, s := range c.certSpecs() {
+		if s.name == "apiserver" {
+			spec = s
+		}
+	}
+	crt := c.path("pki", "apiserver.crt")
+	if !coversNames(crt, spec) {
+		t.Fatal("a fresh API server certificate does not cover its own names")
+	}
+	for _, name := range []string{bridgeIP, "127.0.0.1", "10.96.0.1"} {
+		if !slices.Contains(spec.ips, name) {
+			t.Errorf("API server certificate lacks %s", name)
+		}
+	}
+	spec.ips = append(spec.ips, "10.244.0.99")
+	if coversNames(crt, spec) {
+		t.Fatal("a certificate without a wanted address counts as covering it")
+	}
+}
+
+func TestChainsAndNftListing(t *testing.T) {
+	for ch, want := range map[string]bool{"KUBE-SERVICES": true, "CNI-abc": true, "CILIUM_FORWARD": true, guardChain: true, "DOCKER": false, "FORWARD": false} {
+		if isOurChain(ch) != want {
+			t.Errorf("isOurChain(%s) = %v", ch, !want)
+		}
+	}
+	empty := "table ip raw {\n\tchain PREROUTING {\n\t\ttype filter hook prerouting priority raw; policy accept;\n\t}\n}\n"
+	if hasNftRules(empty) {
+		t.Error("an nft table with only chain headers counts as holding rules")
+	}
+	if !hasNftRules(strings.Replace(empty, "policy accept;\n", "policy accept;\n\t\tmeta mark 0x200 notrack\n", 1)) {
+		t.Error("an nft table with a rule counts as empty")
 	}
 }
 

@@ -14,9 +14,10 @@ import (
 
 // Down stops every process Up started (by recorded pid) and undoes the host changes: pods are
 // deleted while the kubelet still runs (so CNI releases their addresses and netns), leftover
-// containerd tasks and shims are killed, then mounts, netns, iptables chains, the bridge,
-// cgroups and ip_forward are restored. Certificates, logs and built binaries stay in the state
-// dir unless purge is set, which removes it entirely.
+// containerd tasks and shims are killed, kube-proxy and cilium-agent stopped and Cilium's
+// datapath removed (cilium-dbg post-uninstall-cleanup), then mounts, netns, iptables chains, the
+// bridge, cgroups, bpffs and sysctls are restored. Certificates, logs and built binaries stay in
+// the state dir unless purge is set, which removes it entirely.
 func Down(ctx context.Context, cfg Config, purge bool) error {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -33,32 +34,7 @@ func Down(ctx context.Context, cfg Config, purge bool) error {
 			errs = append(errs, err)
 		}
 	}
-	// Our controllers first, so nothing recreates the pods deleted next.
-	for _, n := range []string{"sandbox-router", "agent-sandbox-controller", "kwok"} {
-		keep(c.stop(n))
-	}
-	var pvPaths []string
-	if c.running("kube-apiserver") != nil {
-		pvPaths = c.hostPathVolumes(ctx)
-		// In-cluster, the controller is a pod: stop the ReplicaSets' controller, then the
-		// controller's pods, so nothing recreates the pods deleted next.
-		keep(c.stop("kube-controller-manager"))
-		keep(c.stopInClusterController(ctx))
-		if c.running("kubelet") != nil {
-			c.progress("deleting pods so the kubelet tears down their containers and networks")
-			keep(c.deleteAllPods(ctx))
-		}
-	}
-	keep(c.stop("kubelet"))
-	if c.running("containerd") != nil {
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		keep(c.killTasks(tctx))
-		cancel()
-	}
-	for _, n := range []string{"containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
-		keep(c.stop(n))
-	}
-	c.killShims()
+	pvPaths := c.stopAll(ctx, keep)
 
 	c.progress("undoing host changes")
 	keep(unmountAll(c.Dir))
@@ -84,7 +60,7 @@ func Down(ctx context.Context, cfg Config, purge bool) error {
 		}
 		keep(removeCreated(p))
 	}
-	for _, d := range []string{"etcd", "containerd", "kubelet", "cni", "run", "pod-logs", "pids", "kwok", "images"} {
+	for _, d := range []string{"etcd", "containerd", "kubelet", "kube-proxy", "cilium", "cni", "run", "pod-logs", "pids", "kwok", "images"} {
 		keep(os.RemoveAll(c.path(d)))
 	}
 	if len(errs) > 0 {
@@ -101,6 +77,39 @@ func Down(ctx context.Context, cfg Config, purge bool) error {
 		c.progress("cluster stopped and host restored")
 	}
 	return errors.Join(errs...)
+}
+
+// stopAll stops every process of the cluster in teardown order and removes Cilium's datapath;
+// it returns the directories of hostPath volumes, to remove once nothing mounts them.
+func (c *Config) stopAll(ctx context.Context, keep func(error)) (pvPaths []string) {
+	// Our controllers first, so nothing recreates the pods deleted next.
+	for _, n := range []string{"sandbox-router", "agent-sandbox-controller", "kwok"} {
+		keep(c.stop(n))
+	}
+	if c.running("kube-apiserver") != nil {
+		pvPaths = c.hostPathVolumes(ctx)
+		// In-cluster, the controller is a pod: stop the ReplicaSets' controller, then the
+		// controller's pods, so nothing recreates the pods deleted next.
+		keep(c.stop("kube-controller-manager"))
+		keep(c.stopInClusterController(ctx))
+		if c.running("kubelet") != nil {
+			c.progress("deleting pods so the kubelet tears down their containers and networks")
+			keep(c.deleteAllPods(ctx))
+		}
+	}
+	keep(c.stop("kubelet"))
+	if c.running("containerd") != nil {
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		keep(c.killTasks(tctx))
+		cancel()
+	}
+	// Cilium's CNI plugin needs the agent until the last pod network is gone.
+	for _, n := range []string{"containerd", "cilium-agent", "kube-proxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"} {
+		keep(c.stop(n))
+	}
+	c.killShims()
+	keep(c.cleanupCilium())
+	return pvPaths
 }
 
 // removeCreated removes a host path the cluster created; the kubelet and containerd leave

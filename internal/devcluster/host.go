@@ -22,6 +22,11 @@ type hostState struct {
 	// Netns names and iptables chains that existed before: never touched.
 	Netns  []string            `json:"netns"`
 	Chains map[string][]string `json:"chains"` // "iptables/nat" -> chains
+	// Sysctls as they were (see recordedSysctls); nft tables that existed (iptables-nft leaves
+	// empty ones behind); whether Up mounted bpffs for Cilium (then Down unmounts it).
+	Sysctls      map[string]string `json:"sysctls"`
+	NftTables    []string          `json:"nftTables"`
+	BPFFSMounted bool              `json:"bpffsMounted,omitempty"`
 }
 
 const ipForwardPath = "/proc/sys/net/ipv4/ip_forward"
@@ -59,10 +64,18 @@ func cgroupDirs() []string {
 
 func (c *Config) hostStatePath() string { return c.path("host.json") }
 
-// recordHost saves the pre-cluster state once; later Ups keep the first record.
+// recordHost saves the pre-cluster state once; later Ups keep the first record (completing
+// one written before sysctls and nft tables were recorded).
 func (c *Config) recordHost() error {
 	if fileExists(c.hostStatePath()) {
-		return nil
+		return c.updateHost(func(hs *hostState) {
+			if hs.Sysctls == nil {
+				hs.Sysctls = currentSysctls()
+			}
+			if hs.NftTables == nil {
+				hs.NftTables = nftTables()
+			}
+		})
 	}
 	fwd, err := os.ReadFile(ipForwardPath)
 	if err != nil {
@@ -75,9 +88,21 @@ func (c *Config) recordHost() error {
 		}
 	}
 	hs.Netns = listNetns()
+	hs.Sysctls, hs.NftTables = currentSysctls(), nftTables()
 	for _, key := range iptablesTables() {
 		hs.Chains[key] = chainsOf(key)
 	}
+	data, _ := json.MarshalIndent(hs, "", "  ")
+	return os.WriteFile(c.hostStatePath(), data, 0o644)
+}
+
+// updateHost changes the host record in place.
+func (c *Config) updateHost(change func(*hostState)) error {
+	hs, err := c.loadHost()
+	if err != nil {
+		return err
+	}
+	change(hs)
 	data, _ := json.MarshalIndent(hs, "", "  ")
 	return os.WriteFile(c.hostStatePath(), data, 0o644)
 }
@@ -107,7 +132,7 @@ func iptablesTables() []string {
 		if _, err := exec.LookPath(bin); err != nil {
 			continue
 		}
-		for _, t := range []string{"filter", "nat", "mangle"} {
+		for _, t := range []string{"filter", "nat", "mangle", "raw"} {
 			out = append(out, bin+"/"+t)
 		}
 	}
@@ -129,7 +154,20 @@ func chainsOf(key string) []string {
 	return chains
 }
 
-// ourChains lists the KUBE-*/CNI-* chains of a table that were not there before the cluster.
+// Chain prefixes of the cluster: kube-proxy and the kubelet (KUBE-), the CNI bridge plugin
+// (CNI-), Cilium (CILIUM_) and our forward guard (SBXDEV-).
+var chainPrefixes = []string{"KUBE-", "CNI-", "CILIUM_", "SBXDEV-"}
+
+func isOurChain(ch string) bool {
+	for _, p := range chainPrefixes {
+		if strings.HasPrefix(ch, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ourChains lists the chains of a table with our prefixes that were not there before the cluster.
 func ourChains(key string, before []string) []string {
 	old := map[string]bool{}
 	for _, c := range before {
@@ -137,7 +175,7 @@ func ourChains(key string, before []string) []string {
 	}
 	var out []string
 	for _, ch := range chainsOf(key) {
-		if !old[ch] && (strings.HasPrefix(ch, "KUBE-") || strings.HasPrefix(ch, "CNI-")) {
+		if !old[ch] && isOurChain(ch) {
 			out = append(out, ch)
 		}
 	}

@@ -15,8 +15,9 @@ import (
 
 // kubeletConfig: x509 client auth from our CA plus webhook authorization (the apiserver's
 // kubelet client is system:masters), cgroupfs on cgroup v1, every directory in the state dir,
-// no cluster DNS (pods get a resolv.conf naming only their own loopback: nothing in a dev
-// sandbox should resolve names off this machine), and eviction thresholds low enough not to evict on a busy dev box.
+// CoreDNS as cluster DNS (dnsPolicy ClusterFirst pods); pods with dnsPolicy Default (CoreDNS
+// itself) get a resolv.conf naming only their own loopback: nothing in a dev sandbox resolves
+// names off this machine. Eviction thresholds are low enough not to evict on a busy dev box.
 func (c *Config) kubeletConfig() string {
 	pki := c.path("pki")
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -42,6 +43,7 @@ failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
 clusterDomain: cluster.local
+clusterDNS: [%s]
 resolvConf: %s
 podLogsDir: %s
 volumePluginDir: %s
@@ -55,7 +57,7 @@ evictionHard:
   imagefs.available: 2%%
 imageGCHighThresholdPercent: 98
 imageGCLowThresholdPercent: 95
-`, bridgeIP, c.Ports.Kubelet, c.Ports.KubeletHealthz, pki, pki, pki, c.containerdSock(),
+`, bridgeIP, c.Ports.Kubelet, c.Ports.KubeletHealthz, pki, pki, pki, c.containerdSock(), clusterDNSIP,
 		c.path("kubelet", "resolv.conf"), c.path("pod-logs"), c.path("kubelet", "volume-plugins"))
 }
 
@@ -64,7 +66,7 @@ func (c *Config) kubelet(bin string) (component, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return component{}, err
 	}
-	if err := os.WriteFile(c.path("kubelet", "resolv.conf"), []byte("# no cluster DNS in the dev cluster: lookups in pods fail at once, locally\nnameserver 127.0.0.1\n"), 0o644); err != nil {
+	if err := os.WriteFile(c.path("kubelet", "resolv.conf"), []byte("# dnsPolicy Default in the dev cluster: no resolver off this machine; lookups fail at once, locally\nnameserver 127.0.0.1\n"), 0o644); err != nil {
 		return component{}, err
 	}
 	cfg := c.path("kubelet", "config.yaml")

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,7 +36,7 @@ type certSpec struct {
 func (c *Config) certSpecs() []certSpec {
 	return []certSpec{
 		{name: "apiserver", cn: "kube-apiserver", server: true,
-			ips: []string{"127.0.0.1", "10.96.0.1"},
+			ips: []string{bridgeIP, "127.0.0.1", "10.96.0.1"},
 			dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
 		{name: "kubelet-serving", cn: NodeName, server: true, ips: []string{bridgeIP}, dns: []string{NodeName}},
 		{name: "kcm-serving", cn: "kube-controller-manager", server: true, ips: []string{"127.0.0.1"}, dns: []string{"localhost"}},
@@ -46,6 +47,12 @@ func (c *Config) certSpecs() []certSpec {
 		{name: "kube-scheduler", cn: "system:kube-scheduler"},
 		{name: "kubelet", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}},
 		{name: "kwok", cn: "kwok", orgs: []string{"system:masters"}},
+		// The built-in system:node-proxier binding authorizes this user.
+		{name: "kube-proxy", cn: "system:kube-proxy"},
+		// Cilium's agent reads and writes much of the API (its CRDs, identities, endpoints,
+		// node); it runs as root on this machine anyway, so it gets the admin group rather
+		// than a copy of upstream's ClusterRole.
+		{name: "cilium", cn: "cilium-agent", orgs: []string{"system:masters"}},
 		{name: "controller", cn: controllerUser},
 		{name: "webhook", cn: "agent-sandbox-webhook", server: true, ips: []string{"127.0.0.1"}, dns: []string{"localhost"}},
 		{name: "router", cn: routerUser},
@@ -64,7 +71,7 @@ func (c *Config) ensurePKI() error {
 		return err
 	}
 	for _, s := range c.certSpecs() {
-		if fileExists(filepath.Join(dir, s.name+".crt")) && fileExists(filepath.Join(dir, s.name+".key")) {
+		if fileExists(filepath.Join(dir, s.name+".key")) && coversNames(filepath.Join(dir, s.name+".crt"), s) {
 			continue
 		}
 		if err := issue(dir, s, caCert, caKey); err != nil {
@@ -88,7 +95,7 @@ func (c *Config) ensurePKI() error {
 		}
 	}
 	// One kubeconfig per identity; "admin" is also copied to the top-level kubeconfig.
-	for _, id := range []string{"admin", "kube-controller-manager", "kube-scheduler", "kubelet", "kwok", "controller", "router"} {
+	for _, id := range []string{"admin", "kube-controller-manager", "kube-scheduler", "kubelet", "kwok", "controller", "router", "kube-proxy", "cilium"} {
 		if err := c.writeKubeconfig(c.kubeconfigFor(id), id); err != nil {
 			return err
 		}
@@ -121,6 +128,35 @@ func (c *Config) writeKubeconfig(path, id string) error {
 		return err
 	}
 	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// coversNames is true when the certificate at path exists and names every address and DNS
+// name of s, so that a state dir from before a new SAN (the API server moved to the bridge)
+// gets that certificate reissued.
+func coversNames(path string, s certSpec) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return false
+	}
+	crt, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return false
+	}
+	for _, ip := range s.ips {
+		if !slices.ContainsFunc(crt.IPAddresses, func(x net.IP) bool { return x.Equal(net.ParseIP(ip)) }) {
+			return false
+		}
+	}
+	for _, d := range s.dns {
+		if !slices.Contains(crt.DNSNames, d) {
+			return false
+		}
+	}
+	return true
 }
 
 func loadOrCreateCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {

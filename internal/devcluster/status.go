@@ -32,6 +32,8 @@ func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
 		"kube-scheduler":           c.scheduler("").ready,
 		"containerd":               func(ctx context.Context) error { return c.ctr(ctx, "version") },
 		"kubelet":                  c.nodeReady(NodeName),
+		"kube-proxy":               c.kubeProxyReady,
+		"cilium-agent":             c.ciliumReady,
 		"agent-sandbox-controller": c.controller().ready,
 		"sandbox-router":           c.router().ready,
 		"kwok":                     c.kwokNodesReady,
@@ -62,7 +64,24 @@ func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
 		cancel()
 		out = append(out, st)
 	}
-	return out, nil
+	return append(out, c.dnsStatus(ctx)), nil
+}
+
+// dnsStatus reports CoreDNS, a Deployment rather than a process.
+func (c *Config) dnsStatus(ctx context.Context) ComponentStatus {
+	st := ComponentStatus{Name: "coredns"}
+	if c.running("kube-apiserver") == nil {
+		st.Detail = "not running"
+		return st
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.dnsReady(cctx); err != nil {
+		st.Detail = "Deployment: " + err.Error()
+		return st
+	}
+	st.Healthy, st.Detail = true, "Deployment kube-system/coredns available, Service kube-dns "+clusterDNSIP
+	return st
 }
 
 func (c *Config) kwokNodesReady(ctx context.Context) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -38,26 +39,11 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	wasRunning := c.allRunning()
-	if err := c.ensureNodeDeps(ctx); err != nil {
-		return nil, fmt.Errorf("installing node packages: %w", err)
-	}
-	bin, err := c.ensureK8sBinaries(ctx)
+	bin, ciliumDir, err := c.ensureBinaries(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.buildOurs(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.ensurePKI(); err != nil {
-		return nil, fmt.Errorf("certificates: %w", err)
-	}
-	if err := c.recordHost(); err != nil {
-		return nil, fmt.Errorf("recording host state: %w", err)
-	}
-	if err := c.ensureBridge(); err != nil {
-		return nil, fmt.Errorf("pod bridge: %w", err)
-	}
-	if err := c.writeCNIConfig(); err != nil {
+	if err := c.prepareHost(ciliumDir); err != nil {
 		return nil, err
 	}
 	ctrd, err := c.containerd()
@@ -78,7 +64,11 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 		ours = []component{c.controller(), c.router()}
 	}
 	core := []component{c.etcd(bin), c.apiserver(bin), c.controllerManager(bin), c.scheduler(bin), ctrd, kubelet}
-	if err := c.preflight(append(core, ours...)); err != nil {
+	network, err := c.networkComponents(bin, ciliumDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.preflight(slices.Concat(core, network, ours)); err != nil {
 		return nil, err
 	}
 	for _, comp := range core {
@@ -93,6 +83,9 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 			}
 		}
 	}
+	if err := c.ensureNetwork(ctx, bin, ciliumDir, network); err != nil {
+		return nil, err
+	}
 	if err := c.ensureKwok(ctx, bin); err != nil {
 		return nil, err
 	}
@@ -101,6 +94,9 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.installOurs(ctx, filepath.Join(bin, "helm"), ours); err != nil {
+		return nil, err
+	}
+	if err := c.waitDNS(ctx); err != nil {
 		return nil, err
 	}
 	cl := &Cluster{Dir: c.Dir, Kubeconfig: c.KubeconfigPath(), RouterURL: c.RouterURL(), Reused: wasRunning}
@@ -112,6 +108,66 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
   stop and clean up: dev down
 `, cl.Kubeconfig, bin, cl.RouterURL)
 	return cl, nil
+}
+
+// ensureBinaries installs the node packages and builds what is missing: the Kubernetes
+// binaries, Cilium, and (incrementally) ours. It returns the Kubernetes and Cilium folders.
+func (c *Config) ensureBinaries(ctx context.Context) (bin, ciliumDir string, err error) {
+	if err := c.ensureNodeDeps(ctx); err != nil {
+		return "", "", fmt.Errorf("installing node packages: %w", err)
+	}
+	if bin, err = c.ensureK8sBinaries(ctx); err != nil {
+		return "", "", err
+	}
+	if ciliumDir, err = c.ensureCilium(ctx); err != nil {
+		return "", "", err
+	}
+	return bin, ciliumDir, c.buildOurs(ctx)
+}
+
+// prepareHost makes the certificates, records the host as it is (first time), then makes the
+// pod network: the bridge, forwarding, the CNI plugins and their config.
+func (c *Config) prepareHost(ciliumDir string) error {
+	if err := c.ensurePKI(); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	if err := c.recordHost(); err != nil {
+		return fmt.Errorf("recording host state: %w", err)
+	}
+	if err := c.ensureBridge(); err != nil {
+		return fmt.Errorf("pod bridge: %w", err)
+	}
+	return c.writeCNIConfig(ciliumDir)
+}
+
+// networkComponents are kube-proxy and cilium-agent, in start order.
+func (c *Config) networkComponents(bin, ciliumDir string) ([]component, error) {
+	kp, err := c.kubeProxy(bin)
+	if err != nil {
+		return nil, err
+	}
+	agent, err := c.ciliumAgent(ciliumDir)
+	if err != nil {
+		return nil, err
+	}
+	return []component{kp, agent}, nil
+}
+
+// ensureNetwork runs, once the node is Ready and before any pod needs them, kube-proxy
+// (Services), cilium-agent (NetworkPolicy; with its CRDs and CiliumNode) and applies CoreDNS,
+// whose readiness Up waits for at the end.
+func (c *Config) ensureNetwork(ctx context.Context, bin, ciliumDir string, comps []component) error {
+	for _, comp := range comps {
+		if comp.name == "cilium-agent" && c.running(comp.name) == nil {
+			if err := c.prepareCilium(ctx, ciliumDir); err != nil {
+				return fmt.Errorf("preparing Cilium: %w", err)
+			}
+		}
+		if err := c.ensure(ctx, comp); err != nil {
+			return err
+		}
+	}
+	return c.applyDNS(ctx, bin)
 }
 
 // installOurs runs the controller and router: as the Helm chart's Deployments, or as host
@@ -184,7 +240,7 @@ func (c *Config) restartIfReplaced(name string) error {
 // components lists every process the cluster may run, in start order.
 var components = []string{
 	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
-	"kwok", "agent-sandbox-controller", "sandbox-router",
+	"kube-proxy", "cilium-agent", "kwok", "agent-sandbox-controller", "sandbox-router",
 }
 
 func (c *Config) allRunning() bool {

@@ -1,0 +1,229 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Cilium is the dev cluster's NetworkPolicy engine, chained after the bridge CNI plugin
+// (generic-veth): the bridge and host-local still wire and address pods, cilium-cni then makes
+// each pod a Cilium endpoint whose veth carries Cilium's BPF programs, which enforce policy.
+// kube-proxy keeps serving Services (no kube-proxy replacement), nothing is masqueraded or
+// tunnelled. cilium-agent runs on the host like the other components; there is no operator, so
+// Up applies the CRDs and the node's CiliumNode itself.
+
+// ciliumPodCIDR is the node's Cilium IPAM range. Pods take their addresses from host-local;
+// Cilium only takes its router address (cilium_host) from here, so the range sits inside the
+// pod /16 but outside the real (10.244.0.2-254) and simulated (10.244.128.0/17) pod ranges.
+const ciliumPodCIDR = "10.244.127.0/24"
+
+// ciliumRunDir is the agent's fixed runtime dir: its API socket (cilium-cni dials it there),
+// state, and the CNI plugin's log.
+const ciliumRunDir = "/var/run/cilium"
+
+var ciliumBinaries = []string{"cilium-agent", "cilium-cni", "cilium-dbg"}
+
+// ciliumDir asks hack/build-cilium.sh where the pinned Cilium build lives.
+func (c *Config) ciliumDir() (string, error) {
+	root, err := c.repoRoot()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(filepath.Join(root, "hack", "build-cilium.sh"), "--print-dir").Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/build-cilium.sh --print-dir: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// ensureCilium builds Cilium when any piece is missing (first time ~6 min and ~3 GB on 2
+// cores) and returns its folder: binaries, the bpf/ sources the agent compiles, the CRDs.
+func (c *Config) ensureCilium(ctx context.Context) (string, error) {
+	dir, err := c.ciliumDir()
+	if err != nil {
+		return "", err
+	}
+	complete := true
+	for _, p := range append(slices.Clone(ciliumBinaries), "bpf", "crds/v2", "crds/v2alpha1") {
+		complete = complete && fileExists(filepath.Join(dir, p))
+	}
+	if complete {
+		return dir, nil
+	}
+	c.progress("building Cilium into %s (first time: ~6 minutes and ~3 GB of memory on 2 cores)", dir)
+	cmd := exec.CommandContext(ctx, filepath.Join(c.RepoRoot, "hack", "build-cilium.sh"))
+	cmd.Stdout, cmd.Stderr = c.Out, c.Out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building Cilium: %w", err)
+	}
+	return dir, nil
+}
+
+// ciliumToolsDir holds clang and llc links to Debian's clang-19/llc-19, first on the agent's
+// PATH: it compiles bpf/*.c with `clang` and needs clang >= 18 (Debian 12's default is 14).
+func (c *Config) ciliumToolsDir() (string, error) {
+	dir := c.path("cilium", "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for link, target := range map[string]string{"clang": "/usr/bin/clang-19", "llc": "/usr/bin/llc-19"} {
+		if !fileExists(target) {
+			return "", fmt.Errorf("%s is missing: run hack/install-node-deps.sh", target)
+		}
+		p := filepath.Join(dir, link)
+		if cur, err := os.Readlink(p); err == nil && cur == target {
+			continue
+		}
+		_ = os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// ciliumArgs are the flags tried on this kind of machine (shared/reference): generic-veth
+// chaining on the bridge, native routing in the pod /16, no masquerade, no kube-proxy
+// replacement, no L7 proxy, no health probing. --devices is never left out: without it the
+// agent attaches BPF to the machine's own uplink. --allow-localhost=always: the host (kubelet
+// probes, port-forward, host-process router and tools) always reaches pods; policies apply to
+// pods and to traffic forwarded from other hosts or namespaces.
+func (c *Config) ciliumArgs(dir string) []string {
+	return []string{
+		"--k8s-kubeconfig-path=" + c.kubeconfigFor("cilium"),
+		"--lib-dir=" + dir,
+		"--identity-allocation-mode=crd",
+		"--cni-chaining-mode=generic-veth", "--cni-exclusive=false",
+		"--routing-mode=native", "--ipv4-native-routing-cidr=" + podSubnet,
+		"--enable-ipv4-masquerade=false", "--enable-ipv6=false",
+		"--kube-proxy-replacement=false", "--enable-l7-proxy=false",
+		"--enable-local-node-route=false", "--enable-host-legacy-routing=true",
+		"--install-no-conntrack-iptables-rules=false",
+		"--enable-health-checking=false", "--enable-endpoint-health-checking=false",
+		"--devices=" + BridgeName,
+		"--allow-localhost=always",
+		"--agent-health-port=" + strconv.Itoa(c.Ports.CiliumHealth),
+		"--enable-gops=false",
+	}
+}
+
+func (c *Config) ciliumAgent(dir string) (component, error) {
+	tools, err := c.ciliumToolsDir()
+	if err != nil {
+		return component{}, err
+	}
+	return component{
+		name: "cilium-agent", exe: filepath.Join(dir, "cilium-agent"), timeout: 3 * time.Minute,
+		addrs: []string{loopback(c.Ports.CiliumHealth)},
+		args:  c.ciliumArgs(dir),
+		env: []string{
+			// Else it waits, silently, for a Node named after the hostname.
+			"K8S_NODE_NAME=" + NodeName,
+			"PATH=" + tools + ":" + os.Getenv("PATH"),
+		},
+		ready: c.ciliumReady,
+	}, nil
+}
+
+// ciliumReady: the agent's /healthz answers 200 once its status is OK.
+func (c *Config) ciliumReady(ctx context.Context) error {
+	return httpOK(ctx, nil, fmt.Sprintf("http://%s/healthz", loopback(c.Ports.CiliumHealth)), "")
+}
+
+// prepareCilium does what the agent expects around it: bpffs mounted (recorded, so that Down
+// unmounts only what Up mounted), its CRDs applied server-side (normally the operator's job)
+// and established, the node's CiliumNode with a pod CIDR (the Node has no podCIDR).
+func (c *Config) prepareCilium(ctx context.Context, dir string) error {
+	mounted, err := ensureBPFFS()
+	if err != nil {
+		return err
+	}
+	if mounted {
+		if err := c.updateHost(func(hs *hostState) { hs.BPFFSMounted = true }); err != nil {
+			return err
+		}
+	}
+	cl, err := c.kubeClient()
+	if err != nil {
+		return err
+	}
+	var crds []*unstructured.Unstructured
+	for _, v := range []string{"v2", "v2alpha1"} {
+		objs, err := readYAMLDir(filepath.Join(dir, "crds", v))
+		if err != nil {
+			return err
+		}
+		crds = append(crds, objs...)
+	}
+	c.progress("applying %d Cilium CRDs", len(crds))
+	if err := applyAll(ctx, cl, crds); err != nil {
+		return err
+	}
+	err = c.waitUntil(ctx, "Cilium's CRDs", nil, time.Minute, func(ctx context.Context) error {
+		for _, crd := range crds {
+			if err := crdEstablished(cl, crd.GetName())(ctx); err != nil {
+				return fmt.Errorf("%s: %w", crd.GetName(), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	node := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+		"metadata": map[string]any{"name": NodeName},
+		"spec":     map[string]any{"ipam": map[string]any{"podCIDRs": []any{ciliumPodCIDR}}},
+	}}
+	return applyAll(ctx, cl, []*unstructured.Unstructured{node})
+}
+
+// ciliumLeftovers reports whether anything of a Cilium agent is on this machine: its links,
+// pins or runtime dir.
+func ciliumLeftovers() bool {
+	out, _ := exec.Command("ip", "-o", "link", "show").Output()
+	if strings.Contains(string(out), " cilium_") {
+		return true
+	}
+	for _, p := range []string{ciliumRunDir, "/sys/fs/bpf/cilium", "/sys/fs/bpf/tc/globals"} {
+		if _, err := os.Lstat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanupCilium removes what the (stopped) agent left: links, BPF pins, its runtime dir and
+// cgroup2 mount, through the agent's own cleanup. The CILIUM_* iptables chains, the bpffs
+// mount and the sysctls are Down's (teardownNetwork).
+func (c *Config) cleanupCilium() error {
+	if !ciliumLeftovers() {
+		return nil
+	}
+	dir, err := c.ciliumDir()
+	if err != nil {
+		return err
+	}
+	dbg := filepath.Join(dir, "cilium-dbg")
+	if !fileExists(dbg) {
+		return fmt.Errorf("Cilium state is left on this machine but %s is missing to clean it up (run hack/build-cilium.sh)", dbg)
+	}
+	c.progress("removing Cilium's links, BPF pins and state")
+	if err := runLogged(dbg, "post-uninstall-cleanup", "--all-state", "--force"); err != nil {
+		return err
+	}
+	// Whatever the cleanup left mounted under the runtime dir (cgroup2), then the dir.
+	if err := unmountAll("/run/cilium"); err != nil {
+		return err
+	}
+	return os.RemoveAll(ciliumRunDir)
+}
