@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Lists anything of the local dev cluster still on this machine after `dev down`: processes,
-# the pod bridge and veths, pod network namespaces, KUBE-*/CNI-* iptables chains, mounts under
-# the state dir, host dirs and cgroups the cluster creates, and ip_forward. Exits 1 if any is
-# found, 0 (printing "clean") otherwise.
+# Lists anything of the local dev cluster still on this machine after `dev down`: processes
+# (kube-proxy, cilium-agent, CoreDNS included), the pod bridge, veths and Cilium's links, pod
+# network namespaces, KUBE-*/CNI-*/CILIUM_*/SBXDEV-* iptables chains, Cilium's BPF pins and
+# runtime dir, mounts under the state dir, host dirs and cgroups the cluster creates; prints the
+# sysctls the cluster changes and whether bpffs is mounted. Exits 1 if any leftover is found, 0
+# (printing "clean") otherwise.
 #
 #   hack/dev-leftovers.sh [STATE_DIR]   default: ${XDG_STATE_HOME:-~/.local/state}/agent-sandbox/dev
 set -uo pipefail
@@ -16,24 +18,46 @@ for p in /proc/[0-9]*; do
   cmd="$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" || continue
   [[ "$cmd" == *"$dir/"* ]] && report "process ${p#/proc/}: $cmd"
 done
-ip -o link show 2>/dev/null | grep -E 'sbxdev0|veth' | while read -r l; do echo "leftover: link $l"; done
-ip -o link show 2>/dev/null | grep -qE 'sbxdev0|veth' && found=1
+# Programs of the cluster that may run from the build cache rather than the state dir.
+for p in /proc/[0-9]*; do
+  comm="$(cat "$p/comm" 2>/dev/null)" || continue
+  case "$comm" in cilium-agent|kube-proxy|coredns) report "process ${p#/proc/}: $comm" ;; esac
+done
+links='sbxdev0|veth|cilium_'
+ip -o link show 2>/dev/null | grep -E "$links" | while read -r l; do echo "leftover: link $l"; done
+ip -o link show 2>/dev/null | grep -qE "$links" && found=1
 for n in /var/run/netns/cni-*; do [[ -e "$n" ]] && report "netns $n"; done
 for bin in iptables ip6tables iptables-legacy ip6tables-legacy; do
   command -v "$bin" >/dev/null || continue
-  for t in filter nat mangle; do
-    chains="$("$bin" -w -t "$t" -S 2>/dev/null | awk '$1=="-N" && ($2 ~ /^(KUBE|CNI)-/) {print $2}')"
+  for t in filter nat mangle raw; do
+    chains="$("$bin" -w -t "$t" -S 2>/dev/null | awk '$1=="-N" && ($2 ~ /^(KUBE-|CNI-|CILIUM_|SBXDEV-)/) {print $2}')"
     [[ -n "$chains" ]] && report "$bin -t $t chains: $(echo $chains)"
   done
 done
 grep -F " $dir/" /proc/self/mountinfo | while read -r l; do echo "leftover: mount $l"; done
 grep -qF " $dir/" /proc/self/mountinfo && found=1
+# Cilium: pins in bpffs, its runtime dir (API socket, state) and cgroup2 mount.
+for d in /sys/fs/bpf/cilium /sys/fs/bpf/tc/globals /var/run/cilium; do
+  [[ -e "$d" ]] && report "cilium $d"
+done
+grep -E ' /run/cilium' /proc/self/mountinfo | while read -r l; do echo "leftover: mount $l"; done
+grep -qE ' /run/cilium' /proc/self/mountinfo && found=1
 for d in /run/containerd /var/lib/cni /tmp/hostpath_pv /var/lib/kubelet /var/log/pods; do
   [[ -e "$d" ]] && report "path $d (fine if it existed before the first 'dev up')"
 done
 for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/k8s.io; do
   [[ -e "$d" ]] && report "cgroup $d"
 done
-echo "ip_forward=$(cat /proc/sys/net/ipv4/ip_forward)"
+# For the eye: these should read as before the first `up` (kernel.unprivileged_bpf_disabled
+# stays 1 once Cilium ran: the kernel allows no other value until a reboot).
+for s in net.ipv4.ip_forward net.ipv4.conf.all.accept_redirects net.ipv4.conf.all.rp_filter \
+  net.ipv4.conf.all.route_localnet net.ipv4.fib_multipath_use_neigh kernel.timer_migration \
+  net.bridge.bridge-nf-call-iptables kernel.unprivileged_bpf_disabled; do
+  echo "$s=$(sysctl -n "$s" 2>/dev/null)"
+done
+if grep -qE ' /sys/fs/bpf .* - bpf ' /proc/self/mountinfo; then
+  echo "note: bpffs is mounted at /sys/fs/bpf (fine if it was before the first 'dev up')"
+fi
+command -v nft >/dev/null && echo "nft tables: $(nft list tables 2>/dev/null | tr '\n' ' ')"
 if [[ $found -eq 0 ]]; then echo clean; fi
 exit $found
