@@ -1,13 +1,11 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"log"
 	"log/slog"
 	"net"
@@ -21,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -161,36 +161,6 @@ func escapeFixture(t testing.TB) (tmp, root string) {
 	return tmp, root
 }
 
-// treeState describes every entry under dir: type, mode, link target, size and content hash.
-func treeState(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		desc := fi.Mode().String()
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			desc += " -> " + target
-		case fi.Mode().IsRegular():
-			b, _ := os.ReadFile(p)
-			desc += fmt.Sprintf(" %d %x", len(b), sha256.Sum256(b))
-		}
-		out[p] = desc
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func sendRawRequest(t *testing.T, addr string, req []byte) (*http.Response, []byte) {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
@@ -224,7 +194,7 @@ func TestBadRequestsToSandboxd(t *testing.T) {
 	errLog := &lockedLog{}
 	servers := map[string]string{}
 	for kind, token := range map[string]string{"open": "", "token": "s3cret"} {
-		s, err := New(Config{Root: root, Token: token, ExecTimeout: 10 * time.Second, KillGrace: 100 * time.Millisecond,
+		s, err := sandboxd.New(sandboxd.Config{Root: root, Token: token, ExecTimeout: 10 * time.Second, KillGrace: 100 * time.Millisecond,
 			Logger: slog.New(slog.NewTextHandler(errLog, &slog.HandlerOptions{Level: slog.LevelError}))})
 		if err != nil {
 			t.Fatal(err)
@@ -249,41 +219,34 @@ func TestBadRequestsToSandboxd(t *testing.T) {
 			if server == "" {
 				server = "open"
 			}
-			before := treeState(t, tmp)
+			before := sandboxdtest.TreeState(t, tmp)
 			resp, body := sendRawRequest(t, servers[server], c.raw())
-			if after := treeState(t, tmp); !reflect.DeepEqual(before, after) {
+			if after := sandboxdtest.TreeState(t, tmp); !reflect.DeepEqual(before, after) {
 				t.Errorf("the request changed the file tree:\nbefore %v\nafter  %v", before, after)
 			}
 			if c.KnownBug != "" && resp.StatusCode != c.Status {
-				t.Skipf("known bug: %s (status %d, want %d; body %q)", c.KnownBug, resp.StatusCode, c.Status, clip(body))
+				t.Skipf("known bug: %s (status %d, want %d; body %q)", c.KnownBug, resp.StatusCode, c.Status, sandboxdtest.Clip(body))
 			}
 			if resp.StatusCode != c.Status {
-				t.Errorf("status %d, want %d; body %q", resp.StatusCode, c.Status, clip(body))
+				t.Errorf("status %d, want %d; body %q", resp.StatusCode, c.Status, sandboxdtest.Clip(body))
 			}
 			if len(c.JSON) > 0 {
 				var got map[string]any
 				if err := json.Unmarshal(body, &got); err != nil {
-					t.Fatalf("answer %q is not a JSON object: %v", clip(body), err)
+					t.Fatalf("answer %q is not a JSON object: %v", sandboxdtest.Clip(body), err)
 				}
 				for k, want := range c.JSON {
 					if !reflect.DeepEqual(got[k], want) {
-						t.Errorf("answer field %q = %#v, want %#v (body %q)", k, got[k], want, clip(body))
+						t.Errorf("answer field %q = %#v, want %#v (body %q)", k, got[k], want, sandboxdtest.Clip(body))
 					}
 				}
 			}
 			if !bytes.Contains(body, []byte(c.BodyContains)) {
-				t.Errorf("answer %q does not contain %q", clip(body), c.BodyContains)
+				t.Errorf("answer %q does not contain %q", sandboxdtest.Clip(body), c.BodyContains)
 			}
 		})
 	}
 	if s := errLog.String(); strings.Contains(s, "panic") {
 		t.Errorf("sandboxd panicked:\n%s", s)
 	}
-}
-
-func clip(b []byte) string {
-	if len(b) > 300 {
-		return string(b[:300]) + "..."
-	}
-	return string(b)
 }

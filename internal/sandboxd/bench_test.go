@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"bytes"
@@ -7,15 +7,17 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 )
 
 func BenchmarkExecRoundTrip(b *testing.B) {
-	e := newEnv(b)
+	e := sandboxdtest.New(b)
 	body := []byte(`{"argv":["true"]}`)
-	client := e.ts.Client()
+	client := e.TS.Client()
 	b.ReportAllocs()
 	for b.Loop() {
-		resp, err := client.Post(e.ts.URL+"/v1/exec", "application/json", bytes.NewReader(body))
+		resp, err := client.Post(e.TS.URL+"/v1/exec", "application/json", bytes.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -30,12 +32,12 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 var mib = bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
 
 func BenchmarkFileWrite1MiB(b *testing.B) {
-	e := newEnv(b)
-	client := e.ts.Client()
+	e := sandboxdtest.New(b)
+	client := e.TS.Client()
 	b.SetBytes(int64(len(mib)))
 	b.ReportAllocs()
 	for b.Loop() {
-		req, _ := http.NewRequestWithContext(context.Background(), "PUT", e.ts.URL+"/v1/files/bench/blob", bytes.NewReader(mib))
+		req, _ := http.NewRequestWithContext(context.Background(), "PUT", e.TS.URL+"/v1/files/bench/blob", bytes.NewReader(mib))
 		resp, err := client.Do(req)
 		if err != nil {
 			b.Fatal(err)
@@ -49,13 +51,13 @@ func BenchmarkFileWrite1MiB(b *testing.B) {
 }
 
 func BenchmarkFileRead1MiB(b *testing.B) {
-	e := newEnv(b)
-	e.writeFile("bench/blob", string(mib))
-	client := e.ts.Client()
+	e := sandboxdtest.New(b)
+	e.WriteFile("bench/blob", string(mib))
+	client := e.TS.Client()
 	b.SetBytes(int64(len(mib)))
 	b.ReportAllocs()
 	for b.Loop() {
-		resp, err := client.Get(e.ts.URL + "/v1/files/bench/blob")
+		resp, err := client.Get(e.TS.URL + "/v1/files/bench/blob")
 		if err != nil {
 			b.Fatal(err)
 		}

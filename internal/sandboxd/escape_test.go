@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"net/http"
@@ -6,13 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
 // TestEscapesRefused drives every path-taking endpoint with paths that try
 // to leave the root, through "..", absolute names and symlinks.
 func TestEscapesRefused(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	outside, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +29,7 @@ func TestEscapesRefused(t *testing.T) {
 		"dangling":   outside + "/new",    // dangling link out: writing must not create it
 		"secretlink": outside + "/secret",
 	} {
-		if err := os.Symlink(target, filepath.Join(e.root, name)); err != nil {
+		if err := os.Symlink(target, filepath.Join(e.Root, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,26 +56,26 @@ func TestEscapesRefused(t *testing.T) {
 				if c.method == "PUT" && c.body == nil {
 					hdr = []string{"Content-Type", wire.ContentTypeTar}
 				}
-				wantAnyError(t, e.do(c.method, c.prefix+p, c.body, http.StatusForbidden, hdr...), escape)
+				sandboxdtest.WantAnyError(t, e.Do(c.method, c.prefix+p, c.body, http.StatusForbidden, hdr...), escape)
 			}
-			wantError(t, e.do("POST", "/v1/exec", wire.ExecRequest{Argv: []string{"true"}, Cwd: p}, http.StatusForbidden), escape)
+			sandboxdtest.WantError(t, e.Do("POST", "/v1/exec", wire.ExecRequest{Argv: []string{"true"}, Cwd: p}, http.StatusForbidden), escape)
 		})
 	}
 	// stat and delete act on the link itself, so links are fine there, but
 	// anything through them is not.
 	for _, p := range []string{"..", "a/../../x", "etc/passwd", "outdir/secret", "outrel/x"} {
-		wantError(t, e.do("GET", "/v1/stat/"+p, nil, http.StatusForbidden), escape)
-		wantV1Error(t, e.do("DELETE", "/v1/files/"+p, nil, http.StatusForbidden), "PERMISSION_DENIED", escape)
+		sandboxdtest.WantError(t, e.Do("GET", "/v1/stat/"+p, nil, http.StatusForbidden), escape)
+		sandboxdtest.WantV1Error(t, e.Do("DELETE", "/v1/files/"+p, nil, http.StatusForbidden), "PERMISSION_DENIED", escape)
 	}
 	var info wire.FileInfo
-	e.doJSON("GET", "/v1/stat/passwd", nil, http.StatusOK, &info)
+	e.DoJSON("GET", "/v1/stat/passwd", nil, http.StatusOK, &info)
 	if !info.IsSymlink || info.LinkTarget != "/etc/passwd" {
 		t.Fatalf("stat of link %+v", info)
 	}
 	// Absolute paths are root-relative: /proc/self/environ is not the host's.
-	wantV1Error(t, e.do("GET", "/v1/files//proc/self/environ", nil, http.StatusNotFound), "NOT_FOUND", "not found")
-	wantV1Error(t, e.do("GET", "/v1/files/%2Fproc%2Fself%2Fenviron", nil, http.StatusNotFound), "NOT_FOUND", "not found")
-	wantV1Error(t, e.do("GET", "/v1/files/a%00b", nil, http.StatusBadRequest), "INVALID_ARGUMENT", "invalid path")
+	sandboxdtest.WantV1Error(t, e.Do("GET", "/v1/files//proc/self/environ", nil, http.StatusNotFound), "NOT_FOUND", "not found")
+	sandboxdtest.WantV1Error(t, e.Do("GET", "/v1/files/%2Fproc%2Fself%2Fenviron", nil, http.StatusNotFound), "NOT_FOUND", "not found")
+	sandboxdtest.WantV1Error(t, e.Do("GET", "/v1/files/a%00b", nil, http.StatusBadRequest), "INVALID_ARGUMENT", "invalid path")
 
 	// Nothing leaked out, nothing was created outside, the secret survives.
 	ents, _ := os.ReadDir(outside)
@@ -85,7 +86,7 @@ func TestEscapesRefused(t *testing.T) {
 		t.Fatalf("secret changed: %q", b)
 	}
 	// Deleting the link removes only the link.
-	e.do("DELETE", "/v1/files/outdir", nil, http.StatusNoContent)
+	e.Do("DELETE", "/v1/files/outdir", nil, http.StatusNoContent)
 	if _, err := os.Stat(filepath.Join(outside, "secret")); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"context"
@@ -13,52 +13,53 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
 func TestFileWriteReadStat(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	var info wire.FileInfo
-	if b := e.do("PUT", "/v1/files/a/b/c.txt", "hello", http.StatusNoContent); len(b) != 0 {
+	if b := e.Do("PUT", "/v1/files/a/b/c.txt", "hello", http.StatusNoContent); len(b) != 0 {
 		t.Fatalf("PUT answered %q, want an empty 204", b)
 	}
-	e.doJSON("GET", "/v1/stat/a/b/c.txt", nil, http.StatusOK, &info)
+	e.DoJSON("GET", "/v1/stat/a/b/c.txt", nil, http.StatusOK, &info)
 	if info.Name != "c.txt" || info.Path != "a/b/c.txt" || info.Size != 5 || info.Mode != "0644" || info.IsDir || info.IsSymlink {
 		t.Fatalf("info %+v", info)
 	}
-	if got := string(e.do("GET", "/v1/files/a/b/c.txt", nil, http.StatusOK)); got != "hello" {
+	if got := string(e.Do("GET", "/v1/files/a/b/c.txt", nil, http.StatusOK)); got != "hello" {
 		t.Fatalf("content %q", got)
 	}
 	// Overwrite: mode kept unless given.
-	e.do("PUT", "/v1/files//a/b/c.txt?mode=0600", "bye", http.StatusNoContent)
-	e.doJSON("GET", "/v1/stat/a/b/c.txt", nil, http.StatusOK, &info)
+	e.Do("PUT", "/v1/files//a/b/c.txt?mode=0600", "bye", http.StatusNoContent)
+	e.DoJSON("GET", "/v1/stat/a/b/c.txt", nil, http.StatusOK, &info)
 	if info.Mode != "0600" || info.Size != 3 {
 		t.Fatalf("info %+v", info)
 	}
-	e.do("PUT", "/v1/files/a/b/c.txt", "again", http.StatusNoContent)
-	fi, err := os.Stat(filepath.Join(e.root, "a/b/c.txt"))
+	e.Do("PUT", "/v1/files/a/b/c.txt", "again", http.StatusNoContent)
+	fi, err := os.Stat(filepath.Join(e.Root, "a/b/c.txt"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("on disk: %v %v, want mode 0600 kept", fi.Mode(), err)
 	}
 
-	e.doJSON("GET", "/v1/stat/a", nil, http.StatusOK, &info)
+	e.DoJSON("GET", "/v1/stat/a", nil, http.StatusOK, &info)
 	if !info.IsDir || info.Path != "a" || info.Mode != "0755" {
 		t.Fatalf("stat dir %+v", info)
 	}
-	e.doJSON("GET", "/v1/stat/", nil, http.StatusOK, &info)
+	e.DoJSON("GET", "/v1/stat/", nil, http.StatusOK, &info)
 	if !info.IsDir || info.Path != "." {
 		t.Fatalf("stat root %+v", info)
 	}
-	wantError(t, e.do("GET", "/v1/stat/missing", nil, http.StatusNotFound), "not found")
-	wantV1Error(t, e.do("GET", "/v1/files/missing", nil, http.StatusNotFound), "NOT_FOUND", "not found")
-	wantV1Error(t, e.do("PUT", "/v1/files/a", "x", http.StatusBadRequest), "INVALID_ARGUMENT", "target path is a directory")
-	wantV1Error(t, e.do("PUT", "/v1/files/a/b/c.txt/d", "x", http.StatusConflict), "CONFLICT", "a parent of the path is not a directory")
-	wantV1Error(t, e.do("PUT", "/v1/files/", "x", http.StatusBadRequest), "INVALID_ARGUMENT", "target path is a directory (the sandbox root)")
-	wantV1Error(t, e.do("PUT", "/v1/files/x?mode=999", "x", http.StatusBadRequest), "INVALID_ARGUMENT", "mode must be octal permission bits like 0644")
+	sandboxdtest.WantError(t, e.Do("GET", "/v1/stat/missing", nil, http.StatusNotFound), "not found")
+	sandboxdtest.WantV1Error(t, e.Do("GET", "/v1/files/missing", nil, http.StatusNotFound), "NOT_FOUND", "not found")
+	sandboxdtest.WantV1Error(t, e.Do("PUT", "/v1/files/a", "x", http.StatusBadRequest), "INVALID_ARGUMENT", "target path is a directory")
+	sandboxdtest.WantV1Error(t, e.Do("PUT", "/v1/files/a/b/c.txt/d", "x", http.StatusConflict), "CONFLICT", "a parent of the path is not a directory")
+	sandboxdtest.WantV1Error(t, e.Do("PUT", "/v1/files/", "x", http.StatusBadRequest), "INVALID_ARGUMENT", "target path is a directory (the sandbox root)")
+	sandboxdtest.WantV1Error(t, e.Do("PUT", "/v1/files/x?mode=999", "x", http.StatusBadRequest), "INVALID_ARGUMENT", "mode must be octal permission bits like 0644")
 
 	// Raw JSON keys, as SDK authors will see them.
 	var raw map[string]any
-	e.doJSON("GET", "/v1/stat/a/b/c.txt", nil, http.StatusOK, &raw)
+	e.DoJSON("GET", "/v1/stat/a/b/c.txt", nil, http.StatusOK, &raw)
 	for _, k := range []string{"name", "path", "size", "mode", "modTime", "isDir", "isSymlink"} {
 		if _, ok := raw[k]; !ok {
 			t.Fatalf("stat lacks %q: %v", k, raw)
@@ -69,36 +70,36 @@ func TestFileWriteReadStat(t *testing.T) {
 	}
 
 	// HEAD and ranges come with http.ServeContent.
-	resp := e.request(context.Background(), "HEAD", "/v1/files/a/b/c.txt", nil)
+	resp := e.Request(context.Background(), "HEAD", "/v1/files/a/b/c.txt", nil)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.ContentLength != 5 || resp.Header.Get("Content-Type") != wire.ContentTypeOctet {
 		t.Fatalf("HEAD %d %d %q", resp.StatusCode, resp.ContentLength, resp.Header.Get("Content-Type"))
 	}
-	if got := string(e.do("GET", "/v1/files/a/b/c.txt", nil, http.StatusPartialContent, "Range", "bytes=1-2")); got != "ga" {
+	if got := string(e.Do("GET", "/v1/files/a/b/c.txt", nil, http.StatusPartialContent, "Range", "bytes=1-2")); got != "ga" {
 		t.Fatalf("range %q", got)
 	}
 	// URL-encoded names.
-	e.do("PUT", "/v1/files/dir%20x/f%3F.txt", "q", http.StatusNoContent)
-	if _, err := os.Stat(filepath.Join(e.root, "dir x", "f?.txt")); err != nil {
+	e.Do("PUT", "/v1/files/dir%20x/f%3F.txt", "q", http.StatusNoContent)
+	if _, err := os.Stat(filepath.Join(e.Root, "dir x", "f?.txt")); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestFileDeleteAndMkdir(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("d/f", "x")
-	e.writeFile("keep", "k")
-	if err := os.Symlink("keep", filepath.Join(e.root, "link")); err != nil {
+	e := sandboxdtest.New(t)
+	e.WriteFile("d/f", "x")
+	e.WriteFile("keep", "k")
+	if err := os.Symlink("keep", filepath.Join(e.Root, "link")); err != nil {
 		t.Fatal(err)
 	}
 	var info wire.FileInfo
-	e.doJSON("POST", "/v1/mkdir/m/n/o", nil, http.StatusCreated, &info)
+	e.DoJSON("POST", "/v1/mkdir/m/n/o", nil, http.StatusCreated, &info)
 	if !info.IsDir || info.Path != "m/n/o" {
 		t.Fatalf("mkdir %+v", info)
 	}
-	e.doJSON("POST", "/v1/mkdir/m/n/o", nil, http.StatusOK, &info)
-	wantError(t, e.do("POST", "/v1/mkdir/keep", nil, http.StatusConflict), "path exists and is not a directory")
-	e.doJSON("POST", "/v1/mkdir/perm?mode=0700", nil, http.StatusCreated, &info)
+	e.DoJSON("POST", "/v1/mkdir/m/n/o", nil, http.StatusOK, &info)
+	sandboxdtest.WantError(t, e.Do("POST", "/v1/mkdir/keep", nil, http.StatusConflict), "path exists and is not a directory")
+	e.DoJSON("POST", "/v1/mkdir/perm?mode=0700", nil, http.StatusCreated, &info)
 	if info.Mode != "0700" {
 		t.Fatalf("mkdir mode %+v", info)
 	}
@@ -119,28 +120,28 @@ func TestFileDeleteAndMkdir(t *testing.T) {
 		{"/v1/files/d", http.StatusNoContent, ""},
 	}
 	for _, tc := range tests {
-		b := e.do("DELETE", tc.path, nil, tc.status)
+		b := e.Do("DELETE", tc.path, nil, tc.status)
 		if tc.errMsg != "" {
-			wantAnyError(t, b, tc.errMsg)
+			sandboxdtest.WantAnyError(t, b, tc.errMsg)
 		}
 	}
 	// Deleting the link left its target alone.
-	if b, err := os.ReadFile(filepath.Join(e.root, "keep")); err != nil || string(b) != "k" {
+	if b, err := os.ReadFile(filepath.Join(e.Root, "keep")); err != nil || string(b) != "k" {
 		t.Fatalf("target: %q %v", b, err)
 	}
 	for _, p := range []string{"d", "m", "link"} {
-		if _, err := os.Lstat(filepath.Join(e.root, p)); !os.IsNotExist(err) {
+		if _, err := os.Lstat(filepath.Join(e.Root, p)); !os.IsNotExist(err) {
 			t.Fatalf("%s still there: %v", p, err)
 		}
 	}
 }
 
 func TestList(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("b.txt", "bb")
-	e.writeFile("a/x.txt", "x")
-	e.writeFile("a/sub/y.txt", "yy")
-	if err := os.Symlink("a", filepath.Join(e.root, "ln")); err != nil {
+	e := sandboxdtest.New(t)
+	e.WriteFile("b.txt", "bb")
+	e.WriteFile("a/x.txt", "x")
+	e.WriteFile("a/sub/y.txt", "yy")
+	if err := os.Symlink("a", filepath.Join(e.Root, "ln")); err != nil {
 		t.Fatal(err)
 	}
 	paths := func(l wire.ListResponse) string {
@@ -160,24 +161,24 @@ func TestList(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var l wire.ListResponse
-		e.doJSON("GET", tc.url, nil, http.StatusOK, &l)
+		e.DoJSON("GET", tc.url, nil, http.StatusOK, &l)
 		if got := paths(l); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.url, got, tc.want)
 		}
 	}
 	var l wire.ListResponse
-	e.doJSON("GET", "/v1/list/", nil, http.StatusOK, &l)
+	e.DoJSON("GET", "/v1/list/", nil, http.StatusOK, &l)
 	if ln := l.Entries[2]; !ln.IsSymlink || ln.LinkTarget != "a" || ln.IsDir {
 		t.Fatalf("link entry %+v", ln)
 	}
 	if b := l.Entries[1]; b.Size != 2 || b.Name != "b.txt" {
 		t.Fatalf("file entry %+v", b)
 	}
-	wantError(t, e.do("GET", "/v1/list/b.txt", nil, http.StatusBadRequest), "not a directory")
-	wantError(t, e.do("GET", "/v1/list/nope", nil, http.StatusNotFound), "not found")
+	sandboxdtest.WantError(t, e.Do("GET", "/v1/list/b.txt", nil, http.StatusBadRequest), "not a directory")
+	sandboxdtest.WantError(t, e.Do("GET", "/v1/list/nope", nil, http.StatusNotFound), "not found")
 	// An empty directory lists as [], not null.
-	e.do("POST", "/v1/mkdir/empty", nil, http.StatusCreated)
-	if b := e.do("GET", "/v1/list/empty", nil, http.StatusOK); string(b) != `{"entries":[]}` {
+	e.Do("POST", "/v1/mkdir/empty", nil, http.StatusCreated)
+	if b := e.Do("GET", "/v1/list/empty", nil, http.StatusOK); string(b) != `{"entries":[]}` {
 		t.Fatalf("empty list %s", b)
 	}
 }
@@ -204,7 +205,7 @@ func TestLargeFileStreamsBothWays(t *testing.T) {
 	if testing.Short() {
 		t.Skip("large transfer")
 	}
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	const size = 64 << 20
 	seed := [32]byte{1, 2, 3}
 	want := sha256.New()
@@ -218,8 +219,8 @@ func TestLargeFileStreamsBothWays(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 
-	e.do("PUT", "/v1/files/big/blob.bin", &patternReader{rand.NewChaCha8(seed), size}, http.StatusNoContent)
-	resp := e.request(context.Background(), "GET", "/v1/files/big/blob.bin", nil)
+	e.Do("PUT", "/v1/files/big/blob.bin", &patternReader{rand.NewChaCha8(seed), size}, http.StatusNoContent)
+	resp := e.Request(context.Background(), "GET", "/v1/files/big/blob.bin", nil)
 	if resp.ContentLength != size {
 		t.Fatalf("content length %d", resp.ContentLength)
 	}
@@ -239,12 +240,12 @@ func TestLargeFileStreamsBothWays(t *testing.T) {
 }
 
 func TestAtomicWrite(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("dir/target", "old")
+	e := sandboxdtest.New(t)
+	e.WriteFile("dir/target", "old")
 	pr, pw := io.Pipe()
 	done := make(chan []byte)
 	go func() {
-		resp := e.request(context.Background(), "PUT", "/v1/files/dir/target", pr)
+		resp := e.Request(context.Background(), "PUT", "/v1/files/dir/target", pr)
 		resp.Body.Close()
 		done <- []byte(resp.Status)
 	}()
@@ -255,8 +256,8 @@ func TestAtomicWrite(t *testing.T) {
 	// Once the server's temporary file exists in the same directory, the
 	// write is under way; the target must still be the old file.
 	var tmp string
-	eventually(t, "temporary file", func() bool {
-		ents, _ := os.ReadDir(filepath.Join(e.root, "dir"))
+	sandboxdtest.Eventually(t, "temporary file", func() bool {
+		ents, _ := os.ReadDir(filepath.Join(e.Root, "dir"))
 		for _, en := range ents {
 			if strings.HasPrefix(en.Name(), ".sandboxd-") {
 				tmp = en.Name()
@@ -265,7 +266,7 @@ func TestAtomicWrite(t *testing.T) {
 		}
 		return false
 	})
-	if got := string(e.do("GET", "/v1/files/dir/target", nil, http.StatusOK)); got != "old" {
+	if got := string(e.Do("GET", "/v1/files/dir/target", nil, http.StatusOK)); got != "old" {
 		t.Fatalf("target changed mid-write: %d bytes", len(got))
 	}
 	if _, err := pw.Write([]byte(chunk)); err != nil {
@@ -275,40 +276,40 @@ func TestAtomicWrite(t *testing.T) {
 	if status := string(<-done); status != "204 No Content" {
 		t.Fatalf("PUT answered %s, want 204 No Content", status)
 	}
-	if fi, err := os.Stat(filepath.Join(e.root, "dir", "target")); err != nil || fi.Size() != 2*int64(len(chunk)) {
+	if fi, err := os.Stat(filepath.Join(e.Root, "dir", "target")); err != nil || fi.Size() != 2*int64(len(chunk)) {
 		t.Fatalf("target after the write: %v, %v; want %d bytes", fi, err, 2*len(chunk))
 	}
-	if _, err := os.Stat(filepath.Join(e.root, "dir", tmp)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(e.Root, "dir", tmp)); !os.IsNotExist(err) {
 		t.Fatalf("temporary file left: %v", err)
 	}
 }
 
 func TestAbortedUploadLeavesNothing(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("f", "old")
+	e := sandboxdtest.New(t)
+	e.WriteFile("f", "old")
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		req, _ := http.NewRequestWithContext(ctx, "PUT", e.ts.URL+"/v1/files/f", pr)
-		if resp, err := e.ts.Client().Do(req); err == nil {
+		req, _ := http.NewRequestWithContext(ctx, "PUT", e.TS.URL+"/v1/files/f", pr)
+		if resp, err := e.TS.Client().Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}()
 	_, _ = pw.Write(make([]byte, 64<<10))
-	eventually(t, "temporary file", func() bool {
-		m, _ := filepath.Glob(filepath.Join(e.root, ".sandboxd-*"))
+	sandboxdtest.Eventually(t, "temporary file", func() bool {
+		m, _ := filepath.Glob(filepath.Join(e.Root, ".sandboxd-*"))
 		return len(m) == 1
 	})
 	cancel()
 	pw.CloseWithError(io.ErrUnexpectedEOF)
 	<-done
-	eventually(t, "cleanup", func() bool {
-		m, _ := filepath.Glob(filepath.Join(e.root, ".sandboxd-*"))
+	sandboxdtest.Eventually(t, "cleanup", func() bool {
+		m, _ := filepath.Glob(filepath.Join(e.Root, ".sandboxd-*"))
 		return len(m) == 0
 	})
-	if b, _ := os.ReadFile(filepath.Join(e.root, "f")); string(b) != "old" {
+	if b, _ := os.ReadFile(filepath.Join(e.Root, "f")); string(b) != "old" {
 		t.Fatalf("content %q", b)
 	}
 }

@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -16,22 +18,22 @@ import (
 // DirectoryListing; symlinks are described by their target and left out
 // when that escapes the root or is missing.
 func TestV1DirectoryListing(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("d/b.txt", "bb")
-	e.writeFile("d/a.txt", "a")
-	e.writeFile("d/sub/x", "x")
+	e := sandboxdtest.New(t)
+	e.WriteFile("d/b.txt", "bb")
+	e.WriteFile("d/a.txt", "a")
+	e.WriteFile("d/sub/x", "x")
 	for link, target := range map[string]string{"d/in": "a.txt", "d/out": "/etc", "d/dangling": "nope"} {
-		if err := os.Symlink(target, filepath.Join(e.root, link)); err != nil {
+		if err := os.Symlink(target, filepath.Join(e.Root, link)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mtime := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
 	for _, p := range []string{"d/a.txt", "d/b.txt", "d/sub"} {
-		if err := os.Chtimes(filepath.Join(e.root, p), mtime, mtime); err != nil {
+		if err := os.Chtimes(filepath.Join(e.Root, p), mtime, mtime); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Chmod(filepath.Join(e.root, "d/b.txt"), 0o600); err != nil {
+	if err := os.Chmod(filepath.Join(e.Root, "d/b.txt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	want := wire.DirectoryListing{Path: "/d", Entries: []wire.FileEntry{
@@ -50,7 +52,7 @@ func TestV1DirectoryListing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := e.request(t.Context(), "GET", tc.path, nil)
+			resp := e.Request(t.Context(), "GET", tc.path, nil)
 			defer resp.Body.Close()
 			var got wire.DirectoryListing
 			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
@@ -73,19 +75,19 @@ func TestV1DirectoryListing(t *testing.T) {
 		})
 	}
 	var root wire.DirectoryListing
-	if err := json.Unmarshal(e.do("GET", "/v1/files/", nil, http.StatusOK), &root); err != nil || root.Path != "/" || len(root.Entries) != 1 {
+	if err := json.Unmarshal(e.Do("GET", "/v1/files/", nil, http.StatusOK), &root); err != nil || root.Path != "/" || len(root.Entries) != 1 {
 		t.Fatalf("root listing %+v %v, want path / with one entry", root, err)
 	}
 	// An empty directory lists [] (not null), as upstream.
-	e.do("POST", "/v1/mkdir/empty", nil, http.StatusCreated)
-	if b := string(e.do("GET", "/v1/files/empty", nil, http.StatusOK)); b != `{"path":"/empty","entries":[]}` {
+	e.Do("POST", "/v1/mkdir/empty", nil, http.StatusCreated)
+	if b := string(e.Do("GET", "/v1/files/empty", nil, http.StatusOK)); b != `{"path":"/empty","entries":[]}` {
 		t.Fatalf("empty listing %s", b)
 	}
 }
 
 func TestV1Head(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("dir/f.txt", "12345")
+	e := sandboxdtest.New(t)
+	e.WriteFile("dir/f.txt", "12345")
 	tests := []struct {
 		path       string
 		wantStatus int
@@ -99,7 +101,7 @@ func TestV1Head(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
-			resp := e.request(t.Context(), "HEAD", tc.path, nil)
+			resp := e.Request(t.Context(), "HEAD", tc.path, nil)
 			resp.Body.Close()
 			if resp.StatusCode != tc.wantStatus || resp.Header.Get("Content-Type") != tc.wantType {
 				t.Fatalf("HEAD %s: %d %q, want %d %q", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), tc.wantStatus, tc.wantType)
@@ -109,7 +111,7 @@ func TestV1Head(t *testing.T) {
 }
 
 func TestV1Put(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	tests := []struct {
 		name        string
 		path        string
@@ -130,9 +132,9 @@ func TestV1Put(t *testing.T) {
 			if tc.contentType != "" {
 				hdr = []string{"Content-Type", tc.contentType}
 			}
-			e.do("PUT", tc.path, tc.body, http.StatusNoContent, hdr...)
-			b, err := os.ReadFile(filepath.Join(e.root, tc.file))
-			fi, _ := os.Stat(filepath.Join(e.root, tc.file))
+			e.Do("PUT", tc.path, tc.body, http.StatusNoContent, hdr...)
+			b, err := os.ReadFile(filepath.Join(e.Root, tc.file))
+			fi, _ := os.Stat(filepath.Join(e.Root, tc.file))
 			if err != nil || string(b) != tc.wantContent || fi.Mode().Perm() != tc.wantMode {
 				t.Fatalf("file %q %v mode %v, want %q mode %v", b, err, fi.Mode().Perm(), tc.wantContent, tc.wantMode)
 			}
@@ -140,26 +142,26 @@ func TestV1Put(t *testing.T) {
 	}
 	t.Run("multipart file part", func(t *testing.T) {
 		body, ct := multipartBody(t, "file", "ignored-name", "from multipart")
-		e.do("PUT", "/v1/files/up/m.txt", body, http.StatusNoContent, "Content-Type", ct)
-		if b, _ := os.ReadFile(filepath.Join(e.root, "up/m.txt")); string(b) != "from multipart" {
+		e.Do("PUT", "/v1/files/up/m.txt", body, http.StatusNoContent, "Content-Type", ct)
+		if b, _ := os.ReadFile(filepath.Join(e.Root, "up/m.txt")); string(b) != "from multipart" {
 			t.Fatalf("content %q, want the file part", b)
 		}
 	})
 	t.Run("multipart without file part", func(t *testing.T) {
 		body, ct := multipartBody(t, "other", "x", "x")
-		wantV1Error(t, e.do("PUT", "/v1/files/up/n.txt", body, http.StatusBadRequest, "Content-Type", ct), "INVALID_ARGUMENT", `multipart body has no "file" part`)
+		sandboxdtest.WantV1Error(t, e.Do("PUT", "/v1/files/up/n.txt", body, http.StatusBadRequest, "Content-Type", ct), "INVALID_ARGUMENT", `multipart body has no "file" part`)
 	})
 	t.Run("escape", func(t *testing.T) {
-		wantV1Error(t, e.do("PUT", "/v1/files/..%2Fevil", "x", http.StatusForbidden), "PERMISSION_DENIED", "path escapes the sandbox root")
+		sandboxdtest.WantV1Error(t, e.Do("PUT", "/v1/files/..%2Fevil", "x", http.StatusForbidden), "PERMISSION_DENIED", "path escapes the sandbox root")
 	})
 }
 
 func TestV1DeleteRoot(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("a/b", "x")
-	e.writeFile("c", "x")
-	e.do("DELETE", "/v1/files/?recursive=true", nil, http.StatusNoContent)
-	ents, err := os.ReadDir(e.root)
+	e := sandboxdtest.New(t)
+	e.WriteFile("a/b", "x")
+	e.WriteFile("c", "x")
+	e.Do("DELETE", "/v1/files/?recursive=true", nil, http.StatusNoContent)
+	ents, err := os.ReadDir(e.Root)
 	if err != nil || len(ents) != 0 {
 		t.Fatalf("root after recursive delete: %d entries, %v; want empty and present", len(ents), err)
 	}
@@ -170,23 +172,19 @@ func TestV1HealthAndMetadata(t *testing.T) {
 	t.Setenv("SANDBOX_API_TOKEN", "hidden")
 	t.Setenv("SANDBOX_PRIVATE_THING", "hidden")
 	t.Setenv("OTHER_VAR", "hidden")
-	e := newEnv(t, func(c *Config) { c.Token = "secret" })
+	e := sandboxdtest.New(t, func(c *sandboxd.Config) { c.Token = "secret" })
 	var h map[string]any
-	if err := json.Unmarshal(e.do("GET", "/v1/health", nil, http.StatusOK), &h); err != nil {
+	if err := json.Unmarshal(e.Do("GET", "/v1/health", nil, http.StatusOK), &h); err != nil {
 		t.Fatal(err)
 	}
 	if len(h) != 2 || h["status"] != "ok" || h["uptime_seconds"] == nil {
 		t.Fatalf("health %v, want status ok and uptime_seconds (no token needed)", h)
 	}
-	b := e.do("GET", "/v1/metadata", nil, http.StatusOK, "Authorization", "Bearer secret")
+	b := e.Do("GET", "/v1/metadata", nil, http.StatusOK, "Authorization", "Bearer secret")
 	if string(b) != `{"env":{"SANDBOX_ID":"sb-1"}}` {
 		t.Fatalf("metadata %s, want only SANDBOX_ID", b)
 	}
-	e.srv.mu.Lock()
-	e.srv.draining = true
-	e.srv.mu.Unlock()
-	wantV1Error(t, e.do("GET", "/v1/health", nil, http.StatusServiceUnavailable), "UNAVAILABLE", "sandboxd is shutting down")
-	e.srv.mu.Lock()
-	e.srv.draining = false
-	e.srv.mu.Unlock()
+	sandboxd.SetDraining(e.Srv, true)
+	sandboxdtest.WantV1Error(t, e.Do("GET", "/v1/health", nil, http.StatusServiceUnavailable), "UNAVAILABLE", "sandboxd is shutting down")
+	sandboxd.SetDraining(e.Srv, false)
 }

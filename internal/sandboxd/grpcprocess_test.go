@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"context"
@@ -12,57 +12,22 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
 )
-
-// grpcClient dials target (host:port) the way upstream's Go SDK does:
-// grpc.NewClient with insecure credentials, i.e. h2c.
-func grpcClient(t testing.TB, target string) processv1.ProcessServiceClient {
-	t.Helper()
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return processv1.NewProcessServiceClient(conn)
-}
-
-// grpcOnHTTPPort is the ProcessService on the HTTP port (what the router reaches).
-func grpcOnHTTPPort(t testing.TB, e *testEnv) processv1.ProcessServiceClient {
-	return grpcClient(t, strings.TrimPrefix(e.ts.URL, "http://"))
-}
-
-// grpcOnOwnPort serves the ProcessService on a listener of its own, as Run
-// does on --grpc-listen.
-func grpcOnOwnPort(t testing.TB, e *testEnv) processv1.ProcessServiceClient {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = e.srv.grpc.Serve(ln); close(done) }()
-	t.Cleanup(func() { e.srv.grpc.Stop(); <-done })
-	return grpcClient(t, ln.Addr().String())
-}
 
 func shell(cmd string) *processv1.ProcessConfig {
 	return &processv1.ProcessConfig{Command: []string{"/bin/sh", "-c", cmd}}
 }
 
-func grpcCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestGRPCExecute(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.MaxOutput = 1000 })
-	e.writeFile("sub/f", "x")
+	e := sandboxdtest.New(t, func(c *sandboxd.Config) { c.MaxOutput = 1000 })
+	e.WriteFile("sub/f", "x")
 	cwd := "sub"
 	tests := []struct {
 		name     string
@@ -84,12 +49,12 @@ func TestGRPCExecute(t *testing.T) {
 	}
 	for _, via := range []struct {
 		name   string
-		client func(testing.TB, *testEnv) processv1.ProcessServiceClient
-	}{{"http port", grpcOnHTTPPort}, {"own port", grpcOnOwnPort}} {
+		client func(testing.TB, *sandboxdtest.Env) processv1.ProcessServiceClient
+	}{{"http port", sandboxdtest.GRPCOnHTTPPort}, {"own port", sandboxdtest.GRPCOnOwnPort}} {
 		c := via.client(t, e)
 		for _, tc := range tests {
 			t.Run(via.name+"/"+tc.name, func(t *testing.T) {
-				resp, err := c.Execute(grpcCtx(t), &processv1.ExecuteRequest{Config: tc.cfg})
+				resp, err := c.Execute(sandboxdtest.GRPCCtx(t), &processv1.ExecuteRequest{Config: tc.cfg})
 				if status.Code(err) != tc.wantCode {
 					t.Fatalf("Execute: %v, want code %v", err, tc.wantCode)
 				}
@@ -142,10 +107,10 @@ func recvStart(t *testing.T, st grpc.ServerStreamingClient[processv1.StartRespon
 func exited(ev *startEvents) bool { return ev.exit != nil }
 
 func TestGRPCStart(t *testing.T) {
-	e := newEnv(t)
-	c := grpcOnHTTPPort(t, e)
+	e := sandboxdtest.New(t)
+	c := sandboxdtest.GRPCOnHTTPPort(t, e)
 	t.Run("init, output, exit", func(t *testing.T) {
-		st, err := c.Start(grpcCtx(t), &processv1.StartRequest{Config: shell("echo a; echo b >&2; exit 4")})
+		st, err := c.Start(sandboxdtest.GRPCCtx(t), &processv1.StartRequest{Config: shell("echo a; echo b >&2; exit 4")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +121,7 @@ func TestGRPCStart(t *testing.T) {
 		}
 	})
 	t.Run("stdin then eof", func(t *testing.T) {
-		st, err := c.Start(grpcCtx(t), &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: []string{"cat"}}})
+		st, err := c.Start(sandboxdtest.GRPCCtx(t), &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: []string{"cat"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +132,7 @@ func TestGRPCStart(t *testing.T) {
 			{ProcessId: ev.pid, Payload: &processv1.WriteStdinRequest_Input{Input: []byte("world")}},
 			{ProcessId: ev.pid, Payload: &processv1.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}},
 		} {
-			if _, err := c.WriteStdin(grpcCtx(t), req); err != nil {
+			if _, err := c.WriteStdin(sandboxdtest.GRPCCtx(t), req); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -177,19 +142,19 @@ func TestGRPCStart(t *testing.T) {
 		}
 	})
 	t.Run("signal", func(t *testing.T) {
-		st, err := c.Start(grpcCtx(t), &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: []string{"sleep", "60"}}})
+		st, err := c.Start(sandboxdtest.GRPCCtx(t), &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: []string{"sleep", "60"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ev startEvents
 		recvStart(t, st, &ev, func(ev *startEvents) bool { return ev.pid != 0 })
-		if _, err := c.SendSignal(grpcCtx(t), &processv1.SendSignalRequest{ProcessId: ev.pid}); status.Code(err) != codes.InvalidArgument {
+		if _, err := c.SendSignal(sandboxdtest.GRPCCtx(t), &processv1.SendSignalRequest{ProcessId: ev.pid}); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("unspecified signal: %v, want InvalidArgument", err)
 		}
-		if _, err := c.ResizeTTY(grpcCtx(t), &processv1.ResizeTTYRequest{ProcessId: ev.pid, Cols: 1, Rows: 1}); status.Code(err) != codes.FailedPrecondition {
+		if _, err := c.ResizeTTY(sandboxdtest.GRPCCtx(t), &processv1.ResizeTTYRequest{ProcessId: ev.pid, Cols: 1, Rows: 1}); status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("resize without a PTY: %v, want FailedPrecondition", err)
 		}
-		if _, err := c.SendSignal(grpcCtx(t), &processv1.SendSignalRequest{ProcessId: ev.pid, Signal: processv1.Signal_SIGNAL_SIGTERM}); err != nil {
+		if _, err := c.SendSignal(sandboxdtest.GRPCCtx(t), &processv1.SendSignalRequest{ProcessId: ev.pid, Signal: processv1.Signal_SIGNAL_SIGTERM}); err != nil {
 			t.Fatal(err)
 		}
 		recvStart(t, st, &ev, exited)
@@ -198,16 +163,16 @@ func TestGRPCStart(t *testing.T) {
 		}
 	})
 	t.Run("pty and resize", func(t *testing.T) {
-		st, err := c.Start(grpcCtx(t), &processv1.StartRequest{Config: shell("read line; stty size"), Pty: &processv1.PTY{Cols: 80, Rows: 24}})
+		st, err := c.Start(sandboxdtest.GRPCCtx(t), &processv1.StartRequest{Config: shell("read line; stty size"), Pty: &processv1.PTY{Cols: 80, Rows: 24}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ev startEvents
 		recvStart(t, st, &ev, func(ev *startEvents) bool { return ev.pid != 0 })
-		if _, err := c.ResizeTTY(grpcCtx(t), &processv1.ResizeTTYRequest{ProcessId: ev.pid, Cols: 100, Rows: 30}); err != nil {
+		if _, err := c.ResizeTTY(sandboxdtest.GRPCCtx(t), &processv1.ResizeTTYRequest{ProcessId: ev.pid, Cols: 100, Rows: 30}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.WriteStdin(grpcCtx(t), &processv1.WriteStdinRequest{ProcessId: ev.pid, Payload: &processv1.WriteStdinRequest_Input{Input: []byte("go\n")}}); err != nil {
+		if _, err := c.WriteStdin(sandboxdtest.GRPCCtx(t), &processv1.WriteStdinRequest{ProcessId: ev.pid, Payload: &processv1.WriteStdinRequest_Input{Input: []byte("go\n")}}); err != nil {
 			t.Fatal(err)
 		}
 		recvStart(t, st, &ev, exited)
@@ -218,15 +183,15 @@ func TestGRPCStart(t *testing.T) {
 	t.Run("unknown process", func(t *testing.T) {
 		for name, err := range map[string]error{
 			"WriteStdin": func() error {
-				_, err := c.WriteStdin(grpcCtx(t), &processv1.WriteStdinRequest{ProcessId: 999999})
+				_, err := c.WriteStdin(sandboxdtest.GRPCCtx(t), &processv1.WriteStdinRequest{ProcessId: 999999})
 				return err
 			}(),
 			"SendSignal": func() error {
-				_, err := c.SendSignal(grpcCtx(t), &processv1.SendSignalRequest{ProcessId: 999999, Signal: processv1.Signal_SIGNAL_SIGINT})
+				_, err := c.SendSignal(sandboxdtest.GRPCCtx(t), &processv1.SendSignalRequest{ProcessId: 999999, Signal: processv1.Signal_SIGNAL_SIGINT})
 				return err
 			}(),
 			"ResizeTTY": func() error {
-				_, err := c.ResizeTTY(grpcCtx(t), &processv1.ResizeTTYRequest{ProcessId: 999999})
+				_, err := c.ResizeTTY(sandboxdtest.GRPCCtx(t), &processv1.ResizeTTYRequest{ProcessId: 999999})
 				return err
 			}(),
 		} {
@@ -236,7 +201,7 @@ func TestGRPCStart(t *testing.T) {
 		}
 	})
 	t.Run("not found before init", func(t *testing.T) {
-		st, err := c.Start(grpcCtx(t), &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: []string{"no-such-binary-xyz"}}})
+		st, err := c.Start(sandboxdtest.GRPCCtx(t), &processv1.StartRequest{Config: &processv1.ProcessConfig{Command: []string{"no-such-binary-xyz"}}})
 		if err == nil {
 			_, err = st.Recv()
 		}
@@ -247,13 +212,13 @@ func TestGRPCStart(t *testing.T) {
 }
 
 func TestGRPCToken(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Token = "secret" })
-	c := grpcOnHTTPPort(t, e)
+	e := sandboxdtest.New(t, func(c *sandboxd.Config) { c.Token = "secret" })
+	c := sandboxdtest.GRPCOnHTTPPort(t, e)
 	req := &processv1.ExecuteRequest{Config: shell("echo ok")}
-	if _, err := c.Execute(grpcCtx(t), req); status.Code(err) != codes.Unauthenticated {
+	if _, err := c.Execute(sandboxdtest.GRPCCtx(t), req); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("without a token: %v, want Unauthenticated", err)
 	}
-	ctx := metadata.AppendToOutgoingContext(grpcCtx(t), "authorization", "Bearer secret")
+	ctx := metadata.AppendToOutgoingContext(sandboxdtest.GRPCCtx(t), "authorization", "Bearer secret")
 	if resp, err := c.Execute(ctx, req); err != nil || string(resp.GetStdout()) != "ok\n" {
 		t.Fatalf("with the token: %v %v, want ok", resp, err)
 	}
@@ -274,14 +239,14 @@ func TestRunServesExtraPorts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Listen: freePort(), GRPCListen: grpcAddr, RESTListen: restAddr, Root: t.TempDir(),
+		done <- sandboxd.Run(ctx, sandboxd.Config{Listen: freePort(), GRPCListen: grpcAddr, RESTListen: restAddr, Root: t.TempDir(),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: 2 * time.Second})
 	}()
-	c := grpcClient(t, grpcAddr)
+	c := sandboxdtest.GRPCClient(t, grpcAddr)
 	var resp *processv1.ExecuteResponse
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err = c.Execute(grpcCtx(t), &processv1.ExecuteRequest{Config: shell("echo via-own-port")}); err == nil {
+		if resp, err = c.Execute(sandboxdtest.GRPCCtx(t), &processv1.ExecuteRequest{Config: shell("echo via-own-port")}); err == nil {
 			break
 		}
 	}

@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"bytes"
@@ -15,6 +15,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 )
 
 // The legacy API's request decoding under fuzzing: POST /execute (JSON), POST /upload
@@ -30,7 +34,7 @@ import (
 const outsideSecret = "OUTSIDE-SECRET-7f3a"
 
 type legacyFuzzRig struct {
-	srv      *Server
+	srv      *sandboxd.Server
 	root     string
 	base     string
 	outside  map[string]string // the outside tree as it must stay
@@ -70,13 +74,13 @@ func newLegacyFuzzRig(f *testing.F) *legacyFuzzRig {
 			f.Fatal(err)
 		}
 	}
-	s, err := New(Config{Root: root, Shell: "/bin/true", ExecTimeout: 5 * time.Second, KillGrace: 100 * time.Millisecond,
+	s, err := sandboxd.New(sandboxd.Config{Root: root, Shell: "/bin/true", ExecTimeout: 5 * time.Second, KillGrace: 100 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = s.Close() })
-	return &legacyFuzzRig{srv: s, root: root, base: base, outside: treeState(f, outside), entries: []string{"outside", "root"}, outsideD: outside}
+	return &legacyFuzzRig{srv: s, root: root, base: base, outside: sandboxdtest.TreeState(f, outside), entries: []string{"outside", "root"}, outsideD: outside}
 }
 
 // serve runs one request through the whole server (routing, auth, recovery) in process.
@@ -97,13 +101,13 @@ func (rig *legacyFuzzRig) check(t *testing.T, what string, rec *httptest.Respons
 		ok = ok || rec.Code == a
 	}
 	if !ok {
-		t.Fatalf("%s: status %d (body %q), want one of %v", what, rec.Code, clip(rec.Body.Bytes()), allowed)
+		t.Fatalf("%s: status %d (body %q), want one of %v", what, rec.Code, sandboxdtest.Clip(rec.Body.Bytes()), allowed)
 	}
 	if rec.Code == http.StatusInternalServerError && !strings.HasPrefix(rec.Body.String(), `{"message":"File upload failed: `) {
-		t.Fatalf("%s: 500 %q is not the documented upload failure", what, clip(rec.Body.Bytes()))
+		t.Fatalf("%s: 500 %q is not the documented upload failure", what, sandboxdtest.Clip(rec.Body.Bytes()))
 	}
 	if strings.Contains(rec.Body.String(), outsideSecret) {
-		t.Fatalf("%s: the answer leaks a file from outside the root: %q", what, clip(rec.Body.Bytes()))
+		t.Fatalf("%s: the answer leaks a file from outside the root: %q", what, sandboxdtest.Clip(rec.Body.Bytes()))
 	}
 	ents, err := os.ReadDir(rig.base)
 	if err != nil {
@@ -116,7 +120,7 @@ func (rig *legacyFuzzRig) check(t *testing.T, what string, rec *httptest.Respons
 	if !reflect.DeepEqual(names, rig.entries) {
 		t.Fatalf("%s: created beside the root: %v", what, names)
 	}
-	if got := treeState(t, rig.outsideD); !reflect.DeepEqual(got, rig.outside) {
+	if got := sandboxdtest.TreeState(t, rig.outsideD); !reflect.DeepEqual(got, rig.outside) {
 		t.Fatalf("%s: changed the tree outside the root:\nbefore %v\nafter  %v", what, rig.outside, got)
 	}
 }
@@ -142,7 +146,7 @@ func FuzzLegacyExecute(f *testing.F) {
 				ExitCode *int    `json:"exit_code"`
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil || res.Stdout == nil || res.Stderr == nil || res.ExitCode == nil {
-				t.Fatalf("POST /execute %q: 200 without stdout, stderr and exit_code: %q", body, clip(rec.Body.Bytes()))
+				t.Fatalf("POST /execute %q: 200 without stdout, stderr and exit_code: %q", body, sandboxdtest.Clip(rec.Body.Bytes()))
 			}
 		}
 	})
@@ -186,13 +190,13 @@ func FuzzLegacyUpload(f *testing.F) {
 		if rec.Code != http.StatusOK || raw || strings.ContainsAny(filename, "\r\n") {
 			return // a line break rewrites the part header: the destination is not filename
 		}
-		rel, err := rig.srv.fs.Resolve(filename, true)
+		rel, err := rootfs.NewResolver(rig.root).Resolve(filename, true)
 		if err != nil {
 			t.Fatalf("%s: accepted, but the path does not resolve inside the root: %v", what, err)
 		}
 		got, err := os.ReadFile(filepath.Join(rig.root, rel))
 		if err != nil || !bytes.Equal(got, content) {
-			t.Fatalf("%s: accepted, but %s holds %q (%v), want %q", what, rel, clip(got), err, clip(content))
+			t.Fatalf("%s: accepted, but %s holds %q (%v), want %q", what, rel, sandboxdtest.Clip(got), err, sandboxdtest.Clip(content))
 		}
 	})
 }
@@ -217,10 +221,10 @@ func FuzzLegacyPaths(f *testing.F) {
 			rec := rig.serve(t, req)
 			rig.check(t, fmt.Sprintf("GET %s%q", prefix, p), rec, http.StatusOK, http.StatusForbidden, http.StatusNotFound)
 			if prefix == "/download/" && rec.Code == http.StatusOK {
-				rel, err := rig.srv.fs.Resolve(p, true)
+				rel, err := rootfs.NewResolver(rig.root).Resolve(p, true)
 				want, rerr := os.ReadFile(filepath.Join(rig.root, rel))
 				if err != nil || rerr != nil || !bytes.Equal(rec.Body.Bytes(), want) {
-					t.Fatalf("GET /download/%q: 200 with %q, not the root's file %q (%v, %v)", p, clip(rec.Body.Bytes()), rel, err, rerr)
+					t.Fatalf("GET /download/%q: 200 with %q, not the root's file %q (%v, %v)", p, sandboxdtest.Clip(rec.Body.Bytes()), rel, err, rerr)
 				}
 			}
 		}

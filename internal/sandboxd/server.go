@@ -215,7 +215,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if s.grpcLn != nil {
 		go func() {
-			if err := s.grpc.Serve(s.grpcLn); err != nil {
+			if err := s.ServeGRPC(s.grpcLn); err != nil {
 				s.log.Error("gRPC server stopped", "error", err)
 			}
 		}()
@@ -269,6 +269,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("sandboxd stopped")
 	return err
 }
+
+// ServeGRPC serves the ProcessService alone on ln (as Run does on
+// GRPCListen) until the Server is closed.
+func (s *Server) ServeGRPC(ln net.Listener) error { return s.grpc.Serve(ln) }
 
 // Run creates a Server from cfg, listens on cfg.Listen and serves until ctx
 // is done.

@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"context"
@@ -14,31 +14,33 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
 func TestHealthAndMetadata(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Version = "v1.2.3" })
-	if b := e.do("GET", "/healthz", nil, http.StatusOK); string(b) != `{"status":"ok"}` {
+	e := sandboxdtest.New(t, func(c *sandboxd.Config) { c.Version = "v1.2.3" })
+	if b := e.Do("GET", "/healthz", nil, http.StatusOK); string(b) != `{"status":"ok"}` {
 		t.Fatalf("healthz %s", b)
 	}
 	var md wire.Metadata
-	e.doJSON("GET", "/metadata", nil, http.StatusOK, &md)
+	e.DoJSON("GET", "/metadata", nil, http.StatusOK, &md)
 	host, _ := os.Hostname()
-	if md.Version != "v1.2.3" || md.Root != e.root || md.PID != os.Getpid() || md.Hostname != host || md.StartTime.IsZero() || len(md.Capabilities) == 0 {
+	if md.Version != "v1.2.3" || md.Root != e.Root || md.PID != os.Getpid() || md.Hostname != host || md.StartTime.IsZero() || len(md.Capabilities) == 0 {
 		t.Fatalf("metadata %+v", md)
 	}
 }
 
 func TestRouting(t *testing.T) {
-	e := newEnv(t)
-	wantError(t, e.do("GET", "/nope", nil, http.StatusNotFound), "not found")
-	resp := e.request(t.Context(), "PATCH", "/v1/exec", nil)
+	e := sandboxdtest.New(t)
+	sandboxdtest.WantError(t, e.Do("GET", "/nope", nil, http.StatusNotFound), "not found")
+	resp := e.Request(t.Context(), "PATCH", "/v1/exec", nil)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
 		t.Fatalf("405: %d %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
-	resp = e.request(t.Context(), "PATCH", "/v1/processes", nil)
+	resp = e.Request(t.Context(), "PATCH", "/v1/processes", nil)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "DELETE, GET, POST" {
 		t.Fatalf("405: %d %q", resp.StatusCode, resp.Header.Get("Allow"))
@@ -46,7 +48,7 @@ func TestRouting(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Token = "s3cret" })
+	e := sandboxdtest.New(t, func(c *sandboxd.Config) { c.Token = "s3cret" })
 	tests := []struct {
 		method, path, auth string
 		status             int
@@ -71,24 +73,24 @@ func TestAuth(t *testing.T) {
 		if tc.auth != "" {
 			hdr = []string{"Authorization", tc.auth}
 		}
-		b := e.do(tc.method, tc.path, nil, tc.status, hdr...)
+		b := e.Do(tc.method, tc.path, nil, tc.status, hdr...)
 		if tc.status == 401 {
-			wantError(t, b, "unauthorized")
+			sandboxdtest.WantError(t, b, "unauthorized")
 		}
 	}
 	// Commands never see the token.
 	t.Setenv("SANDBOXD_TOKEN", "s3cret")
 	var res wire.ExecResult
-	b := e.do("POST", "/v1/exec", wire.ExecRequest{Command: `echo "[$SANDBOXD_TOKEN]"`}, 200, "Authorization", "Bearer s3cret")
+	b := e.Do("POST", "/v1/exec", wire.ExecRequest{Command: `echo "[$SANDBOXD_TOKEN]"`}, 200, "Authorization", "Bearer s3cret")
 	if !strings.Contains(string(b), `"stdout":"[]\n"`) {
 		t.Fatalf("token leaked: %s %+v", b, res)
 	}
 }
 
 func TestAuthOffByDefault(t *testing.T) {
-	e := newEnv(t)
-	e.do("GET", "/metadata", nil, http.StatusOK)
-	e.do("GET", "/v1/list/", nil, http.StatusOK)
+	e := sandboxdtest.New(t)
+	e.Do("GET", "/metadata", nil, http.StatusOK)
+	e.Do("GET", "/v1/list/", nil, http.StatusOK)
 }
 
 func h2cClient() (*http.Client, *http2.Transport) {
@@ -103,11 +105,11 @@ func h2cClient() (*http.Client, *http2.Transport) {
 }
 
 func TestH2C(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	client, tr := h2cClient()
 	defer tr.CloseIdleConnections()
 
-	resp, err := client.Get(e.ts.URL + "/healthz")
+	resp, err := client.Get(e.TS.URL + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,25 +120,25 @@ func TestH2C(t *testing.T) {
 	}
 
 	// Streaming works over HTTP/2 too.
-	req, _ := http.NewRequest("POST", e.ts.URL+"/v1/exec", strings.NewReader(`{"command":"echo a; echo b >&2"}`))
+	req, _ := http.NewRequest("POST", e.TS.URL+"/v1/exec", strings.NewReader(`{"command":"echo a; echo b >&2"}`))
 	req.Header.Set("Accept", wire.ContentTypeNDJSON)
 	resp, err = client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	stdout, stderr, exit := newFrameReader(t, resp.Body).collect()
+	stdout, stderr, exit := sandboxdtest.NewFrameReader(t, resp.Body).Collect()
 	if resp.ProtoMajor != 2 || stdout != "a\n" || stderr != "b\n" || exit.ExitCode != 0 {
 		t.Fatalf("proto %s stdout %q stderr %q exit %+v", resp.Proto, stdout, stderr, exit)
 	}
 }
 
 func TestMetrics(t *testing.T) {
-	e := newEnv(t)
-	e.do("GET", "/healthz", nil, http.StatusOK)
-	e.do("POST", "/v1/exec", wire.ExecRequest{Argv: []string{"true"}}, http.StatusOK)
-	e.do("GET", "/v1/files/nope", nil, http.StatusNotFound)
-	b := string(e.do("GET", "/metrics", nil, http.StatusOK))
+	e := sandboxdtest.New(t)
+	e.Do("GET", "/healthz", nil, http.StatusOK)
+	e.Do("POST", "/v1/exec", wire.ExecRequest{Argv: []string{"true"}}, http.StatusOK)
+	e.Do("GET", "/v1/files/nope", nil, http.StatusNotFound)
+	b := string(e.Do("GET", "/metrics", nil, http.StatusOK))
 	for _, want := range []string{
 		`sandboxd_http_requests_total{code="200",method="GET",route="/healthz"} 1`,
 		`sandboxd_http_requests_total{code="404",method="GET",route="/v1/files/{path}"} 1`,
@@ -151,7 +153,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestServeGracefulShutdown(t *testing.T) {
-	s, err := New(Config{
+	s, err := sandboxd.New(sandboxd.Config{
 		Root:            t.TempDir(),
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ShutdownTimeout: 300 * time.Millisecond,
@@ -179,14 +181,14 @@ func TestServeGracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	fr := newFrameReader(t, resp.Body)
-	if f, ok := fr.next(); !ok || string(f.Data) != "started\n" {
+	fr := sandboxdtest.NewFrameReader(t, resp.Body)
+	if f, ok := fr.Next(); !ok || string(f.Data) != "started\n" {
 		t.Fatalf("first frame %+v", f)
 	}
 	stop()
 	// After the shutdown timeout the command is killed and the stream ends
 	// with its exit frame.
-	_, _, exit := fr.collect()
+	_, _, exit := fr.Collect()
 	if exit.ExitCode != 128+15 {
 		t.Fatalf("exit %+v", exit)
 	}
@@ -199,7 +201,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 }
 
 func TestRunRejectsBadListen(t *testing.T) {
-	err := Run(context.Background(), Config{Root: t.TempDir(), Listen: "256.0.0.1:bad", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	err := sandboxd.Run(context.Background(), sandboxd.Config{Root: t.TempDir(), Listen: "256.0.0.1:bad", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err == nil {
 		t.Fatal("want an error")
 	}

@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"archive/tar"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -46,23 +47,23 @@ func treeOf(t *testing.T, dir string) map[string]string {
 }
 
 func TestTarRoundTrip(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("src/a.txt", "alpha")
-	e.writeFile("src/sub/deep/b.txt", strings.Repeat("b", 100000))
-	if err := os.Chmod(filepath.Join(e.root, "src/a.txt"), 0o751); err != nil {
+	e := sandboxdtest.New(t)
+	e.WriteFile("src/a.txt", "alpha")
+	e.WriteFile("src/sub/deep/b.txt", strings.Repeat("b", 100000))
+	if err := os.Chmod(filepath.Join(e.Root, "src/a.txt"), 0o751); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(e.root, "src/empty"), 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(e.Root, "src/empty"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("sub/deep/b.txt", filepath.Join(e.root, "src/link")); err != nil {
+	if err := os.Symlink("sub/deep/b.txt", filepath.Join(e.Root, "src/link")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("/etc/passwd", filepath.Join(e.root, "src/hostlink")); err != nil {
+	if err := os.Symlink("/etc/passwd", filepath.Join(e.Root, "src/hostlink")); err != nil {
 		t.Fatal(err)
 	}
 
-	resp := e.request(t.Context(), "GET", "/v1/files/src?format=tar", nil)
+	resp := e.Request(t.Context(), "GET", "/v1/files/src?format=tar", nil)
 	archive, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != wire.ContentTypeTar {
@@ -89,13 +90,13 @@ func TestTarRoundTrip(t *testing.T) {
 		t.Fatalf("entries %q", got)
 	}
 
-	b := e.do("PUT", "/v1/files/copy/of/src", archive, http.StatusOK, "Content-Type", wire.ContentTypeTar)
+	b := e.Do("PUT", "/v1/files/copy/of/src", archive, http.StatusOK, "Content-Type", wire.ContentTypeTar)
 	if !strings.Contains(string(b), `"path":"copy/of/src"`) || !strings.Contains(string(b), `"isDir":true`) {
 		t.Fatalf("upload response %s", b)
 	}
 	// The same upload again, by query instead of content type.
-	e.do("PUT", "/v1/files/copy/of/src?format=tar", archive, http.StatusOK)
-	src, dst := treeOf(t, filepath.Join(e.root, "src")), treeOf(t, filepath.Join(e.root, "copy/of/src"))
+	e.Do("PUT", "/v1/files/copy/of/src?format=tar", archive, http.StatusOK)
+	src, dst := treeOf(t, filepath.Join(e.Root, "src")), treeOf(t, filepath.Join(e.Root, "copy/of/src"))
 	if len(src) != 7 || len(src) != len(dst) {
 		t.Fatalf("src %v\ndst %v", src, dst)
 	}
@@ -105,7 +106,7 @@ func TestTarRoundTrip(t *testing.T) {
 		}
 	}
 	// The root itself can be archived too.
-	resp = e.request(t.Context(), "GET", "/v1/files/?format=tar", nil)
+	resp = e.Request(t.Context(), "GET", "/v1/files/?format=tar", nil)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
@@ -169,12 +170,12 @@ func TestTarUploadRefusesEscapes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			wantError(t, e.do("PUT", "/v1/files/dest", makeTar(t, tc.entries...), http.StatusBadRequest, "Content-Type", wire.ContentTypeTar), tc.msg)
+			e := sandboxdtest.New(t)
+			sandboxdtest.WantError(t, e.Do("PUT", "/v1/files/dest", makeTar(t, tc.entries...), http.StatusBadRequest, "Content-Type", wire.ContentTypeTar), tc.msg)
 			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 				t.Fatalf("something was written outside: %v", ents)
 			}
-			if _, err := os.Stat(filepath.Join(filepath.Dir(e.root), "x")); err == nil {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(e.Root), "x")); err == nil {
 				t.Fatal("x written next to the root")
 			}
 		})
@@ -182,7 +183,7 @@ func TestTarUploadRefusesEscapes(t *testing.T) {
 }
 
 func TestTarUploadReplacesLinksInsteadOfWritingThrough(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	outside, _ := filepath.EvalSymlinks(t.TempDir())
 	victim := filepath.Join(outside, "victim")
 	if err := os.WriteFile(victim, []byte("safe"), 0o644); err != nil {
@@ -196,19 +197,19 @@ func TestTarUploadReplacesLinksInsteadOfWritingThrough(t *testing.T) {
 		tarEntry{name: "/abs/name.txt", typ: tar.TypeReg, body: "abs"},
 		tarEntry{name: "fifo", typ: tar.TypeFifo},
 	)
-	e.do("PUT", "/v1/files/d", archive, http.StatusOK, "Content-Type", wire.ContentTypeTar)
+	e.Do("PUT", "/v1/files/d", archive, http.StatusOK, "Content-Type", wire.ContentTypeTar)
 	if b, _ := os.ReadFile(victim); string(b) != "safe" {
 		t.Fatalf("victim %q", b)
 	}
-	if b, _ := os.ReadFile(filepath.Join(e.root, "d/f")); string(b) != "new" {
+	if b, _ := os.ReadFile(filepath.Join(e.Root, "d/f")); string(b) != "new" {
 		t.Fatalf("d/f %q", b)
 	}
 	// Leading "/" is dropped as tar(1) does; fifos are skipped.
-	if b, _ := os.ReadFile(filepath.Join(e.root, "d/abs/name.txt")); string(b) != "abs" {
+	if b, _ := os.ReadFile(filepath.Join(e.Root, "d/abs/name.txt")); string(b) != "abs" {
 		t.Fatalf("abs %q", b)
 	}
-	if _, err := os.Lstat(filepath.Join(e.root, "d/fifo")); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Join(e.Root, "d/fifo")); !os.IsNotExist(err) {
 		t.Fatalf("fifo: %v", err)
 	}
-	wantError(t, e.do("PUT", "/v1/files/d", "not a tar at all, just some text that is long enough"+strings.Repeat(".", 600), http.StatusBadRequest, "Content-Type", wire.ContentTypeTar), "reading tar: archive/tar: invalid tar header")
+	sandboxdtest.WantError(t, e.Do("PUT", "/v1/files/d", "not a tar at all, just some text that is long enough"+strings.Repeat(".", 600), http.StatusBadRequest, "Content-Type", wire.ContentTypeTar), "reading tar: archive/tar: invalid tar header")
 }

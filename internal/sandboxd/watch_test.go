@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -18,9 +19,9 @@ type watchStream struct {
 	sc *bufio.Scanner
 }
 
-func (e *testEnv) watch(t *testing.T, path string) *watchStream {
+func watch(e *sandboxdtest.Env, t *testing.T, path string) *watchStream {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	resp := e.request(ctx, "GET", path, nil)
+	resp := e.Request(ctx, "GET", path, nil)
 	t.Cleanup(func() { cancel(); resp.Body.Close() })
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != wire.ContentTypeNDJSON {
 		t.Fatalf("watch: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -47,9 +48,9 @@ func (w *watchStream) waitFor(want wire.WatchEvent) []wire.WatchEvent {
 }
 
 func TestWatchRecursive(t *testing.T) {
-	e := newEnv(t)
-	w := e.watch(t, "/v1/watch/?recursive=true")
-	p := func(rel string) string { return filepath.Join(e.root, rel) }
+	e := sandboxdtest.New(t)
+	w := watch(e, t, "/v1/watch/?recursive=true")
+	p := func(rel string) string { return filepath.Join(e.Root, rel) }
 
 	if err := os.WriteFile(p("a.txt"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -87,19 +88,19 @@ func TestWatchRecursive(t *testing.T) {
 }
 
 func TestWatchNonRecursiveAndFile(t *testing.T) {
-	e := newEnv(t)
-	e.writeFile("d/keep", "")
-	e.writeFile("d/other", "")
-	if err := os.Mkdir(filepath.Join(e.root, "d/sub"), 0o755); err != nil {
+	e := sandboxdtest.New(t)
+	e.WriteFile("d/keep", "")
+	e.WriteFile("d/other", "")
+	if err := os.Mkdir(filepath.Join(e.Root, "d/sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dir := e.watch(t, "/v1/watch/d")
-	file := e.watch(t, "/v1/watch/d/keep")
+	dir := watch(e, t, "/v1/watch/d")
+	file := watch(e, t, "/v1/watch/d/keep")
 	// Not recursive: sub's contents are not reported; the file watch only
 	// reports its file. The final writes are the markers we wait for.
-	e.writeFile("d/sub/ignored", "x")
-	e.writeFile("d/other", "x")
-	e.writeFile("d/keep", "x")
+	e.WriteFile("d/sub/ignored", "x")
+	e.WriteFile("d/other", "x")
+	e.WriteFile("d/keep", "x")
 	for _, ev := range dir.waitFor(wire.WatchEvent{Op: wire.OpWrite, Path: "d/other"}) {
 		if ev.Path == "d/sub/ignored" {
 			t.Fatalf("non-recursive watch reported %+v", ev)
@@ -111,5 +112,5 @@ func TestWatchNonRecursiveAndFile(t *testing.T) {
 		}
 	}
 
-	wantError(t, e.do("GET", "/v1/watch/missing", nil, http.StatusNotFound), "not found")
+	sandboxdtest.WantError(t, e.Do("GET", "/v1/watch/missing", nil, http.StatusNotFound), "not found")
 }

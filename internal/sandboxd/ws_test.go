@@ -1,4 +1,4 @@
-package sandboxd
+package sandboxd_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
@@ -21,12 +22,12 @@ type wsClient struct {
 	rerr error // the read error that ended the stream
 }
 
-func dialWS(t *testing.T, e *testEnv, spec any) *wsClient {
+func dialWS(t *testing.T, e *sandboxdtest.Env, spec any) *wsClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	url := "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/v1/exec/ws"
-	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: e.ts.Client()})
+	url := "ws" + strings.TrimPrefix(e.TS.URL, "http") + "/v1/exec/ws"
+	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: e.TS.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func (c *wsClient) waitExit() wire.Frame {
 }
 
 func TestWSStdinAndEOF(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	c := dialWS(t, e, wire.ExecRequest{Command: "cat; echo end >&2"})
 	c.send(wire.Frame{Type: wire.FrameStdin, Data: []byte("hello\n")})
 	c.waitStdout("hello\n")
@@ -120,7 +121,7 @@ func TestWSStdinAndEOF(t *testing.T) {
 }
 
 func TestWSInitialStdin(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	c := dialWS(t, e, wire.ExecRequest{Argv: []string{"cat"}, Stdin: "first\n"})
 	c.waitStdout("first\n")
 	c.send(wire.Frame{Type: wire.FrameStdinEOF})
@@ -130,7 +131,7 @@ func TestWSInitialStdin(t *testing.T) {
 }
 
 func TestWSSignal(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	c := dialWS(t, e, wire.ExecRequest{Command: "trap 'echo caught; exit 7' INT; echo ready; while :; do sleep 0.05; done"})
 	c.waitStdout("ready\n")
 	c.send(wire.Frame{Type: wire.FrameSignal, Signal: "SIGINT"})
@@ -140,7 +141,7 @@ func TestWSSignal(t *testing.T) {
 }
 
 func TestWSErrorsKeepSessionAlive(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	c := dialWS(t, e, wire.ExecRequest{Argv: []string{"cat"}})
 	c.send(wire.Frame{Type: wire.FrameSignal, Signal: "SIGNOPE"})
 	f, _ := c.next()
@@ -159,7 +160,7 @@ func TestWSErrorsKeepSessionAlive(t *testing.T) {
 }
 
 func TestWSPTY(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	c := dialWS(t, e, wire.ExecRequest{
 		Command: "tty; test -t 0 && echo stdin-is-tty; stty size; read line; stty size; echo err >&2; exit 3",
 		TTY:     true, Cols: 80, Rows: 24,
@@ -180,7 +181,7 @@ func TestWSPTY(t *testing.T) {
 }
 
 func TestWSPTYEOFEndsCat(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	c := dialWS(t, e, wire.ExecRequest{Argv: []string{"cat"}, TTY: true})
 	c.send(wire.Frame{Type: wire.FrameStdin, Data: []byte("line\n")})
 	c.waitStdout("line")
@@ -193,19 +194,19 @@ func TestWSPTYEOFEndsCat(t *testing.T) {
 func TestWSDisconnectKillsProcessGroup(t *testing.T) {
 	for _, tty := range []bool{false, true} {
 		t.Run(map[bool]string{false: "pipes", true: "tty"}[tty], func(t *testing.T) {
-			e := newEnv(t)
+			e := sandboxdtest.New(t)
 			c := dialWS(t, e, wire.ExecRequest{Command: "sleep 300 & echo pid=$!; wait", TTY: tty})
 			c.waitStdout("\n")
 			out := c.out.String()
-			pid := parsePID(t, strings.TrimSpace(out[strings.Index(out, "pid=")+4:]))
+			pid := sandboxdtest.ParsePID(t, strings.TrimSpace(out[strings.Index(out, "pid=")+4:]))
 			c.conn.CloseNow()
-			waitGone(t, pid)
+			sandboxdtest.WaitGone(t, pid)
 		})
 	}
 }
 
 func TestWSBadSpec(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	for _, spec := range []any{
 		wire.ExecRequest{},
 		wire.ExecRequest{Argv: []string{"true"}, Cwd: "../../etc"},
@@ -226,7 +227,7 @@ func TestWSBadSpec(t *testing.T) {
 }
 
 func TestWSStartFailure(t *testing.T) {
-	e := newEnv(t)
+	e := sandboxdtest.New(t)
 	c := dialWS(t, e, wire.ExecRequest{Argv: []string{"no-such-binary-xyz"}})
 	if exit := c.waitExit(); exit.ExitCode != 127 || !strings.Contains(c.err.String(), "command not found") {
 		t.Fatalf("exit %+v stderr %q", exit, c.err.String())
