@@ -1,13 +1,10 @@
 package sandboxd_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -136,28 +133,10 @@ func TestLegacyExecuteLargeOutput(t *testing.T) {
 	}
 }
 
-func multipartBody(t *testing.T, field, filename, content string) (*bytes.Buffer, string) {
-	t.Helper()
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", `form-data; name="`+field+`"; filename="`+filename+`"`)
-	h.Set("Content-Type", "application/octet-stream")
-	pw, err := mw.CreatePart(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(pw, content)
-	if err := mw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return &buf, mw.FormDataContentType()
-}
-
 func TestLegacyFiles(t *testing.T) {
 	e := sandboxdtest.New(t)
 	upload := func(filename, content string, status int) []byte {
-		body, ct := multipartBody(t, "file", filename, content)
+		body, ct := sandboxdtest.MultipartBody(t, "file", filename, content)
 		return e.Do("POST", "/upload", body, status, "Content-Type", ct)
 	}
 	wantMap(t, upload("dir/sub/f.txt", "legacy", http.StatusOK), map[string]any{"message": "File 'dir/sub/f.txt' uploaded successfully."})
@@ -172,7 +151,7 @@ func TestLegacyFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantMap(t, upload("etc/evil", "x", http.StatusForbidden), map[string]any{"message": "Access denied"})
-	body, ct := multipartBody(t, "other", "x", "x")
+	body, ct := sandboxdtest.MultipartBody(t, "other", "x", "x")
 	e.Do("POST", "/upload", body, http.StatusUnprocessableEntity, "Content-Type", ct)
 
 	// download: URL-encoded path, octet-stream.

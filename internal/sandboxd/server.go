@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/files"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
@@ -127,6 +128,7 @@ type Server struct {
 	hostname  string
 	metrics   *metrics
 	runner    *process.Runner
+	files     *files.Handler
 	procs     *processTable
 	routes    []route
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
@@ -159,6 +161,7 @@ func New(cfg Config) (*Server, error) {
 		Shell: cfg.Shell, MaxOutput: cfg.MaxOutput, KillGrace: cfg.KillGrace,
 		Observe: func(mode string, res process.Result) { s.metrics.observeExec(mode, res) },
 	})
+	s.files = files.New(root, s.log)
 	s.procs = newProcessTable(s)
 	s.metrics = newMetrics(s.procs)
 	s.routes = s.buildRoutes()
@@ -342,13 +345,13 @@ func (s *Server) buildRoutes() []route {
 		{method: "GET", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.handleProcessGet},
 		{method: "POST", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}/signal", h: s.handleProcessPost},
 		{method: "DELETE", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.handleProcessDelete},
-		file("GET", "/v1/files/", s.handleGetFile),
-		file("PUT", "/v1/files/", s.handlePutFile),
-		file("DELETE", "/v1/files/", s.handleDeleteFile),
-		file("POST", "/v1/mkdir/", s.handleMkdir),
-		file("GET", "/v1/stat/", s.handleStat),
-		file("GET", "/v1/list/", s.handleList),
-		file("GET", "/v1/watch/", s.handleWatch),
+		file("GET", "/v1/files/", s.files.GetFile),
+		file("PUT", "/v1/files/", s.files.PutFile),
+		file("DELETE", "/v1/files/", s.files.DeleteFile),
+		file("POST", "/v1/mkdir/", s.files.Mkdir),
+		file("GET", "/v1/stat/", s.files.Stat),
+		file("GET", "/v1/list/", s.files.List),
+		file("GET", "/v1/watch/", s.files.Watch),
 		exact("POST", "/execute", s.handleLegacyExecute),
 		exact("POST", "/upload", s.handleLegacyUpload),
 		file("GET", "/download/", s.handleLegacyDownload),

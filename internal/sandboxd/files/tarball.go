@@ -1,4 +1,4 @@
-package sandboxd
+package files
 
 import (
 	"archive/tar"
@@ -19,19 +19,19 @@ import (
 // writeTar streams the directory rel as a tar archive whose entry names are
 // relative to rel. Symlinks are stored as links and never followed, so the
 // archive cannot leak anything outside the root.
-func (s *Server) writeTar(w http.ResponseWriter, r *http.Request, rel string) {
+func (h *Handler) writeTar(w http.ResponseWriter, r *http.Request, rel string) {
 	w.Header().Set("Content-Type", "application/x-tar")
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
 	tw := tar.NewWriter(w)
-	err := fs.WalkDir(s.fs.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(h.fs.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == rel {
 				return err
 			}
-			s.log.Warn("tar: skipping unreadable entry", "path", p, "error", err)
+			h.log.Warn("tar: skipping unreadable entry", "path", p, "error", err)
 			return nil
 		}
 		if p == rel {
@@ -41,7 +41,7 @@ func (s *Server) writeTar(w http.ResponseWriter, r *http.Request, rel string) {
 		if rel != "." {
 			name = strings.TrimPrefix(p, rel+"/")
 		}
-		return s.addTarEntry(tw, p, name, d)
+		return h.addTarEntry(tw, p, name, d)
 	})
 	if err == nil {
 		err = tw.Close()
@@ -49,12 +49,12 @@ func (s *Server) writeTar(w http.ResponseWriter, r *http.Request, rel string) {
 	if err != nil {
 		// The status line is gone; cut the stream so the client sees a
 		// broken archive rather than a silently short one.
-		s.log.Error("tar download failed", "path", rel, "error", err)
+		h.log.Error("tar download failed", "path", rel, "error", err)
 		panic(http.ErrAbortHandler)
 	}
 }
 
-func (s *Server) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
+func (h *Handler) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
 	info, err := d.Info()
 	if err != nil {
 		return nil // vanished meanwhile
@@ -62,7 +62,7 @@ func (s *Server) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) erro
 	link := ""
 	switch {
 	case info.Mode()&fs.ModeSymlink != 0:
-		if link, err = s.fs.Readlink(p); err != nil {
+		if link, err = h.fs.Readlink(p); err != nil {
 			return nil
 		}
 	case info.IsDir(), info.Mode().IsRegular():
@@ -84,7 +84,7 @@ func (s *Server) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) erro
 	if !info.Mode().IsRegular() {
 		return nil
 	}
-	f, err := s.fs.Open(p)
+	f, err := h.fs.Open(p)
 	if err != nil {
 		return err
 	}
@@ -99,23 +99,23 @@ func (s *Server) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) erro
 // path, or resolve outside the root through a symlink (including one made by
 // an earlier entry of the same archive), are refused with 400; entries
 // extracted before the bad one stay.
-func (s *Server) extractTar(w http.ResponseWriter, r *http.Request, arg string) {
-	dest, err := s.fs.Resolve(arg, true)
+func (h *Handler) extractTar(w http.ResponseWriter, r *http.Request, arg string) {
+	dest, err := h.fs.Resolve(arg, true)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
-	if err := s.fs.MkdirAll(dest, 0o755); err != nil {
-		respond.Fail(w, s.log, err)
+	if err := h.fs.MkdirAll(dest, 0o755); err != nil {
+		respond.Fail(w, h.log, err)
 		return
 	}
-	if err := s.untar(tar.NewReader(r.Body), dest); err != nil {
-		respond.Fail(w, s.log, err)
+	if err := h.untar(tar.NewReader(r.Body), dest); err != nil {
+		respond.Fail(w, h.log, err)
 		return
 	}
-	info, err := s.statInfo(dest)
+	info, err := h.statInfo(dest)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	respond.JSON(w, http.StatusOK, info)
@@ -127,7 +127,7 @@ type dirMeta struct {
 	mtime time.Time
 }
 
-func (s *Server) untar(tr *tar.Reader, dest string) error {
+func (h *Handler) untar(tr *tar.Reader, dest string) error {
 	var dirs []dirMeta
 	for {
 		hdr, err := tr.Next()
@@ -137,36 +137,36 @@ func (s *Server) untar(tr *tar.Reader, dest string) error {
 		if err != nil {
 			return respond.BadRequest("reading tar: %v", err)
 		}
-		target, err := s.tarTarget(dest, hdr.Name)
+		target, err := h.tarTarget(dest, hdr.Name)
 		if err != nil {
 			return err
 		}
 		mode := hdr.FileInfo().Mode().Perm()
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			if err := s.fs.MkdirAll(target, 0o755); err != nil {
+			if err := h.fs.MkdirAll(target, 0o755); err != nil {
 				return err
 			}
 			if target != dest { // leave the destination's own mode alone
 				dirs = append(dirs, dirMeta{target, mode, hdr.ModTime})
 			}
 		case tar.TypeReg, tar.TypeRegA:
-			if err := s.fs.WriteFileAtomic(target, tr, mode); err != nil {
+			if err := h.fs.WriteFileAtomic(target, tr, mode); err != nil {
 				return err
 			}
-			_ = s.fs.Chtimes(target, hdr.ModTime, hdr.ModTime)
+			_ = h.fs.Chtimes(target, hdr.ModTime, hdr.ModTime)
 		case tar.TypeSymlink:
 			// The link may point anywhere: every later use of it goes
 			// through the resolver, which refuses to follow it out.
-			if err := s.replaceWith(target, func() error { return s.fs.Symlink(hdr.Linkname, target) }); err != nil {
+			if err := h.replaceWith(target, func() error { return h.fs.Symlink(hdr.Linkname, target) }); err != nil {
 				return err
 			}
 		case tar.TypeLink:
-			old, err := s.tarTarget(dest, hdr.Linkname)
+			old, err := h.tarTarget(dest, hdr.Linkname)
 			if err != nil {
 				return err
 			}
-			if err := s.replaceWith(target, func() error { return s.fs.Link(old, target) }); err != nil {
+			if err := h.replaceWith(target, func() error { return h.fs.Link(old, target) }); err != nil {
 				return err
 			}
 		default:
@@ -176,15 +176,15 @@ func (s *Server) untar(tr *tar.Reader, dest string) error {
 	// Directory modes and times last: a read-only directory must not stop
 	// its own entries from being written, and writing bumps mtimes.
 	for _, d := range slices.Backward(dirs) {
-		_ = s.fs.Chmod(d.rel, d.mode)
-		_ = s.fs.Chtimes(d.rel, d.mtime, d.mtime)
+		_ = h.fs.Chmod(d.rel, d.mode)
+		_ = h.fs.Chtimes(d.rel, d.mtime, d.mtime)
 	}
 	return nil
 }
 
 // tarTarget maps an entry name to a root-relative path under dest. A leading
 // "/" is dropped, as tar(1) does.
-func (s *Server) tarTarget(dest, name string) (string, error) {
+func (h *Handler) tarTarget(dest, name string) (string, error) {
 	clean, err := rootfs.CleanRel(strings.TrimLeft(name, "/"))
 	if err != nil {
 		return "", respond.Errorf(http.StatusBadRequest, "tar entry %q: %v", name, err)
@@ -192,7 +192,7 @@ func (s *Server) tarTarget(dest, name string) (string, error) {
 	if clean == "" {
 		return dest, nil
 	}
-	target, err := s.fs.Resolve(path.Join(filepath.ToSlash(dest), clean), false)
+	target, err := h.fs.Resolve(path.Join(filepath.ToSlash(dest), clean), false)
 	if err != nil {
 		return "", respond.Errorf(http.StatusBadRequest, "tar entry %q: %v", name, err)
 	}
@@ -201,15 +201,15 @@ func (s *Server) tarTarget(dest, name string) (string, error) {
 
 // replaceWith removes whatever non-directory sits at target, creates the
 // parent, then runs create.
-func (s *Server) replaceWith(target string, create func() error) error {
-	if err := s.fs.MkdirParents(filepath.Dir(target)); err != nil {
+func (h *Handler) replaceWith(target string, create func() error) error {
+	if err := h.fs.MkdirParents(filepath.Dir(target)); err != nil {
 		return err
 	}
-	if fi, err := s.fs.Lstat(target); err == nil {
+	if fi, err := h.fs.Lstat(target); err == nil {
 		if fi.IsDir() {
 			return respond.Errorf(http.StatusConflict, "%s: is a directory", rootfs.Display(target))
 		}
-		if err := s.fs.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := h.fs.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}

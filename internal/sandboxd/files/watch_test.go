@@ -1,4 +1,4 @@
-package sandboxd_test
+package files_test
 
 import (
 	"bufio"

@@ -1,8 +1,12 @@
-package sandboxd
+// Package files serves sandboxd's file endpoints under its root: upstream
+// sandboxd's /v1/files (read, atomic write, delete, directory listings, tar
+// streams both ways) and our /v1/stat, /v1/list, /v1/mkdir and /v1/watch.
+package files
 
 import (
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"path"
 	"slices"
@@ -13,6 +17,17 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
+
+// Handler serves the file endpoints; every path goes through its root.
+type Handler struct {
+	fs  *rootfs.FS
+	log *slog.Logger
+}
+
+// New returns a Handler for the root fs.
+func New(fs *rootfs.FS, log *slog.Logger) *Handler {
+	return &Handler{fs: fs, log: log}
+}
 
 func queryBool(r *http.Request, key string) bool {
 	b, _ := strconv.ParseBool(r.URL.Query().Get(key))
@@ -32,7 +47,7 @@ func parseMode(s string) (fs.FileMode, bool, error) {
 }
 
 // fileInfo renders fi (an Lstat result for rel) for the API.
-func (s *Server) fileInfo(rel string, fi fs.FileInfo) wire.FileInfo {
+func (h *Handler) fileInfo(rel string, fi fs.FileInfo) wire.FileInfo {
 	p := rootfs.Display(rel)
 	out := wire.FileInfo{
 		Name:      path.Base(p),
@@ -44,77 +59,77 @@ func (s *Server) fileInfo(rel string, fi fs.FileInfo) wire.FileInfo {
 		IsSymlink: fi.Mode()&fs.ModeSymlink != 0,
 	}
 	if out.IsSymlink {
-		out.LinkTarget, _ = s.fs.Readlink(rel)
+		out.LinkTarget, _ = h.fs.Readlink(rel)
 	}
 	return out
 }
 
-func (s *Server) statInfo(rel string) (wire.FileInfo, error) {
-	fi, err := s.fs.Lstat(rel)
+func (h *Handler) statInfo(rel string) (wire.FileInfo, error) {
+	fi, err := h.fs.Lstat(rel)
 	if err != nil {
 		return wire.FileInfo{}, err
 	}
-	return s.fileInfo(rel, fi), nil
+	return h.fileInfo(rel, fi), nil
 }
 
-// handleMkdir serves POST /v1/mkdir/{path} (mkdir -p).
-func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, err := s.fs.Resolve(arg, true)
+// Mkdir serves POST /v1/mkdir/{path} (mkdir -p).
+func (h *Handler) Mkdir(w http.ResponseWriter, r *http.Request, arg string) {
+	rel, err := h.fs.Resolve(arg, true)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	mode, hasMode, err := parseMode(r.URL.Query().Get("mode"))
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	if !hasMode {
 		mode = 0o755
 	}
 	status := http.StatusCreated
-	if fi, err := s.fs.Stat(rel); err == nil {
+	if fi, err := h.fs.Stat(rel); err == nil {
 		if !fi.IsDir() {
 			respond.Error(w, http.StatusConflict, "path exists and is not a directory")
 			return
 		}
 		status = http.StatusOK
-	} else if err := s.fs.MkdirAll(rel, mode); err != nil {
-		respond.Fail(w, s.log, err)
+	} else if err := h.fs.MkdirAll(rel, mode); err != nil {
+		respond.Fail(w, h.log, err)
 		return
 	}
 	if hasMode && status == http.StatusCreated {
-		_ = s.fs.Chmod(rel, mode) // MkdirAll is subject to the umask
+		_ = h.fs.Chmod(rel, mode) // MkdirAll is subject to the umask
 	}
-	info, err := s.statInfo(rel)
+	info, err := h.statInfo(rel)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	respond.JSON(w, status, info)
 }
 
-// handleStat serves GET /v1/stat/{path}; it describes a symlink itself.
-func (s *Server) handleStat(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, err := s.fs.Resolve(arg, false)
+// Stat serves GET /v1/stat/{path}; it describes a symlink itself.
+func (h *Handler) Stat(w http.ResponseWriter, r *http.Request, arg string) {
+	rel, err := h.fs.Resolve(arg, false)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
-	info, err := s.statInfo(rel)
+	info, err := h.statInfo(rel)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	respond.JSON(w, http.StatusOK, info)
 }
 
-// handleList serves GET /v1/list/{path}[?recursive=true]. Symlinked
+// List serves GET /v1/list/{path}[?recursive=true]. Symlinked
 // directories below path are listed as links, not descended into.
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, fi, err := s.resolveStat(arg)
+func (h *Handler) List(w http.ResponseWriter, r *http.Request, arg string) {
+	rel, fi, err := h.resolveStat(arg)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	if !fi.IsDir() {
@@ -123,7 +138,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, arg string) 
 	}
 	entries := []wire.FileInfo{}
 	recursive := queryBool(r, "recursive")
-	err = fs.WalkDir(s.fs.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(h.fs.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == rel {
 				return err
@@ -137,14 +152,14 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, arg string) 
 		if err != nil {
 			return nil // vanished meanwhile
 		}
-		entries = append(entries, s.fileInfo(p, info))
+		entries = append(entries, h.fileInfo(p, info))
 		if d.IsDir() && !recursive {
 			return fs.SkipDir
 		}
 		return nil
 	})
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	slices.SortFunc(entries, func(a, b wire.FileInfo) int { return strings.Compare(a.Path, b.Path) })
@@ -152,12 +167,12 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, arg string) 
 }
 
 // resolveStat resolves a request path (following symlinks inside the root) and stats it.
-func (s *Server) resolveStat(arg string) (string, fs.FileInfo, error) {
-	rel, err := s.fs.Resolve(arg, true)
+func (h *Handler) resolveStat(arg string) (string, fs.FileInfo, error) {
+	rel, err := h.fs.Resolve(arg, true)
 	if err != nil {
 		return "", nil, err
 	}
-	fi, err := s.fs.Stat(rel)
+	fi, err := h.fs.Stat(rel)
 	if err != nil {
 		return "", nil, err
 	}

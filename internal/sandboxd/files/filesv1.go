@@ -1,4 +1,4 @@
-package sandboxd
+package files
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
-// The /v1/files, /v1/health and /v1/metadata endpoints speak upstream
+// The /v1/files endpoints (and sandboxd's /v1/health and /v1/metadata) speak upstream
 // sandboxd's filesystem API (kubernetes-sigs/agent-sandbox
 // packages/sandboxd/spec/filesystem/v1/filesystem.yaml), which both upstream
 // SDKs use in their sandboxd runtime mode: a directory GET is a JSON
@@ -26,27 +26,27 @@ import (
 // (tar streams with ?format=tar or Content-Type application/x-tar, Range
 // reads) keep working on the same paths.
 
-// handleGetFile serves GET/HEAD /v1/files/{path}: a file's bytes (with Range
+// GetFile serves GET/HEAD /v1/files/{path}: a file's bytes (with Range
 // support); a directory as a JSON listing, or as a tar stream with
 // ?format=tar.
-func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request, arg string) {
+func (h *Handler) GetFile(w http.ResponseWriter, r *http.Request, arg string) {
 	// Stat before Open: opening a fifo would block until a writer shows up.
-	rel, fi, err := s.resolveStat(arg)
+	rel, fi, err := h.resolveStat(arg)
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
 	switch {
 	case fi.IsDir() && r.URL.Query().Get("format") == "tar":
-		s.writeTar(w, r, rel)
+		h.writeTar(w, r, rel)
 	case fi.IsDir():
-		s.writeDirListing(w, arg, rel)
+		h.writeDirListing(w, arg, rel)
 	case !fi.Mode().IsRegular():
 		respond.V1Error(w, http.StatusBadRequest, "not a regular file")
 	default:
-		f, err := s.fs.Open(rel)
+		f, err := h.fs.Open(rel)
 		if err != nil {
-			respond.V1Fail(w, s.log, err)
+			respond.V1Fail(w, h.log, err)
 			return
 		}
 		defer f.Close()
@@ -58,16 +58,16 @@ func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request, arg strin
 // writeDirListing answers upstream's DirectoryListing: the entries of one
 // directory sorted by name. A symlink is described by what it points to, and
 // left out when that is outside the root or missing, as upstream does.
-func (s *Server) writeDirListing(w http.ResponseWriter, arg, rel string) {
-	f, err := s.fs.Open(rel)
+func (h *Handler) writeDirListing(w http.ResponseWriter, arg, rel string) {
+	f, err := h.fs.Open(rel)
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
 	ents, err := f.ReadDir(-1)
 	f.Close()
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
 	out := wire.DirectoryListing{Path: arg, Entries: make([]wire.FileEntry, 0, len(ents))}
@@ -79,8 +79,8 @@ func (s *Server) writeDirListing(w http.ResponseWriter, arg, rel string) {
 		fi, err := e.Info()
 		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			var t string
-			if t, err = s.fs.Resolve(p, true); err == nil {
-				fi, err = s.fs.Stat(t)
+			if t, err = h.fs.Resolve(p, true); err == nil {
+				fi, err = h.fs.Stat(t)
 			}
 		}
 		if err != nil {
@@ -102,29 +102,29 @@ func (s *Server) writeDirListing(w http.ResponseWriter, arg, rel string) {
 	respond.JSON(w, http.StatusOK, out)
 }
 
-// handlePutFile serves PUT /v1/files/{path}: an atomic write of the raw body
+// PutFile serves PUT /v1/files/{path}: an atomic write of the raw body
 // or of the multipart part "file", answered with 204; or, with Content-Type
 // application/x-tar (or ?format=tar), extraction of the body under path.
-func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request, arg string) {
+func (h *Handler) PutFile(w http.ResponseWriter, r *http.Request, arg string) {
 	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) == wire.ContentTypeTar || r.URL.Query().Get("format") == "tar" {
-		s.extractTar(w, r, arg)
+		h.extractTar(w, r, arg)
 		return
 	}
 	mode, hasMode, err := parseMode(r.URL.Query().Get("mode"))
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
-	rel, err := s.fs.Resolve(arg, true)
+	rel, err := h.fs.Resolve(arg, true)
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
 	if rel == "." {
 		respond.V1Error(w, http.StatusBadRequest, "target path is a directory (the sandbox root)")
 		return
 	}
-	switch fi, err := s.fs.Stat(rel); {
+	switch fi, err := h.fs.Stat(rel); {
 	case err == nil && fi.IsDir():
 		respond.V1Error(w, http.StatusBadRequest, "target path is a directory")
 		return
@@ -135,12 +135,12 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request, arg strin
 	}
 	body, err := fileBody(r)
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
 	defer body.Close()
-	if err := s.fs.WriteFileAtomic(rel, body, mode); err != nil {
-		respond.V1Fail(w, s.log, err)
+	if err := h.fs.WriteFileAtomic(rel, body, mode); err != nil {
+		respond.V1Fail(w, h.log, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -172,11 +172,11 @@ func fileBody(r *http.Request) (io.ReadCloser, error) {
 	}
 }
 
-// handleDeleteFile serves DELETE /v1/files/{path}[?recursive=true]. A
+// DeleteFile serves DELETE /v1/files/{path}[?recursive=true]. A
 // symlink is removed, not its target. A non-empty directory needs
 // recursive (409 otherwise); the root itself is never removed, but
 // recursive empties it, as upstream does.
-func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, arg string) {
+func (h *Handler) DeleteFile(w http.ResponseWriter, r *http.Request, arg string) {
 	recursive := false
 	if v := r.URL.Query().Get("recursive"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -186,14 +186,14 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, arg st
 		}
 		recursive = b
 	}
-	rel, err := s.fs.Resolve(arg, false)
+	rel, err := h.fs.Resolve(arg, false)
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
-	fi, err := s.fs.Lstat(rel)
+	fi, err := h.fs.Lstat(rel)
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
 	switch {
@@ -201,18 +201,18 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, arg st
 		respond.V1Error(w, http.StatusConflict, "cannot delete the sandbox root; add ?recursive=true to empty it")
 		return
 	case rel == ".":
-		err = s.emptyRoot()
+		err = h.emptyRoot()
 	case fi.IsDir() && recursive:
-		err = s.fs.RemoveAll(rel)
+		err = h.fs.RemoveAll(rel)
 	default:
-		err = s.fs.Remove(rel)
+		err = h.fs.Remove(rel)
 	}
 	if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 		respond.V1Error(w, http.StatusConflict, "directory not empty; add ?recursive=true")
 		return
 	}
 	if err != nil {
-		respond.V1Fail(w, s.log, err)
+		respond.V1Fail(w, h.log, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -220,8 +220,8 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, arg st
 
 // emptyRoot removes everything inside the root, keeping the root (often a
 // volume mount) itself.
-func (s *Server) emptyRoot() error {
-	f, err := s.fs.Open(".")
+func (h *Handler) emptyRoot() error {
+	f, err := h.fs.Open(".")
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (s *Server) emptyRoot() error {
 		return err
 	}
 	for _, n := range names {
-		if err := s.fs.RemoveAll(n); err != nil {
+		if err := h.fs.RemoveAll(n); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package sandboxd_test
+package files_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
@@ -141,14 +140,14 @@ func TestV1Put(t *testing.T) {
 		})
 	}
 	t.Run("multipart file part", func(t *testing.T) {
-		body, ct := multipartBody(t, "file", "ignored-name", "from multipart")
+		body, ct := sandboxdtest.MultipartBody(t, "file", "ignored-name", "from multipart")
 		e.Do("PUT", "/v1/files/up/m.txt", body, http.StatusNoContent, "Content-Type", ct)
 		if b, _ := os.ReadFile(filepath.Join(e.Root, "up/m.txt")); string(b) != "from multipart" {
 			t.Fatalf("content %q, want the file part", b)
 		}
 	})
 	t.Run("multipart without file part", func(t *testing.T) {
-		body, ct := multipartBody(t, "other", "x", "x")
+		body, ct := sandboxdtest.MultipartBody(t, "other", "x", "x")
 		sandboxdtest.WantV1Error(t, e.Do("PUT", "/v1/files/up/n.txt", body, http.StatusBadRequest, "Content-Type", ct), "INVALID_ARGUMENT", `multipart body has no "file" part`)
 	})
 	t.Run("escape", func(t *testing.T) {
@@ -165,26 +164,4 @@ func TestV1DeleteRoot(t *testing.T) {
 	if err != nil || len(ents) != 0 {
 		t.Fatalf("root after recursive delete: %d entries, %v; want empty and present", len(ents), err)
 	}
-}
-
-func TestV1HealthAndMetadata(t *testing.T) {
-	t.Setenv("SANDBOX_ID", "sb-1")
-	t.Setenv("SANDBOX_API_TOKEN", "hidden")
-	t.Setenv("SANDBOX_PRIVATE_THING", "hidden")
-	t.Setenv("OTHER_VAR", "hidden")
-	e := sandboxdtest.New(t, func(c *sandboxd.Config) { c.Token = "secret" })
-	var h map[string]any
-	if err := json.Unmarshal(e.Do("GET", "/v1/health", nil, http.StatusOK), &h); err != nil {
-		t.Fatal(err)
-	}
-	if len(h) != 2 || h["status"] != "ok" || h["uptime_seconds"] == nil {
-		t.Fatalf("health %v, want status ok and uptime_seconds (no token needed)", h)
-	}
-	b := e.Do("GET", "/v1/metadata", nil, http.StatusOK, "Authorization", "Bearer secret")
-	if string(b) != `{"env":{"SANDBOX_ID":"sb-1"}}` {
-		t.Fatalf("metadata %s, want only SANDBOX_ID", b)
-	}
-	sandboxd.SetDraining(e.Srv, true)
-	sandboxdtest.WantV1Error(t, e.Do("GET", "/v1/health", nil, http.StatusServiceUnavailable), "UNAVAILABLE", "sandboxd is shutting down")
-	sandboxd.SetDraining(e.Srv, false)
 }

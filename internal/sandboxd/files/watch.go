@@ -1,4 +1,4 @@
-package sandboxd
+package files
 
 import (
 	"errors"
@@ -14,25 +14,25 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
-// handleWatch serves GET /v1/watch/{path}[?recursive=true]: an NDJSON stream
+// Watch serves GET /v1/watch/{path}[?recursive=true]: an NDJSON stream
 // of file system events until the client goes away. The response headers
 // are flushed once the watch is in place, so a client may start changing
 // files as soon as it has them.
-func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, err := s.fs.Resolve(arg, true)
+func (h *Handler) Watch(w http.ResponseWriter, r *http.Request, arg string) {
+	rel, err := h.fs.Resolve(arg, true)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
-	abs := filepath.Join(s.fs.Dir(), rel)
-	fi, err := s.fs.Stat(rel)
+	abs := filepath.Join(h.fs.Dir(), rel)
+	fi, err := h.fs.Stat(rel)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	defer watcher.Close()
@@ -42,13 +42,13 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string)
 	// watch when an editor replaces the file) and events are filtered.
 	only := ""
 	if fi.IsDir() {
-		err = s.addWatches(watcher, abs, recursive)
+		err = h.addWatches(watcher, abs, recursive)
 	} else {
 		only = abs
 		err = watcher.Add(filepath.Dir(abs))
 	}
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	nw := respond.NDJSON(w)
@@ -65,11 +65,11 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string)
 			}
 			if recursive && ev.Has(fsnotify.Create) {
 				// New directories join the watch; errors just mean it vanished.
-				if fi, err := s.fs.Lstat(s.fs.RelOf(ev.Name)); err == nil && fi.IsDir() {
-					_ = s.addWatches(watcher, ev.Name, true)
+				if fi, err := h.fs.Lstat(h.fs.RelOf(ev.Name)); err == nil && fi.IsDir() {
+					_ = h.addWatches(watcher, ev.Name, true)
 				}
 			}
-			if err := s.writeEvents(nw, ev, len(watcher.Events) == 0); err != nil {
+			if err := h.writeEvents(nw, ev, len(watcher.Events) == 0); err != nil {
 				return
 			}
 		case err, ok := <-watcher.Errors:
@@ -82,14 +82,14 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, arg string)
 				}
 				continue
 			}
-			s.log.Warn("watch error", "error", err)
+			h.log.Warn("watch error", "error", err)
 		}
 	}
 }
 
 // addWatches watches dir and, when recursive, every directory below it.
 // Symlinked directories are not followed.
-func (s *Server) addWatches(w *fsnotify.Watcher, dir string, recursive bool) error {
+func (h *Handler) addWatches(w *fsnotify.Watcher, dir string, recursive bool) error {
 	if !recursive {
 		return w.Add(dir)
 	}
@@ -121,8 +121,8 @@ var watchOps = []struct {
 }
 
 // writeEvents writes one line per operation in ev.
-func (s *Server) writeEvents(nw *respond.NDJSONWriter, ev fsnotify.Event, flush bool) error {
-	p := rootfs.Display(s.fs.RelOf(ev.Name))
+func (h *Handler) writeEvents(nw *respond.NDJSONWriter, ev fsnotify.Event, flush bool) error {
+	p := rootfs.Display(h.fs.RelOf(ev.Name))
 	for _, o := range watchOps {
 		if ev.Has(o.op) {
 			if err := nw.Write(wire.WatchEvent{Op: o.name, Path: p}, flush); err != nil {
@@ -134,8 +134,8 @@ func (s *Server) writeEvents(nw *respond.NDJSONWriter, ev fsnotify.Event, flush 
 }
 
 // relOf turns an absolute path under the root into a root-relative one.
-func (s *Server) relOf(abs string) string {
-	rel, err := filepath.Rel(s.fs.Dir(), abs)
+func (h *Handler) relOf(abs string) string {
+	rel, err := filepath.Rel(h.fs.Dir(), abs)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return abs
 	}
