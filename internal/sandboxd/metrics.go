@@ -22,7 +22,8 @@ type metrics struct {
 	handler      http.Handler
 }
 
-func newMetrics(procs *processTable) *metrics {
+// newMetrics registers the metrics; running counts the background processes.
+func newMetrics(running func() int) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -48,7 +49,7 @@ func newMetrics(procs *processTable) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sandboxd_background_processes_running",
 			Help: "Background processes currently running.",
-		}, func() float64 { return float64(procs.runningCount()) }),
+		}, func() float64 { return float64(running()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -8,7 +8,6 @@ package sandboxd
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/execapi"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/files"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
@@ -129,7 +129,7 @@ type Server struct {
 	metrics   *metrics
 	runner    *process.Runner
 	files     *files.Handler
-	procs     *processTable
+	exec      *execapi.Handler
 	routes    []route
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
 	grpcLn    net.Listener // GRPCListen's listener; nil when off or not run by Run
@@ -162,8 +162,8 @@ func New(cfg Config) (*Server, error) {
 		Observe: func(mode string, res process.Result) { s.metrics.observeExec(mode, res) },
 	})
 	s.files = files.New(root, s.log)
-	s.procs = newProcessTable(s)
-	s.metrics = newMetrics(s.procs)
+	s.exec = execapi.New(s.runner, execapi.Config{ExecTimeout: cfg.ExecTimeout, ProcessLogBytes: cfg.ProcessLogBytes, Logger: s.log})
+	s.metrics = newMetrics(s.exec.RunningProcesses)
 	s.routes = s.buildRoutes()
 	s.grpc = s.newGRPCServer()
 	return s, nil
@@ -183,7 +183,7 @@ func (s *Server) Close() error {
 	s.runner.Stop()
 	s.grpc.Stop() // ends every gRPC call; their commands die with their contexts
 	s.runner.KillAll()
-	s.procs.closeAll()
+	s.exec.Close()
 	s.runner.Wait()
 	return s.fs.Close()
 }
@@ -338,13 +338,13 @@ func (s *Server) buildRoutes() []route {
 		exact("GET", "/metrics", s.handleMetrics),
 		exact("GET", "/v1/health", s.handleV1Health),
 		exact("GET", "/v1/metadata", s.handleV1Metadata),
-		exact("POST", "/v1/exec", s.handleExec),
-		exact("GET", "/v1/exec/ws", s.handleExecWS),
-		exact("POST", "/v1/processes", s.handleStartProcess),
-		exact("GET", "/v1/processes", s.handleListProcesses),
-		{method: "GET", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.handleProcessGet},
-		{method: "POST", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}/signal", h: s.handleProcessPost},
-		{method: "DELETE", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.handleProcessDelete},
+		exact("POST", "/v1/exec", s.exec.Exec),
+		exact("GET", "/v1/exec/ws", s.exec.ExecWS),
+		exact("POST", "/v1/processes", s.exec.StartProcess),
+		exact("GET", "/v1/processes", s.exec.ListProcesses),
+		{method: "GET", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.exec.GetProcess},
+		{method: "POST", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}/signal", h: s.exec.PostProcess},
+		{method: "DELETE", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.exec.DeleteProcess},
 		file("GET", "/v1/files/", s.files.GetFile),
 		file("PUT", "/v1/files/", s.files.PutFile),
 		file("DELETE", "/v1/files/", s.files.DeleteFile),
@@ -442,18 +442,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		rt.h(sw, r, arg)
 	}
-}
-
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.Token == "" {
-		return true
-	}
-	h := r.Header.Get("Authorization")
-	const pfx = "Bearer "
-	if len(h) < len(pfx) || !strings.EqualFold(h[:len(pfx)], pfx) {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(h[len(pfx):]), []byte(s.cfg.Token)) == 1
 }
 
 // statusWriter records the status code. Unwrap keeps http.ResponseController

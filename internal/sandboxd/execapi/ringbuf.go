@@ -1,4 +1,4 @@
-package sandboxd
+package execapi
 
 // ringBuffer keeps the last len(buf) bytes written to it, and counts every
 // byte ever written so readers can follow it by offset.

@@ -1,4 +1,4 @@
-package sandboxd
+package execapi
 
 import (
 	"context"
@@ -38,11 +38,11 @@ func parseSignal(name string) (syscall.Signal, error) {
 	return 0, respond.BadRequest("unknown signal %q", name)
 }
 
-// handleExecWS serves GET /v1/exec/ws: an interactive command over one
+// ExecWS serves GET /v1/exec/ws: an interactive command over one
 // WebSocket. The first text message is the ExecRequest; then stdin, eof,
 // signal and resize frames flow in and output frames flow out, ending with
 // an exit frame and a normal close.
-func (s *Server) handleExecWS(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ExecWS(w http.ResponseWriter, r *http.Request) {
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept already answered
@@ -54,10 +54,10 @@ func (s *Server) handleExecWS(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 
-	sp, err := s.readWSSpec(ctx, conn)
+	sp, err := h.readWSSpec(ctx, conn)
 	if err != nil {
 		status, msg := respond.Status(err)
-		s.log.Debug("websocket exec rejected", "status", status, "error", msg)
+		h.log.Debug("websocket exec rejected", "status", status, "error", msg)
 		_ = writeWSFrame(ctx, conn, wire.Frame{Type: wire.FrameError, Error: msg})
 		_ = conn.Close(websocket.StatusPolicyViolation, truncate(msg, 120))
 		return
@@ -69,7 +69,7 @@ func (s *Server) handleExecWS(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		// No default timeout: an interactive session lasts as long as its
 		// client, unless the spec asks for a limit.
-		res = s.runner.Run(ctx, sp, true, fs.emit, func(c *process.Command) { started <- c })
+		res = h.runner.Run(ctx, sp, true, fs.emit, func(c *process.Command) { started <- c })
 		close(started)
 		close(fs.ch)
 	}()
@@ -77,7 +77,7 @@ func (s *Server) handleExecWS(w http.ResponseWriter, r *http.Request) {
 	if c, ok := <-started; ok {
 		go func() {
 			defer close(readerDone)
-			s.wsReadLoop(ctx, conn, c)
+			h.wsReadLoop(ctx, conn, c)
 			cancel() // client gone or broken: the command dies with it
 		}()
 	} else {
@@ -90,14 +90,14 @@ func (s *Server) handleExecWS(w http.ResponseWriter, r *http.Request) {
 			cancel()
 		}
 	}
-	s.runner.Observe("ws", res)
+	h.runner.Observe("ws", res)
 	_ = writeWSFrame(ctx, conn, wire.Frame{Type: wire.FrameExit, ExitCode: res.ExitCode, TimedOut: res.TimedOut})
 	_ = conn.Close(websocket.StatusNormalClosure, "")
 	cancel()
 	<-readerDone
 }
 
-func (s *Server) readWSSpec(ctx context.Context, conn *websocket.Conn) (*process.Spec, error) {
+func (h *Handler) readWSSpec(ctx context.Context, conn *websocket.Conn) (*process.Spec, error) {
 	rctx, cancel := context.WithTimeout(ctx, firstMessageTimeout)
 	defer cancel()
 	typ, data, err := conn.Read(rctx)
@@ -111,11 +111,11 @@ func (s *Server) readWSSpec(ctx context.Context, conn *websocket.Conn) (*process
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, respond.BadRequest("invalid exec request: %v", err)
 	}
-	return s.runner.BuildSpec(&req, 0)
+	return h.runner.BuildSpec(&req, 0)
 }
 
 // wsReadLoop applies client frames to c until the connection ends.
-func (s *Server) wsReadLoop(ctx context.Context, conn *websocket.Conn, c *process.Command) {
+func (h *Handler) wsReadLoop(ctx context.Context, conn *websocket.Conn, c *process.Command) {
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err != nil {

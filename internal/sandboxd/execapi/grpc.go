@@ -1,8 +1,7 @@
-package sandboxd
+package execapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
@@ -19,57 +17,25 @@ import (
 	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
 )
 
+// NewProcessService returns upstream's ProcessService on runner's
+// commands (see processService).
+func NewProcessService(runner *process.Runner) processv1.ProcessServiceServer {
+	return &processService{runner: runner, procs: map[int32]*process.Command{}}
+}
+
 // processService serves upstream's process.v1.ProcessService (the runtime
 // API of upstream's sandboxd, which both upstream SDKs use in their sandboxd
-// mode) on the machinery of the HTTP API: buildSpec validates, run starts,
+// mode) on the machinery of the HTTP API: BuildSpec validates, Run starts,
 // pumps and reaps, so a command behaves the same whichever API started it.
 // Answers follow upstream's server: a command that cannot start is a
 // NOT_FOUND or PERMISSION_DENIED error, a cwd outside the root is
 // PERMISSION_DENIED, a process killed by a signal exits with -1.
 type processService struct {
 	processv1.UnimplementedProcessServiceServer
-	s *Server
+	runner *process.Runner
 
 	mu    sync.Mutex
 	procs map[int32]*process.Command // commands started with Start, by pid, while they run
-}
-
-// newGRPCServer builds the gRPC server with the ProcessService and, when the
-// daemon has a token, an interceptor that requires it.
-func (s *Server) newGRPCServer() *grpc.Server {
-	var opts []grpc.ServerOption
-	if s.cfg.Token != "" {
-		opts = append(opts, grpc.ChainUnaryInterceptor(s.grpcAuthUnary), grpc.ChainStreamInterceptor(s.grpcAuthStream))
-	}
-	g := grpc.NewServer(opts...)
-	processv1.RegisterProcessServiceServer(g, &processService{s: s, procs: map[int32]*process.Command{}})
-	return g
-}
-
-func (s *Server) grpcAuthorized(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		const pfx = "bearer "
-		if len(v) > len(pfx) && strings.EqualFold(v[:len(pfx)], pfx) &&
-			subtle.ConstantTimeCompare([]byte(v[len(pfx):]), []byte(s.cfg.Token)) == 1 {
-			return nil
-		}
-	}
-	return status.Error(codes.Unauthenticated, "unauthorized: send authorization: Bearer <token>")
-}
-
-func (s *Server) grpcAuthUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := s.grpcAuthorized(ctx); err != nil {
-		return nil, err
-	}
-	return h(ctx, req)
-}
-
-func (s *Server) grpcAuthStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := s.grpcAuthorized(ss.Context()); err != nil {
-		return err
-	}
-	return h(srv, ss)
 }
 
 // spec validates a ProcessConfig like an HTTP exec request. No server-side
@@ -83,7 +49,7 @@ func (p *processService) spec(cfg *processv1.ProcessConfig, pty *processv1.PTY) 
 	if pty != nil {
 		req.TTY, req.Cols, req.Rows = true, uint16(min(pty.GetCols(), 0xffff)), uint16(min(pty.GetRows(), 0xffff))
 	}
-	sp, err := p.s.runner.BuildSpec(req, 0)
+	sp, err := p.runner.BuildSpec(req, 0)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -132,12 +98,12 @@ func (p *processService) Execute(ctx context.Context, req *processv1.ExecuteRequ
 	if err != nil {
 		return nil, err
 	}
-	out, res := p.s.runner.Collect(ctx, sp, "grpc")
+	out, res := p.runner.Collect(ctx, sp, "grpc")
 	if res.StartErr != nil {
 		return nil, startFailure(res.StartErr)
 	}
 	resp := &processv1.ExecuteResponse{ExitCode: grpcExitCode(res), Stdout: []byte(out.Stdout), Stderr: []byte(out.Stderr)}
-	stderr, code := p.s.runner.NoteTruncation(out, string(resp.Stderr), int(resp.ExitCode))
+	stderr, code := p.runner.NoteTruncation(out, string(resp.Stderr), int(resp.ExitCode))
 	resp.Stderr, resp.ExitCode = []byte(stderr), int32(code)
 	return resp, nil
 }
@@ -156,7 +122,7 @@ func (p *processService) Start(req *processv1.StartRequest, stream grpc.ServerSt
 	started := make(chan *process.Command, 1)
 	var res process.Result
 	go func() {
-		res = p.s.runner.Run(ctx, sp, true, fs.emit, func(c *process.Command) { started <- c })
+		res = p.runner.Run(ctx, sp, true, fs.emit, func(c *process.Command) { started <- c })
 		close(started)
 		close(fs.ch)
 	}()
@@ -182,7 +148,7 @@ func (p *processService) Start(req *processv1.StartRequest, stream grpc.ServerSt
 			cancel() // nobody is listening: kill the command
 		}
 	}
-	p.s.runner.Observe("grpc.stream", res)
+	p.runner.Observe("grpc.stream", res)
 	return stream.Send(&processv1.StartResponse{Event: &processv1.StartResponse_Exit{Exit: &processv1.ExitEvent{ExitCode: grpcExitCode(res)}}})
 }
 
@@ -264,10 +230,4 @@ func (p *processService) ResizeTTY(_ context.Context, req *processv1.ResizeTTYRe
 		return nil, status.Error(codes.Internal, fmt.Sprintf("failed to resize TTY: %v", err))
 	}
 	return &processv1.ResizeTTYResponse{}, nil
-}
-
-// isGRPC tells a gRPC call (HTTP/2, application/grpc) from the HTTP API on
-// the same port.
-func isGRPC(proto int, contentType string) bool {
-	return proto == 2 && strings.HasPrefix(contentType, "application/grpc")
 }

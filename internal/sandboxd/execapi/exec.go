@@ -1,4 +1,4 @@
-package sandboxd
+package execapi
 
 import (
 	"bytes"
@@ -25,25 +25,25 @@ func wantsNDJSON(r *http.Request) bool {
 	return false
 }
 
-// handleExec serves POST /v1/exec, buffered or (Accept: application/x-ndjson)
+// Exec serves POST /v1/exec, buffered or (Accept: application/x-ndjson)
 // streamed.
-func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	sp, err := s.readExecRequest(r, s.cfg.ExecTimeout)
+func (h *Handler) Exec(w http.ResponseWriter, r *http.Request) {
+	sp, err := h.readExecRequest(r, h.execTimeout)
 	if err != nil {
-		respond.Fail(w, s.log, err)
+		respond.Fail(w, h.log, err)
 		return
 	}
 	if wantsNDJSON(r) {
-		s.execStream(w, r, sp)
+		h.execStream(w, r, sp)
 		return
 	}
-	res := s.execBuffered(r.Context(), sp, "buffered")
+	res := h.execBuffered(r.Context(), sp, "buffered")
 	respond.JSON(w, http.StatusOK, res)
 }
 
 // execBuffered runs sp to completion and collects its output.
-func (s *Server) execBuffered(ctx context.Context, sp *process.Spec, mode string) wire.ExecResult {
-	out, _ := s.runner.Collect(ctx, sp, mode)
+func (h *Handler) execBuffered(ctx context.Context, sp *process.Spec, mode string) wire.ExecResult {
+	out, _ := h.runner.Collect(ctx, sp, mode)
 	return out
 }
 
@@ -73,14 +73,14 @@ func (fs *frameStream) emit(i int, p []byte) {
 func (fs *frameStream) abandon() { fs.goneOnce.Do(func() { close(fs.gone) }) }
 
 // execStream runs sp and streams its output as NDJSON frames.
-func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *process.Spec) {
+func (h *Handler) execStream(w http.ResponseWriter, r *http.Request, sp *process.Spec) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	nw := respond.NDJSON(w)
 	fs := newFrameStream()
 	var res process.Result
 	go func() {
-		res = s.runner.Run(ctx, sp, false, fs.emit, nil)
+		res = h.runner.Run(ctx, sp, false, fs.emit, nil)
 		close(fs.ch)
 	}()
 	for f := range fs.ch {
@@ -89,13 +89,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sp *process.
 			cancel() // nobody is listening: kill the command
 		}
 	}
-	s.runner.Observe("stream", res)
+	h.runner.Observe("stream", res)
 	_ = nw.Write(wire.Frame{Type: wire.FrameExit, ExitCode: res.ExitCode, TimedOut: res.TimedOut}, true)
 }
 
 // readExecRequest decodes the ExecRequest body of an HTTP (non-WebSocket) exec, which cannot
 // carry a terminal, into a spec; defaultTimeout applies when the request sets none.
-func (s *Server) readExecRequest(r *http.Request, defaultTimeout time.Duration) (*process.Spec, error) {
+func (h *Handler) readExecRequest(r *http.Request, defaultTimeout time.Duration) (*process.Spec, error) {
 	var req wire.ExecRequest
 	if err := respond.DecodeJSON(r, &req); err != nil {
 		return nil, err
@@ -103,5 +103,5 @@ func (s *Server) readExecRequest(r *http.Request, defaultTimeout time.Duration) 
 	if req.TTY {
 		return nil, respond.BadRequest("tty is only supported on /v1/exec/ws")
 	}
-	return s.runner.BuildSpec(&req, defaultTimeout)
+	return h.runner.BuildSpec(&req, defaultTimeout)
 }

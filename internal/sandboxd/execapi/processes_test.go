@@ -1,4 +1,4 @@
-package sandboxd_test
+package execapi_test
 
 import (
 	"context"
