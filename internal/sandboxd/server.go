@@ -21,6 +21,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/execapi"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/files"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/legacy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
@@ -130,6 +131,7 @@ type Server struct {
 	runner    *process.Runner
 	files     *files.Handler
 	exec      *execapi.Handler
+	legacy    *legacy.Handler
 	routes    []route
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
 	grpcLn    net.Listener // GRPCListen's listener; nil when off or not run by Run
@@ -163,6 +165,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.files = files.New(root, s.log)
 	s.exec = execapi.New(s.runner, execapi.Config{ExecTimeout: cfg.ExecTimeout, ProcessLogBytes: cfg.ProcessLogBytes, Logger: s.log})
+	s.legacy = legacy.New(root, s.runner, cfg.ExecTimeout)
 	s.metrics = newMetrics(s.exec.RunningProcesses)
 	s.routes = s.buildRoutes()
 	s.grpc = s.newGRPCServer()
@@ -332,7 +335,7 @@ func (s *Server) buildRoutes() []route {
 		return route{method: method, pattern: p, prefix: true, name: p + "{path}", h: h}
 	}
 	rs := []route{
-		exact("GET", "/", s.handleLegacyRoot),
+		exact("GET", "/", s.legacy.Root),
 		exact("GET", "/healthz", s.handleHealth),
 		exact("GET", "/metadata", s.handleMetadata),
 		exact("GET", "/metrics", s.handleMetrics),
@@ -352,11 +355,11 @@ func (s *Server) buildRoutes() []route {
 		file("GET", "/v1/stat/", s.files.Stat),
 		file("GET", "/v1/list/", s.files.List),
 		file("GET", "/v1/watch/", s.files.Watch),
-		exact("POST", "/execute", s.handleLegacyExecute),
-		exact("POST", "/upload", s.handleLegacyUpload),
-		file("GET", "/download/", s.handleLegacyDownload),
-		file("GET", "/list/", s.handleLegacyList),
-		file("GET", "/exists/", s.handleLegacyExists),
+		exact("POST", "/execute", s.legacy.Execute),
+		exact("POST", "/upload", s.legacy.Upload),
+		file("GET", "/download/", s.legacy.Download),
+		file("GET", "/list/", s.legacy.List),
+		file("GET", "/exists/", s.legacy.Exists),
 	}
 	for i := range rs {
 		if rs[i].pattern == "/" || rs[i].pattern == "/healthz" || rs[i].pattern == "/v1/health" {

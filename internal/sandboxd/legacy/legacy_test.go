@@ -1,4 +1,4 @@
-package sandboxd_test
+package legacy_test
 
 import (
 	"encoding/json"

@@ -1,4 +1,8 @@
-package sandboxd
+// Package legacy serves the python runtime's API on sandboxd's port (the
+// ":8888" API: GET /, POST /execute, POST /upload, GET /download, /list and
+// /exists), answering as the python runtime did so that existing clients
+// keep working.
+package legacy
 
 import (
 	"errors"
@@ -9,13 +13,26 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
+
+// Handler serves the legacy API on the sandbox root.
+type Handler struct {
+	fs          *rootfs.FS
+	runner      *process.Runner
+	execTimeout time.Duration // of /execute, and named in its timeout message
+}
+
+// New returns a Handler for the root fs that runs commands through runner.
+func New(fs *rootfs.FS, runner *process.Runner, execTimeout time.Duration) *Handler {
+	return &Handler{fs: fs, runner: runner, execTimeout: execTimeout}
+}
 
 // The legacy API mirrors the python runtime's responses so existing clients
 // keep working: {"message": ...} errors, snake_case fields.
@@ -31,51 +48,14 @@ func writeValidation(w http.ResponseWriter, loc []string, msg string) {
 	})
 }
 
-func (s *Server) handleLegacyRoot(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) Root(w http.ResponseWriter, r *http.Request) {
 	respond.JSON(w, http.StatusOK, wire.LegacyStatus{Status: "ok", Message: "Sandbox Runtime is active."})
 }
 
-// handleLegacyExecute serves POST /execute. Unlike the python runtime, the
-// command goes through /bin/sh -c, so pipes and redirections work; clients
-// that wrapped commands in `sh -c '...'` themselves are unaffected. Failures
-// the python runtime reported as exit code 1 with "Failed to execute
-// command: ..." on stderr (empty command, program not found, timeout) are
-// answered the same way; see legacyexec.go and docs/sandboxd-api.md.
-func (s *Server) handleLegacyExecute(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Command *string `json:"command"`
-	}
-	if err := respond.DecodeJSON(r, &req); err != nil {
-		writeValidation(w, []string{"body"}, err.Error())
-		return
-	}
-	if req.Command == nil {
-		writeValidation(w, []string{"body", "command"}, "Field required")
-		return
-	}
-	if strings.TrimSpace(*req.Command) == "" {
-		writeLegacyFailure(w, "", "empty command")
-		return
-	}
-	sp, err := s.runner.BuildSpec(&wire.ExecRequest{Command: *req.Command}, s.cfg.ExecTimeout)
-	if err != nil {
-		_, msg := respond.Status(err)
-		writeLegacyFailure(w, "", msg)
-		return
-	}
-	if name, ok := legacyMissingProgram(*req.Command, sp); ok {
-		writeLegacyFailure(w, "", fmt.Sprintf("[Errno 2] No such file or directory: '%s'", name))
-		return
-	}
-	out, res := s.runner.Collect(r.Context(), sp, "legacy")
-	secs := strconv.FormatFloat(s.cfg.ExecTimeout.Seconds(), 'f', -1, 64)
-	respond.JSON(w, http.StatusOK, s.legacyResult(out, res, *req.Command, secs))
-}
-
-// handleLegacyUpload serves POST /upload: multipart field "file", whose
+// Upload serves POST /upload: multipart field "file", whose
 // filename is the destination relative to the root. The part is streamed
 // to disk, never buffered whole.
-func (s *Server) handleLegacyUpload(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) Upload(w http.ResponseWriter, r *http.Request) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeValidation(w, []string{"body", "file"}, "Field required")
@@ -99,7 +79,7 @@ func (s *Server) handleLegacyUpload(w http.ResponseWriter, r *http.Request) {
 		_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
 		name := params["filename"]
 		body := &readErrors{r: part}
-		s.legacyStore(w, name, body)
+		h.store(w, name, body)
 		part.Close()
 		return
 	}
@@ -126,22 +106,22 @@ func (e *readErrors) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *Server) legacyStore(w http.ResponseWriter, name string, src io.Reader) {
+func (h *Handler) store(w http.ResponseWriter, name string, src io.Reader) {
 	if name == "" {
 		writeMessage(w, http.StatusInternalServerError, "File upload failed: missing filename")
 		return
 	}
-	rel, err := s.fs.Resolve(name, true)
+	rel, err := h.fs.Resolve(name, true)
 	if errors.Is(err, rootfs.ErrEscape) || errors.Is(err, rootfs.ErrInvalidPath) || rel == "." {
 		writeMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
 	if err == nil {
 		mode := fs.FileMode(0o644)
-		if fi, serr := s.fs.Stat(rel); serr == nil {
+		if fi, serr := h.fs.Stat(rel); serr == nil {
 			mode = fi.Mode().Perm()
 		}
-		err = s.fs.WriteFileAtomic(rel, src, mode)
+		err = h.fs.WriteFileAtomic(rel, src, mode)
 	}
 	if err != nil {
 		if rootfs.IsRootEscape(err) {
@@ -158,29 +138,29 @@ func (s *Server) legacyStore(w http.ResponseWriter, name string, src io.Reader) 
 	writeMessage(w, http.StatusOK, fmt.Sprintf("File '%s' uploaded successfully.", name))
 }
 
-// legacyResolve resolves a legacy path argument; denied reports an escape,
+// resolve resolves a legacy path argument; denied reports an escape,
 // which the python runtime answered with 403 "Access denied".
-func (s *Server) legacyResolve(arg string) (rel string, denied bool, err error) {
-	rel, err = s.fs.Resolve(arg, true)
+func (h *Handler) resolve(arg string) (rel string, denied bool, err error) {
+	rel, err = h.fs.Resolve(arg, true)
 	denied = errors.Is(err, rootfs.ErrEscape) || errors.Is(err, rootfs.ErrInvalidPath)
 	return rel, denied, err
 }
 
-func (s *Server) handleLegacyDownload(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, denied, err := s.legacyResolve(arg)
+func (h *Handler) Download(w http.ResponseWriter, r *http.Request, arg string) {
+	rel, denied, err := h.resolve(arg)
 	if denied {
 		writeMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
 	var fi fs.FileInfo
 	if err == nil {
-		fi, err = s.fs.Stat(rel) // before Open, which blocks on a fifo
+		fi, err = h.fs.Stat(rel) // before Open, which blocks on a fifo
 	}
 	if err != nil || !fi.Mode().IsRegular() {
 		writeMessage(w, http.StatusNotFound, "File not found")
 		return
 	}
-	f, err := s.fs.Open(rel)
+	f, err := h.fs.Open(rel)
 	if err != nil {
 		writeMessage(w, http.StatusNotFound, "File not found")
 		return
@@ -191,21 +171,21 @@ func (s *Server) handleLegacyDownload(w http.ResponseWriter, r *http.Request, ar
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 }
 
-func (s *Server) handleLegacyList(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, denied, err := s.legacyResolve(arg)
+func (h *Handler) List(w http.ResponseWriter, r *http.Request, arg string) {
+	rel, denied, err := h.resolve(arg)
 	if denied {
 		writeMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
 	var fi fs.FileInfo
 	if err == nil {
-		fi, err = s.fs.Stat(rel)
+		fi, err = h.fs.Stat(rel)
 	}
 	if err != nil || !fi.IsDir() {
 		writeMessage(w, http.StatusNotFound, "Path is not a directory")
 		return
 	}
-	f, err := s.fs.Open(rel)
+	f, err := h.fs.Open(rel)
 	if err != nil {
 		writeMessage(w, http.StatusNotFound, "Path is not a directory")
 		return
@@ -218,7 +198,7 @@ func (s *Server) handleLegacyList(w http.ResponseWriter, r *http.Request, arg st
 	}
 	out := make([]wire.LegacyListEntry, 0, len(ents))
 	for _, e := range ents {
-		fi, err := s.legacyStat(filepath.Join(rel, e.Name()))
+		fi, err := h.stat(filepath.Join(rel, e.Name()))
 		if err != nil {
 			continue
 		}
@@ -237,26 +217,26 @@ func (s *Server) handleLegacyList(w http.ResponseWriter, r *http.Request, arg st
 	respond.JSON(w, http.StatusOK, out)
 }
 
-// legacyStat follows a symlink like python's os.stat, but only while it
+// stat follows a symlink like python's os.stat, but only while it
 // stays inside the root; otherwise it describes the link itself.
-func (s *Server) legacyStat(rel string) (fs.FileInfo, error) {
-	if t, err := s.fs.Resolve(rel, true); err == nil {
-		if fi, err := s.fs.Stat(t); err == nil {
+func (h *Handler) stat(rel string) (fs.FileInfo, error) {
+	if t, err := h.fs.Resolve(rel, true); err == nil {
+		if fi, err := h.fs.Stat(t); err == nil {
 			return fi, nil
 		}
 	}
-	return s.fs.Lstat(rel)
+	return h.fs.Lstat(rel)
 }
 
-func (s *Server) handleLegacyExists(w http.ResponseWriter, r *http.Request, arg string) {
-	rel, denied, err := s.legacyResolve(arg)
+func (h *Handler) Exists(w http.ResponseWriter, r *http.Request, arg string) {
+	rel, denied, err := h.resolve(arg)
 	if denied {
 		writeMessage(w, http.StatusForbidden, "Access denied")
 		return
 	}
 	exists := false
 	if err == nil {
-		_, err = s.fs.Stat(rel)
+		_, err = h.fs.Stat(rel)
 		exists = err == nil
 	}
 	respond.JSON(w, http.StatusOK, wire.LegacyExists{Path: arg, Exists: exists})
