@@ -1,0 +1,174 @@
+package sandboxd
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
+)
+
+// route is one endpoint. With prefix set, the pattern is a prefix and the
+// rest of the (decoded, uncleaned) URL path is the file path argument. We do
+// our own routing because http.ServeMux cleans paths and redirects "..",
+// which would turn an escape attempt into a redirect instead of a 403.
+type route struct {
+	method  string
+	pattern string // exact path, or prefix ending in "/" when prefix is set
+	prefix  bool
+	name    string // metrics label
+	public  bool   // no token needed
+	h       func(w http.ResponseWriter, r *http.Request, arg string)
+}
+
+func (s *Server) buildRoutes() []route {
+	exact := func(method, p string, h http.HandlerFunc) route {
+		return route{method: method, pattern: p, name: p, h: func(w http.ResponseWriter, r *http.Request, _ string) { h(w, r) }}
+	}
+	file := func(method, p string, h func(http.ResponseWriter, *http.Request, string)) route {
+		return route{method: method, pattern: p, prefix: true, name: p + "{path}", h: h}
+	}
+	rs := []route{
+		exact("GET", "/", s.legacy.Root),
+		exact("GET", "/healthz", s.handleHealth),
+		exact("GET", "/metadata", s.handleMetadata),
+		exact("GET", "/metrics", s.handleMetrics),
+		exact("GET", "/v1/health", s.handleV1Health),
+		exact("GET", "/v1/metadata", s.handleV1Metadata),
+		exact("POST", "/v1/exec", s.exec.Exec),
+		exact("GET", "/v1/exec/ws", s.exec.ExecWS),
+		exact("POST", "/v1/processes", s.exec.StartProcess),
+		exact("GET", "/v1/processes", s.exec.ListProcesses),
+		{method: "GET", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.exec.GetProcess},
+		{method: "POST", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}/signal", h: s.exec.PostProcess},
+		{method: "DELETE", pattern: "/v1/processes/", prefix: true, name: "/v1/processes/{id}", h: s.exec.DeleteProcess},
+		file("GET", "/v1/files/", s.files.GetFile),
+		file("PUT", "/v1/files/", s.files.PutFile),
+		file("DELETE", "/v1/files/", s.files.DeleteFile),
+		file("POST", "/v1/mkdir/", s.files.Mkdir),
+		file("GET", "/v1/stat/", s.files.Stat),
+		file("GET", "/v1/list/", s.files.List),
+		file("GET", "/v1/watch/", s.files.Watch),
+		exact("POST", "/execute", s.legacy.Execute),
+		exact("POST", "/upload", s.legacy.Upload),
+		file("GET", "/download/", s.legacy.Download),
+		file("GET", "/list/", s.legacy.List),
+		file("GET", "/exists/", s.legacy.Exists),
+	}
+	for i := range rs {
+		if rs[i].pattern == "/" || rs[i].pattern == "/healthz" || rs[i].pattern == "/v1/health" {
+			rs[i].public = true
+		}
+	}
+	return rs
+}
+
+// match finds the route for r. It returns the route, the path argument, and
+// the methods allowed on the path when only the method did not match.
+func (s *Server) match(r *http.Request) (*route, string, []string) {
+	p := r.URL.Path
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	var allowed []string
+	for i := range s.routes {
+		rt := &s.routes[i]
+		arg, ok := "", false
+		switch {
+		case !rt.prefix:
+			ok = p == rt.pattern
+		case strings.HasPrefix(p, rt.pattern):
+			arg, ok = p[len(rt.pattern):], true
+		case p == strings.TrimSuffix(rt.pattern, "/"): // "/v1/list" lists the root
+			ok = true
+		}
+		if !ok {
+			continue
+		}
+		if rt.method == method {
+			return rt, arg, nil
+		}
+		allowed = append(allowed, rt.method)
+	}
+	return nil, "", allowed
+}
+
+// ServeHTTP routes, authenticates, instruments and logs one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isGRPC(r.ProtoMajor, r.Header.Get("Content-Type")) {
+		s.grpc.ServeHTTP(w, r) // the ProcessService, on the HTTP port too (reachable through the router)
+		return
+	}
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	rt, arg, allowed := s.match(r)
+	name := "unmatched"
+	if rt != nil {
+		name = rt.name
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panic", "route", name, "panic", fmt.Sprint(v))
+			if !sw.wrote {
+				respond.Error(sw, http.StatusInternalServerError, "internal error")
+			}
+		}
+		code := sw.status
+		if code == 0 {
+			code = http.StatusOK
+		}
+		d := time.Since(start)
+		s.metrics.observeRequest(name, r.Method, code, d)
+		s.log.Debug("request", "method", r.Method, "route", name, "status", code, "duration", d)
+	}()
+
+	switch {
+	case rt == nil && len(allowed) > 0:
+		slices.Sort(allowed)
+		sw.Header().Set("Allow", strings.Join(slices.Compact(allowed), ", "))
+		respond.Error(sw, http.StatusMethodNotAllowed, "method not allowed")
+	case rt == nil:
+		respond.Error(sw, http.StatusNotFound, "not found")
+	case !rt.public && !s.authorized(r):
+		sw.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
+		respond.Error(sw, http.StatusUnauthorized, "unauthorized")
+	default:
+		rt.h(sw, r, arg)
+	}
+}
+
+// statusWriter records the status code. Unwrap keeps http.ResponseController
+// and the WebSocket hijack working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote || code == http.StatusSwitchingProtocols {
+		w.status = code
+	}
+	if code >= 200 {
+		w.wrote = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush lets code that type-asserts http.Flusher keep working.
+func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
