@@ -68,11 +68,11 @@ func Python() ([]File, error) {
 		return nil, err
 	}
 	for _, lib := range libs {
-		real, err := filepath.EvalSymlinks(lib)
+		target, err := filepath.EvalSymlinks(lib)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, File{Path: lib, Mode: 0o755, Src: real})
+		files = append(files, File{Path: lib, Mode: 0o755, Src: target})
 	}
 	return files, nil
 }

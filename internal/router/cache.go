@@ -124,13 +124,13 @@ func (c *SandboxCache) HasSynced() bool {
 }
 
 // OnAdd implements toolscache.ResourceEventHandler.
-func (c *SandboxCache) OnAdd(obj interface{}, _ bool) { c.upsert(obj) }
+func (c *SandboxCache) OnAdd(obj any, _ bool) { c.upsert(obj) }
 
 // OnUpdate implements toolscache.ResourceEventHandler.
-func (c *SandboxCache) OnUpdate(_, newObj interface{}) { c.upsert(newObj) }
+func (c *SandboxCache) OnUpdate(_, newObj any) { c.upsert(newObj) }
 
 // OnDelete implements toolscache.ResourceEventHandler. A missed delete arrives as a tombstone.
-func (c *SandboxCache) OnDelete(obj interface{}) {
+func (c *SandboxCache) OnDelete(obj any) {
 	var key cacheKey
 	switch o := obj.(type) {
 	case *v1alpha1.Sandbox:
@@ -149,7 +149,7 @@ func (c *SandboxCache) OnDelete(obj interface{}) {
 	c.mu.Unlock()
 }
 
-func (c *SandboxCache) upsert(obj interface{}) {
+func (c *SandboxCache) upsert(obj any) {
 	sb, ok := obj.(*v1alpha1.Sandbox)
 	if !ok {
 		return
@@ -201,7 +201,7 @@ func (c *SandboxCache) dialable(a netip.Addr) bool {
 
 // slimSandbox is the informer transform: the informer store keeps only the fields routing reads,
 // so memory stays small with many Sandboxes (pod templates can be large).
-func slimSandbox(obj interface{}) (interface{}, error) {
+func slimSandbox(obj any) (any, error) {
 	sb, ok := obj.(*v1alpha1.Sandbox)
 	if !ok {
 		return obj, nil

@@ -1,8 +1,6 @@
 package router
 
 import (
-	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/net/http2"
 )
 
 func TestMain(m *testing.M) {
@@ -100,13 +97,9 @@ func h1Client(t testing.TB) *http.Client {
 
 // h2cClient speaks HTTP/2 over cleartext with prior knowledge, as gRPC clients do.
 func h2cClient(t testing.TB) *http.Client {
-	tr := &http2.Transport{
-		AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true) // h2c only: prior knowledge, no upgrade
+	tr := &http.Transport{Protocols: &protos}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
 }

@@ -230,7 +230,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.shutdown(hs, cancelBase)
 	cancelBase()
-	<-errc
+	<-errc //nolint:errcheck // http.ErrServerClosed: Shutdown ended it
 	err := s.Close()
 	s.log.Info("sandboxd stopped")
 	return err

@@ -2,7 +2,6 @@ package sandboxd_test
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
@@ -93,14 +90,10 @@ func TestAuthOffByDefault(t *testing.T) {
 	e.Do("GET", "/v1/list/", nil, http.StatusOK)
 }
 
-func h2cClient() (*http.Client, *http2.Transport) {
-	tr := &http2.Transport{
-		AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}
+func h2cClient() (*http.Client, *http.Transport) {
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true) // h2c only: prior knowledge, no upgrade
+	tr := &http.Transport{Protocols: &protos}
 	return &http.Client{Transport: tr}, tr
 }
 

@@ -93,13 +93,13 @@ func startProcess(name, dir, path string, args ...string) (*process, error) {
 func (p *process) stop() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.done: //nolint:errcheck // killed on purpose: its exit status says so
 		return nil
 	case <-time.After(10 * time.Second):
 	}
 	_ = p.cmd.Process.Kill()
 	select {
-	case <-p.done:
+	case <-p.done: //nolint:errcheck // killed on purpose: its exit status says so
 		return nil
 	case <-time.After(10 * time.Second):
 		return errors.New(p.name + " did not exit after SIGKILL; see " + p.logPath)

@@ -16,7 +16,7 @@ func cand(name, pool, template string) Candidate {
 	return Candidate{Name: types.NamespacedName{Namespace: "ns", Name: name}, Pool: pool, Template: template}
 }
 
-func any(Candidate) bool { return true }
+func acceptAll(Candidate) bool { return true }
 
 func TestQueuePopsOldestAcceptedCandidateOfTheTemplate(t *testing.T) {
 	cases := []struct {
@@ -27,10 +27,10 @@ func TestQueuePopsOldestAcceptedCandidateOfTheTemplate(t *testing.T) {
 		want    string
 		wantOK  bool
 	}{
-		{"empty", nil, nil, any, "", false},
-		{"fifo", []Candidate{cand("a", "p", "t"), cand("b", "p", "t")}, nil, any, "a", true},
-		{"other template ignored", []Candidate{cand("a", "p", "other"), cand("b", "p", "t")}, nil, any, "b", true},
-		{"removed skipped", []Candidate{cand("a", "p", "t"), cand("b", "p", "t")}, []string{"a"}, any, "b", true},
+		{"empty", nil, nil, acceptAll, "", false},
+		{"fifo", []Candidate{cand("a", "p", "t"), cand("b", "p", "t")}, nil, acceptAll, "a", true},
+		{"other template ignored", []Candidate{cand("a", "p", "other"), cand("b", "p", "t")}, nil, acceptAll, "b", true},
+		{"removed skipped", []Candidate{cand("a", "p", "t"), cand("b", "p", "t")}, []string{"a"}, acceptAll, "b", true},
 		{"filter by pool", []Candidate{cand("a", "p1", "t"), cand("b", "p2", "t")}, nil, func(c Candidate) bool { return c.Pool == "p2" }, "b", true},
 		{"nothing accepted", []Candidate{cand("a", "p1", "t")}, nil, func(Candidate) bool { return false }, "", false},
 	}
@@ -58,8 +58,8 @@ func TestQueueOfferTwiceKeepsOneEntry(t *testing.T) {
 	if n := q.Len("ns", "t"); n != 1 {
 		t.Errorf("Len = %d, want 1", n)
 	}
-	q.Pop("ns", "t", any)
-	if _, ok := q.Pop("ns", "t", any); ok {
+	q.Pop("ns", "t", acceptAll)
+	if _, ok := q.Pop("ns", "t", acceptAll); ok {
 		t.Errorf("second Pop returned the same sandbox again")
 	}
 }
@@ -77,7 +77,7 @@ func TestQueueNeverHandsOutASandboxTwiceUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				c, ok := q.Pop("ns", "t", any)
+				c, ok := q.Pop("ns", "t", acceptAll)
 				if !ok {
 					return
 				}

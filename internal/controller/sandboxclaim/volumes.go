@@ -9,8 +9,8 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
-// ReasonVolumeClaimTemplatesError: the claim's volumeClaimTemplates (v1beta1) are not allowed by
-// its template's volumeClaimTemplatesPolicy. Upstream's Python SDK treats it as terminal.
+// ReasonVolumeClaimTemplatesError is the reason when the claim's volumeClaimTemplates (v1beta1) are
+// not allowed by its template's volumeClaimTemplatesPolicy. Upstream's Python SDK treats it as terminal.
 const ReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
 
 // claimVolumes returns the Sandbox's volume claim templates when the claim brings its own

@@ -135,7 +135,7 @@ func TestExecLargeOutput(t *testing.T) {
 	}
 }
 
-func ndjsonExec(t *testing.T, e *sandboxdtest.Env, ctx context.Context, req wire.ExecRequest) (*http.Response, *sandboxdtest.FrameReader) {
+func ndjsonExec(t *testing.T, ctx context.Context, e *sandboxdtest.Env, req wire.ExecRequest) (*http.Response, *sandboxdtest.FrameReader) {
 	t.Helper()
 	resp := e.Request(ctx, "POST", "/v1/exec", req, "Accept", wire.ContentTypeNDJSON)
 	if resp.StatusCode != http.StatusOK {
@@ -154,7 +154,7 @@ func TestExecStreamDeliversOutputBeforeExit(t *testing.T) {
 	// The command blocks after "a" until the test creates the file "go",
 	// which it only does after it has received "a": without real streaming
 	// this would hang.
-	resp, fr := ndjsonExec(t, e, ctx, wire.ExecRequest{
+	resp, fr := ndjsonExec(t, ctx, e, wire.ExecRequest{
 		Command: "echo a; echo err-a >&2; while [ ! -e go ]; do sleep 0.02; done; echo b",
 	})
 	defer resp.Body.Close()
@@ -180,7 +180,7 @@ func TestExecStreamOrderAndVolume(t *testing.T) {
 	e := sandboxdtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, fr := ndjsonExec(t, e, ctx, wire.ExecRequest{Command: "seq 1 50000; seq 1 20000 >&2; exit 5"})
+	resp, fr := ndjsonExec(t, ctx, e, wire.ExecRequest{Command: "seq 1 50000; seq 1 20000 >&2; exit 5"})
 	defer resp.Body.Close()
 	stdout, stderr, exit := fr.Collect()
 	seq := func(n int) string {
@@ -203,13 +203,13 @@ func TestExecStreamStartFailureAndTimeout(t *testing.T) {
 	e := sandboxdtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, fr := ndjsonExec(t, e, ctx, wire.ExecRequest{Argv: []string{"no-such-binary-xyz"}})
+	resp, fr := ndjsonExec(t, ctx, e, wire.ExecRequest{Argv: []string{"no-such-binary-xyz"}})
 	_, stderr, exit := fr.Collect()
 	resp.Body.Close()
 	if exit.ExitCode != 127 || !strings.Contains(stderr, "command not found") {
 		t.Fatalf("stderr %q exit %+v", stderr, exit)
 	}
-	resp, fr = ndjsonExec(t, e, ctx, wire.ExecRequest{Argv: []string{"sleep", "300"}, TimeoutSeconds: 0.2})
+	resp, fr = ndjsonExec(t, ctx, e, wire.ExecRequest{Argv: []string{"sleep", "300"}, TimeoutSeconds: 0.2})
 	_, _, exit = fr.Collect()
 	resp.Body.Close()
 	if exit.ExitCode != 124 || !exit.TimedOut {
@@ -222,7 +222,7 @@ func TestExecStreamClientDisconnectKills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	reqCtx, disconnect := context.WithCancel(ctx)
-	resp, fr := ndjsonExec(t, e, reqCtx, wire.ExecRequest{Command: "sleep 300 & echo $!; wait"})
+	resp, fr := ndjsonExec(t, reqCtx, e, wire.ExecRequest{Command: "sleep 300 & echo $!; wait"})
 	f, ok := fr.Next()
 	if !ok || f.Type != wire.FrameStdout {
 		t.Fatalf("first frame %+v", f)
@@ -264,7 +264,7 @@ func TestExecStreamSlowClientGetsAllOutput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const size = 8 << 20 // far more than the pipe and frame buffers hold
-	resp, fr := ndjsonExec(t, e, ctx, wire.ExecRequest{Command: "head -c 8388608 /dev/zero"})
+	resp, fr := ndjsonExec(t, ctx, e, wire.ExecRequest{Command: "head -c 8388608 /dev/zero"})
 	defer resp.Body.Close()
 	f, ok := fr.Next()
 	if !ok {

@@ -196,7 +196,7 @@ func (r *patternReader) Read(p []byte) (int, error) {
 	if int64(len(p)) > r.n {
 		p = p[:r.n]
 	}
-	r.rng.Read(p)
+	_, _ = r.rng.Read(p) // ChaCha8.Read never fails
 	r.n -= int64(len(p))
 	return len(p), nil
 }

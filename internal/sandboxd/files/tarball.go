@@ -150,7 +150,7 @@ func (h *Handler) untar(tr *tar.Reader, dest string) error {
 			if target != dest { // leave the destination's own mode alone
 				dirs = append(dirs, dirMeta{target, mode, hdr.ModTime})
 			}
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // tar.Reader turns the old TypeRegA into TypeReg (or TypeDir)
 			if err := h.fs.WriteFileAtomic(target, tr, mode); err != nil {
 				return err
 			}

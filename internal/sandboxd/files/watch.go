@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
-	"strings"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -131,13 +130,4 @@ func (h *Handler) writeEvents(nw *respond.NDJSONWriter, ev fsnotify.Event, flush
 		}
 	}
 	return nil
-}
-
-// relOf turns an absolute path under the root into a root-relative one.
-func (h *Handler) relOf(abs string) string {
-	rel, err := filepath.Rel(h.fs.Dir(), abs)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return abs
-	}
-	return rel
 }

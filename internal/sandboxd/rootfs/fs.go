@@ -42,15 +42,15 @@ func Open(dir string) (*FS, error) {
 		return nil, fmt.Errorf("root: %w", err)
 	}
 	// The resolver compares real paths, so the root itself must be one.
-	real, err := filepath.EvalSymlinks(abs)
+	realDir, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return nil, fmt.Errorf("root: %w", err)
 	}
-	root, err := os.OpenRoot(real)
+	root, err := os.OpenRoot(realDir)
 	if err != nil {
 		return nil, fmt.Errorf("open root: %w", err)
 	}
-	return &FS{Root: root, res: NewResolver(real)}, nil
+	return &FS{Root: root, res: NewResolver(realDir)}, nil
 }
 
 // Dir is the root directory's real path.

@@ -138,9 +138,9 @@ func FuzzResolve(f *testing.F) {
 				check = filepath.Dir(full)
 			}
 			for {
-				if real, err := filepath.EvalSymlinks(check); err == nil {
-					if !within(r.root, real) {
-						t.Fatalf("resolve(%q, %v) = %q: really %q, outside the root", p, follow, rel, real)
+				if realPath, err := filepath.EvalSymlinks(check); err == nil {
+					if !within(r.root, realPath) {
+						t.Fatalf("resolve(%q, %v) = %q: really %q, outside the root", p, follow, rel, realPath)
 					}
 					break
 				}
