@@ -3,6 +3,8 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
 CONTROLLER_GEN := go tool -modfile=hack/tools/go.mod controller-gen
+# golangci-lint has a module of its own, so that its dependencies leave the generators' alone.
+GOLANGCI_LINT := go tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint
 # The Kubernetes test binaries (kube-apiserver, etcd, kube-controller-manager) built from the Go
 # module proxy into a cache outside the repo; see hack/build-k8s.sh.
 K8S_BIN_DIR = $(shell hack/build-k8s.sh --print-dir)
@@ -37,6 +39,10 @@ verify: generate ## Fail when generated files are stale or code is not gofmt'ed 
 	  echo "untracked generated files; run 'make generate' and commit:"; git ls-files --others --exclude-standard -- api config charts pkg/proto; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "not gofmt'ed: $$out"; exit 1; fi
 	go vet ./...
+
+.PHONY: lint
+lint: ## Run golangci-lint (pinned in hack/tools/golangci-lint, configured in .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
 
 .PHONY: build
 build: ## Build the binaries into bin/.
