@@ -32,13 +32,14 @@ generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (an
 	hack/gen-proto.sh
 
 .PHONY: verify
-verify: generate ## Fail when generated files are stale or code is not gofmt'ed / vetted.
+verify: generate ## Fail when generated files are stale or code is not gofmt'ed, vetted and linted clean.
 	@if ! git diff --quiet -- api config charts pkg/proto; then \
 	  echo "generated files are stale; run 'make generate' and commit:"; git --no-pager diff --stat -- api config charts pkg/proto; exit 1; fi
 	@if [ -n "$$(git ls-files --others --exclude-standard -- api config charts pkg/proto)" ]; then \
 	  echo "untracked generated files; run 'make generate' and commit:"; git ls-files --others --exclude-standard -- api config charts pkg/proto; exit 1; fi
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "not gofmt'ed: $$out"; exit 1; fi
 	go vet ./...
+	$(MAKE) lint
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in hack/tools/golangci-lint, configured in .golangci.yml).

@@ -215,7 +215,7 @@ func (c *Config) cleanupCilium() error {
 	}
 	dbg := filepath.Join(dir, "cilium-dbg")
 	if !fileExists(dbg) {
-		return fmt.Errorf("Cilium state is left on this machine but %s is missing to clean it up (run hack/build-cilium.sh)", dbg)
+		return fmt.Errorf("cilium state is left on this machine but %s is missing to clean it up (run hack/build-cilium.sh)", dbg)
 	}
 	c.progress("removing Cilium's links, BPF pins and state")
 	if err := runLogged(dbg, "post-uninstall-cleanup", "--all-state", "--force"); err != nil {

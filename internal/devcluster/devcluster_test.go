@@ -151,7 +151,7 @@ func TestKubeProxyAndCiliumConfigs(t *testing.T) {
 		}
 	}
 	// route_localnet stays as it is; conntrack sysctls too.
-	if ipt, _ := kp["iptables"].(map[string]any); ipt["localhostNodePorts"] != false {
+	if ipt, _ := kp["iptables"].(map[string]any); ipt["localhostNodePorts"] != any(false) {
 		t.Errorf("kube-proxy iptables = %v, want localhostNodePorts false", kp["iptables"])
 	}
 	if ct, _ := kp["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) {

@@ -90,6 +90,13 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.progress("installing CRDs, RBAC and the default StorageClass")
+	if c.HostProcesses {
+		// Before install: the release's roles share names with config/rbac's, and uninstalling
+		// deletes them.
+		if err := c.uninstallChart(ctx, filepath.Join(bin, "helm")); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.install(ctx); err != nil {
 		return nil, err
 	}
@@ -178,9 +185,6 @@ func (c *Config) installOurs(ctx context.Context, helm string, hostProcesses []c
 	}
 	if !c.HostProcesses {
 		return c.installChart(ctx, helm)
-	}
-	if err := c.uninstallChart(ctx, helm); err != nil {
-		return err
 	}
 	for _, comp := range hostProcesses {
 		if err := c.ensure(ctx, comp); err != nil {

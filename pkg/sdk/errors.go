@@ -134,9 +134,9 @@ func (e *ExitError) Error() string {
 		msg = "command timed out"
 	}
 	if s := strings.TrimSpace(e.Stderr); s != "" {
-		const max = 512
-		if len(s) > max {
-			s = "…" + s[len(s)-max:]
+		const tail = 512
+		if len(s) > tail {
+			s = "…" + s[len(s)-tail:]
 		}
 		msg += ": " + s
 	}

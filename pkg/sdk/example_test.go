@@ -37,7 +37,7 @@ func ExampleClient_GetOrCreate() {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	defer c.Delete(ctx, "conv-1234")
+	defer func() { _ = c.Delete(ctx, "conv-1234") }()
 }
 
 // Run with argv, env, cwd, stdin and streamed output (seed 003).
@@ -48,7 +48,7 @@ func ExampleSandbox_Run() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer sb.Delete(ctx)
+	defer func() { _ = sb.Delete(ctx) }()
 	_ = sb.Files().Write(ctx, "tasks/42/prompt.md", []byte("fix the bug"), 0o644)
 	res, err := sb.Run(ctx, sdk.Argv("agent-cli", "--task", "tasks/42/prompt.md"),
 		sdk.WithCwd("repo"),

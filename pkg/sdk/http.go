@@ -322,13 +322,13 @@ func readAPIError(resp *http.Response, op string) *APIError {
 // ends, and a proxy in between can hold both open. Closing the body right
 // after resets the HTTP/2 stream instead.
 func readErrorBody(resp *http.Response) []byte {
-	const max = 64 << 10
-	if n := resp.ContentLength; n >= 0 && n <= max {
+	const limit = 64 << 10
+	if n := resp.ContentLength; n >= 0 && n <= limit {
 		b := make([]byte, n)
 		k, _ := io.ReadFull(resp.Body, b)
 		return b[:k]
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, max))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
 	return b
 }
 

@@ -98,22 +98,15 @@ func (o *outputSink) write(stream int, p []byte) {
 		return
 	}
 	b := &o.buf[stream]
-	max := o.max
-	if max <= 0 {
-		max = defaultStreamMaxOutput
+	limit := o.max
+	if limit <= 0 {
+		limit = defaultStreamMaxOutput
 	}
-	if room := max - int64(b.Len()); int64(len(p)) > room {
-		p = p[:maxInt64(room, 0)]
+	if room := limit - int64(b.Len()); int64(len(p)) > room {
+		p = p[:max(room, 0)]
 		o.truncated = true
 	}
 	b.Write(p)
-}
-
-func maxInt64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // writer adapts one stream of the sink to an io.Writer.
@@ -221,7 +214,7 @@ func (t *httpTransport) runBuffered(ctx context.Context, req *wire.ExecRequest) 
 // runStream runs with Accept: application/x-ndjson: output frames arrive as
 // the command writes them.
 func (t *httpTransport) runStream(ctx context.Context, req *wire.ExecRequest, rc *runConfig) (*Result, error) {
-	max := req.MaxOutputBytes
+	maxOutput := req.MaxOutputBytes
 	req.MaxOutputBytes = 0 // a buffered-mode setting; the client caps streams
 	body, err := jsonBody(req)
 	if err != nil {
@@ -233,7 +226,7 @@ func (t *httpTransport) runStream(ctx context.Context, req *wire.ExecRequest, rc
 		return nil, err
 	}
 	defer resp.Body.Close()
-	sink := &outputSink{stdout: rc.stdout, stderr: rc.stderr, max: max}
+	sink := &outputSink{stdout: rc.stdout, stderr: rc.stderr, max: maxOutput}
 	return readFrames(ctx, json.NewDecoder(resp.Body), sink, "POST /v1/exec")
 }
 
@@ -241,7 +234,7 @@ func (t *httpTransport) runStream(ctx context.Context, req *wire.ExecRequest, rc
 // streams out, and a TTY can be resized.
 func (t *httpTransport) runWS(ctx context.Context, req *wire.ExecRequest, rc *runConfig) (*Result, error) {
 	const op = "GET /v1/exec/ws"
-	max := req.MaxOutputBytes
+	maxOutput := req.MaxOutputBytes
 	req.MaxOutputBytes = 0
 	if rc.tty != nil {
 		req.TTY, req.Cols, req.Rows = true, rc.tty.Cols, rc.tty.Rows
@@ -298,7 +291,7 @@ func (t *httpTransport) runWS(ctx context.Context, req *wire.ExecRequest, rc *ru
 	if rc.tty != nil && rc.tty.Resize != nil {
 		go forwardResizes(ctx, conn, rc.tty.Resize)
 	}
-	sink := &outputSink{stdout: rc.stdout, stderr: rc.stderr, max: max}
+	sink := &outputSink{stdout: rc.stdout, stderr: rc.stderr, max: maxOutput}
 	return readFrames(ctx, wsFrames{ctx: ctx, conn: conn}, sink, op)
 }
 
