@@ -64,7 +64,7 @@ func TestDeterministicClaimNameReattachesARetainedWorkspace(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed003")
 	createTemplate(t, ns, "coding-agent", true)
-	cli := sdkClient(t, ns)
+	cli := sdkClientAs(t, ns, asServiceAccount(t, ns, "orka-worker", seed003Role, nil))
 	name := sessionClaimName(ns, "feature-123", "coding-agent")
 	files := map[string]string{
 		"repo/src/pkg/main.go":       "package main\n",
@@ -116,7 +116,7 @@ func TestClaimWarmpoolFieldChoosesColdOrWarm(t *testing.T) {
 	ns := newNamespace(t, "seed003w")
 	createTemplate(t, ns, "coding-agent", false)
 	createPool(t, ns, "coding-agent-pool", "coding-agent", 1)
-	cli := sdkClient(t, ns)
+	cli := sdkClientAs(t, ns, asServiceAccount(t, ns, "orka-worker", seed003Role, nil))
 
 	for _, tc := range []struct {
 		policy   string // Orka: "template" -> default, "disabled" -> none

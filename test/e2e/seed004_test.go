@@ -58,6 +58,7 @@ func execute(t *testing.T, ns, sandbox, command string) (string, string, int) {
 // is created and creates the sandbox on the first execute() only.
 type cognitionBackend struct {
 	cli    *sdk.Client
+	kube   client.Client // the server's own identity, for the TTL patch
 	labels map[string]string
 	ttl    time.Duration
 	sb     *sdk.Sandbox
@@ -73,7 +74,7 @@ func (b *cognitionBackend) ensureSandbox(t *testing.T) string {
 	sb, err := b.cli.Create(t.Context(), "cognition-sandbox", sdk.WithLabels(b.labels))
 	mustf(t, err, "create_sandbox")
 	b.sb = sb
-	patchSandboxShutdownTime(t, b.cli.Namespace(), sb.SandboxName(), time.Now().Add(b.ttl))
+	patchSandboxShutdownTime(t, b.kube, b.cli.Namespace(), sb.SandboxName(), time.Now().Add(b.ttl))
 	return sb.SandboxName()
 }
 
@@ -84,12 +85,12 @@ func (b *cognitionBackend) execute(t *testing.T, command string) (string, string
 }
 
 // patchSandboxShutdownTime is the TTL: a merge patch of the Sandbox's spec.shutdownTime.
-func patchSandboxShutdownTime(t *testing.T, ns, sandbox string, at time.Time) metav1.Time {
+func patchSandboxShutdownTime(t *testing.T, cl client.Client, ns, sandbox string, at time.Time) metav1.Time {
 	t.Helper()
 	ttl := metav1.NewTime(at.Truncate(time.Second))
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"shutdownTime":%q}}`, ttl.UTC().Format(time.RFC3339)))
 	sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sandbox}}
-	mustf(t, kube.Patch(t.Context(), sb, patch), "patching the TTL of sandbox %s", sandbox)
+	mustf(t, cl.Patch(t.Context(), sb, patch), "patching the TTL of sandbox %s", sandbox)
 	return ttl
 }
 
@@ -112,7 +113,8 @@ func TestStartupValidationFailsOnlyOnMissingPiecesAndWarnsOnTheRouter(t *testing
 	t.Parallel()
 	ns := newNamespace(t, "cogcheck")
 	createTemplate(t, ns, "cognition-sandbox", false)
-	cli := sdkClient(t, ns)
+	identity := asServiceAccount(t, ns, "cognition", seed004Role, seed004ClusterRole)
+	cli := sdkClientAs(t, ns, identity)
 	mustf(t, cli.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox")), "startup validation of a working install")
 
 	var ce *sdk.CheckError
@@ -121,7 +123,7 @@ func TestStartupValidationFailsOnlyOnMissingPiecesAndWarnsOnTheRouter(t *testing
 		t.Fatalf("validation with a missing template = %v, want one fatal problem naming it", err)
 	}
 
-	down, err := sdk.New(sdk.Options{Kubeconfig: cluster.Kubeconfig, Namespace: ns, RouterURL: "http://127.0.0.1:1", Mode: sdk.ModeRouter})
+	down, err := sdk.New(sdk.Options{RESTConfig: identity, Namespace: ns, RouterURL: "http://127.0.0.1:1", Mode: sdk.ModeRouter})
 	mustf(t, err, "sdk client")
 	defer down.Close()
 	err = down.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox"))
@@ -138,11 +140,12 @@ func TestLazySessionSandboxRunsShellCommandsThroughTheRouter(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed004")
 	createTemplate(t, ns, "cognition-sandbox", false)
-	cli := sdkClient(t, ns)
+	identity := asServiceAccount(t, ns, "cognition", seed004Role, seed004ClusterRole)
+	cli := sdkClientAs(t, ns, identity)
 	mustf(t, cli.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox")), "startup validation")
 
 	session := "s-" + rand.String(6)
-	backend := &cognitionBackend{cli: cli, ttl: 3600 * time.Second, labels: map[string]string{
+	backend := &cognitionBackend{cli: cli, kube: clientAs(t, identity), ttl: 3600 * time.Second, labels: map[string]string{
 		"cognition.io/session": session, "cognition.io/user": "alice", "cognition.io/org": "acme",
 	}}
 	// Session created, client built, installation validated: nothing exists yet.
@@ -216,8 +219,9 @@ func TestSandboxShutdownTimePatchExpiresAnAbandonedSession(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed004t")
 	createTemplate(t, ns, "cognition-sandbox", false)
-	cli := sdkClient(t, ns)
-	backend := &cognitionBackend{cli: cli, ttl: 3 * time.Second, labels: map[string]string{"cognition.io/session": "abandoned"}}
+	identity := asServiceAccount(t, ns, "cognition", seed004Role, nil)
+	backend := &cognitionBackend{cli: sdkClientAs(t, ns, identity), kube: clientAs(t, identity), ttl: 3 * time.Second,
+		labels: map[string]string{"cognition.io/session": "abandoned"}}
 	if out, _, code := backend.execute(t, "echo before"); code != 0 || out != "before\n" {
 		t.Fatalf("tool call before the TTL: %q exit %d", out, code)
 	}
