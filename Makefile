@@ -50,8 +50,9 @@ build: ## Build the binaries into bin/.
 	go build -o bin/ ./cmd/...
 
 .PHONY: k8s-binaries
-k8s-binaries: ## Build the pinned kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok, kubectl and helm (cached).
-	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kwok kubectl helm
+k8s-binaries: ## Build the pinned Kubernetes binaries, kwok, kubectl, helm, CoreDNS and Cilium (cached; the local cluster needs the last ones).
+	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kwok kubectl helm kubelet kube-proxy coredns
+	hack/build-cilium.sh
 
 .PHONY: images
 images: ## Write the runtime, controller and router images as docker-archive tars into bin/images (no Docker needed).
