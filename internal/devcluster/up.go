@@ -54,14 +54,9 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ours []component
-	if c.HostProcesses {
-		for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
-			if err := c.restartIfReplaced(name); err != nil {
-				return nil, err
-			}
-		}
-		ours = []component{c.controller(), c.router()}
+	ours, err := c.hostProcessComponents()
+	if err != nil {
+		return nil, err
 	}
 	core := []component{c.etcd(bin), c.apiserver(bin), c.controllerManager(bin), c.scheduler(bin), ctrd, kubelet}
 	network, err := c.networkComponents(bin, ciliumDir)
@@ -71,17 +66,8 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.preflight(slices.Concat(core, network, ours)); err != nil {
 		return nil, err
 	}
-	for _, comp := range core {
-		if err := c.ensure(ctx, comp); err != nil {
-			return nil, err
-		}
-		if comp.name == "containerd" {
-			// Before the kubelet: it must find the pause image when it starts pods.
-			c.progress("importing images %s and %s into containerd", RuntimeImage, PauseImage)
-			if err := c.importImages(ctx, "runtime", "pause"); err != nil {
-				return nil, err
-			}
-		}
+	if err := c.ensureCore(ctx, core); err != nil {
+		return nil, err
 	}
 	if err := c.ensureNetwork(ctx, bin, ciliumDir, network); err != nil {
 		return nil, err
@@ -89,18 +75,7 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.ensureKwok(ctx, bin); err != nil {
 		return nil, err
 	}
-	c.progress("installing CRDs, RBAC and the default StorageClass")
-	if c.HostProcesses {
-		// Before install: the release's roles share names with config/rbac's, and uninstalling
-		// deletes them.
-		if err := c.uninstallChart(ctx, filepath.Join(bin, "helm")); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.install(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.installOurs(ctx, filepath.Join(bin, "helm"), ours); err != nil {
+	if err := c.installAgentSandbox(ctx, filepath.Join(bin, "helm"), ours); err != nil {
 		return nil, err
 	}
 	if err := c.waitDNS(ctx); err != nil {
@@ -175,6 +150,54 @@ func (c *Config) ensureNetwork(ctx context.Context, bin, ciliumDir string, comps
 		}
 	}
 	return c.applyDNS(ctx, bin)
+}
+
+// hostProcessComponents are the controller and router as host processes (restarting one whose
+// binary was rebuilt), or none when the chart runs them.
+func (c *Config) hostProcessComponents() ([]component, error) {
+	if !c.HostProcesses {
+		return nil, nil
+	}
+	for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
+		if err := c.restartIfReplaced(name); err != nil {
+			return nil, err
+		}
+	}
+	return []component{c.controller(), c.router()}, nil
+}
+
+// ensureCore starts the control plane, containerd and the kubelet in order.
+func (c *Config) ensureCore(ctx context.Context, core []component) error {
+	for _, comp := range core {
+		if err := c.ensure(ctx, comp); err != nil {
+			return err
+		}
+		if comp.name == "containerd" {
+			// Before the kubelet: it must find the pause image when it starts pods.
+			c.progress("importing images %s and %s into containerd", RuntimeImage, PauseImage)
+			if err := c.importImages(ctx, "runtime", "pause"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// installAgentSandbox applies the CRDs and the cluster's own objects, then runs the controller
+// and router.
+func (c *Config) installAgentSandbox(ctx context.Context, helm string, hostProcesses []component) error {
+	c.progress("installing CRDs, RBAC and the default StorageClass")
+	if c.HostProcesses {
+		// Before install: the release's roles share names with config/rbac's, and uninstalling
+		// deletes them.
+		if err := c.uninstallChart(ctx, helm); err != nil {
+			return err
+		}
+	}
+	if err := c.install(ctx); err != nil {
+		return err
+	}
+	return c.installOurs(ctx, helm, hostProcesses)
 }
 
 // installOurs runs the controller and router: as the Helm chart's Deployments, or as host
