@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
@@ -32,7 +33,7 @@ func main() {
 	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to acquire, and the leader renews, the lease.")
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", sandbox.DefaultClusterDomain, "Cluster DNS domain used in status.serviceFQDN.")
 	fs.IntVar(&opts.SandboxWorkers, "sandbox-workers", 16, "Sandboxes reconciled in parallel.")
-	fs.IntVar(&opts.ClaimWorkers, "claim-workers", 32, "SandboxClaims reconciled in parallel.")
+	fs.IntVar(&opts.ClaimWorkers, "claim-workers", sandboxclaim.DefaultWorkers, "SandboxClaims reconciled in parallel.")
 	fs.DurationVar(&opts.MemberReadyTimeout, "warm-member-ready-timeout", sandboxwarmpool.DefaultMemberReadyTimeout, "A warm pool member not Ready this long after creation is replaced (unschedulable ones are kept and reported); a pool's agents.x-k8s.io/member-ready-timeout annotation overrides it.")
 	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", 250*time.Millisecond, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
 	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")

@@ -27,6 +27,8 @@ type hostState struct {
 	Sysctls      map[string]string `json:"sysctls"`
 	NftTables    []string          `json:"nftTables"`
 	BPFFSMounted bool              `json:"bpffsMounted,omitempty"`
+	// Whether Up made /run/netns a mount point of its own (then Down unmounts it).
+	NetnsMounted bool `json:"netnsMounted,omitempty"`
 }
 
 const ipForwardPath = "/proc/sys/net/ipv4/ip_forward"

@@ -171,6 +171,44 @@ func mountsOfType(fstype string) []string {
 	return out
 }
 
+// netnsDir is where containerd (and `ip netns`) bind-mount named network namespaces.
+const netnsDir = "/run/netns"
+
+// netnsDirMounted reports whether netnsDir is a mount point of its own.
+func netnsDirMounted() bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 5 && f[4] == netnsDir {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureNetnsMount makes netnsDir a shared mount point of its own before containerd puts pod
+// namespaces there, as `ip netns add` does on first use. Otherwise the first `ip netns add`
+// run while pods exist (the e2e network test's hosts, an operator's debugging) bind-mounts the
+// directory over itself, hides the pods' namespace mounts under it, and containerd can never
+// remove them again (unlink: device or resource busy). It reports whether it mounted.
+func ensureNetnsMount() (bool, error) {
+	if netnsDirMounted() {
+		return false, nil
+	}
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return false, err
+	}
+	if err := syscall.Mount(netnsDir, netnsDir, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return false, fmt.Errorf("bind-mounting %s: %w", netnsDir, err)
+	}
+	if err := syscall.Mount("", netnsDir, "", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
+		return true, fmt.Errorf("making %s shared: %w", netnsDir, err)
+	}
+	return true, nil
+}
+
 // ensureBPFFS mounts the BPF filesystem Cilium pins its maps in, and reports whether it did.
 func ensureBPFFS() (bool, error) {
 	if bpffsMounted() {

@@ -138,6 +138,12 @@ func (c *Config) teardownNetwork(hs *hostState) error {
 		}
 	}
 	errs = append(errs, removeEmptyNftTables(hs.NftTables))
+	if hs.NetnsMounted && netnsDirMounted() {
+		// Detached, not plain: a namespace someone else mounted there keeps working.
+		if err := syscall.Unmount(netnsDir, syscall.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", netnsDir, err))
+		}
+	}
 	if hs.BPFFSMounted && bpffsMounted() {
 		if err := syscall.Unmount(bpffsPath, 0); err != nil {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w", bpffsPath, err))

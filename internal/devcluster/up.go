@@ -116,6 +116,14 @@ func (c *Config) prepareHost(ciliumDir string) error {
 	if err := c.recordHost(); err != nil {
 		return fmt.Errorf("recording host state: %w", err)
 	}
+	if mounted, err := ensureNetnsMount(); mounted || err != nil {
+		if uerr := c.updateHost(func(hs *hostState) { hs.NetnsMounted = hs.NetnsMounted || mounted }); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if err := c.ensureBridge(); err != nil {
 		return fmt.Errorf("pod bridge: %w", err)
 	}

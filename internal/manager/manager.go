@@ -161,24 +161,19 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxtemplate controller: %w", err)
 	}
-	if err := (&sandboxwarmpool.Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
-		Gate:     warmpool.NewGate(pacer, maxHold),
-		PodRules: podRules,
-
+	if err := sandboxwarmpool.New(mgr.GetClient(), sandboxwarmpool.Options{
+		Recorder:           mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
+		Gate:               warmpool.NewGate(pacer, maxHold),
+		PodRules:           podRules,
 		MemberReadyTimeout: opts.MemberReadyTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}
-	if err := (&sandboxclaim.Reconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorderFor("sandboxclaim-controller"),
-		Queue:                   warmpool.NewQueue(),
-		Pacer:                   pacer,
-		MaxConcurrentReconciles: opts.ClaimWorkers,
-		PodRules:                podRules,
+	if err := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), sandboxclaim.Options{
+		Recorder: mgr.GetEventRecorderFor("sandboxclaim-controller"),
+		Pacer:    pacer,
+		Workers:  opts.ClaimWorkers,
+		PodRules: podRules,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}

@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -77,10 +76,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	obs, err := r.reconcileChildren(ctx, sb)
-	var deferred *deferredError
-	if errors.As(err, &deferred) {
-		err = nil
-	}
 	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		// The namespace is going away and takes the sandbox with it; nothing to fix.
 		log.FromContext(ctx).V(1).Info("namespace is terminating; not creating children")
@@ -94,8 +89,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	after := untilExpiry(sb, now)
-	if deferred != nil && (after == 0 || deferred.after < after) {
-		after = deferred.after
+	if obs.podMetadataDue > 0 && (after == 0 || obs.podMetadataDue < after) {
+		after = obs.podMetadataDue
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -107,6 +102,7 @@ type observed struct {
 	service        *corev1.Service
 	serviceProblem string // why there is no service, when there is none
 	egress         egressState
+	podMetadataDue time.Duration // a pod metadata update the gate held back is due in this long
 }
 
 func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) (observed, error) {
@@ -125,8 +121,8 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.S
 	if err != nil {
 		return obs, fmt.Errorf("egress NetworkPolicy: %w", err)
 	}
-	pod, notOwned, err := r.reconcilePod(ctx, sb, !eg.blocksPod())
-	obs.pod, obs.podNotOwned = pod, notOwned
+	pod, notOwned, due, err := r.reconcilePod(ctx, sb, !eg.blocksPod())
+	obs.pod, obs.podNotOwned, obs.podMetadataDue = pod, notOwned, due
 	if err != nil {
 		return obs, fmt.Errorf("pod: %w", err)
 	}

@@ -36,47 +36,50 @@ var mirroredSandboxLabels = []string{
 // reconcilePod makes the owned pod exist (or not, when paused) and keeps its metadata in line
 // with the template. It returns the owned pod (nil when none) and whether a same-named pod that
 // this Sandbox does not control is in the way; such a pod is never touched. With mayCreate
-// false a missing pod stays missing (an existing one is kept).
-func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbox, mayCreate bool) (*corev1.Pod, bool, error) {
-	pod, notOwned, err := r.getPod(ctx, sb)
+// false a missing pod stays missing (an existing one is kept). A metadata update held back by
+// the gate is reported in retryAfter.
+func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbox, mayCreate bool) (pod *corev1.Pod, notOwned bool, retryAfter time.Duration, err error) {
+	pod, notOwned, err = r.getPod(ctx, sb)
 	if err != nil || notOwned {
-		return nil, notOwned, err
+		return nil, notOwned, 0, err
 	}
 
 	if sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas {
 		if pod != nil && pod.DeletionTimestamp.IsZero() {
 			if err := r.deletePod(ctx, pod); err != nil {
-				return pod, false, err
+				return pod, false, 0, err
 			}
 		}
-		return pod, false, nil
+		return pod, false, 0, nil
 	}
 
 	if pod != nil {
 		if !pod.DeletionTimestamp.IsZero() {
 			// Resume right after a pause: the old pod must be gone before its name can be reused;
 			// its deletion event brings us back.
-			return pod, false, nil
+			return pod, false, 0, nil
 		}
-		return pod, false, r.syncPodMetadata(ctx, sb, pod)
+		retryAfter, err = r.syncPodMetadata(ctx, sb, pod)
+		return pod, false, retryAfter, err
 	}
 	if !mayCreate {
-		return nil, false, nil
+		return nil, false, 0, nil
 	}
 
 	pod, refused := buildPod(sb, r.PodRules)
 	if err := controllerutil.SetControllerReference(sb, pod, r.Client.Scheme()); err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	r.warnRefused(sb, refused)
 	if err := r.Client.Create(ctx, pod, FieldOwner); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
-			return nil, false, err
+			return nil, false, 0, err
 		}
 		// The cache holds only tracked pods; look at the one in the way directly.
-		return r.getPodLive(ctx, sb)
+		pod, notOwned, err = r.getPodLive(ctx, sb)
+		return pod, notOwned, 0, err
 	}
-	return pod, false, nil
+	return pod, false, 0, nil
 }
 
 // getPod reads the sandbox's pod from the cache.
@@ -187,7 +190,8 @@ func podMetadata(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (map[string]st
 // syncPodMetadata applies template label/annotation changes to a running pod with one merge
 // patch. The pod spec is left alone: changing it would need a restart, which a stateful
 // sandbox must not get behind its user's back.
-func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.Sandbox, pod *corev1.Pod) error {
+// While the gate holds background writes back it returns how long until it may try again.
+func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.Sandbox, pod *corev1.Pod) (retryAfter time.Duration, err error) {
 	wantLabels, wantAnnotations, refused := podMetadata(sb, r.PodRules)
 	updated := pod.DeepCopy()
 	updated.Labels = mergeTracked(pod.Labels, wantLabels, splitKeys(pod.Annotations[propagatedLabelsAnnotation]))
@@ -195,19 +199,19 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 	prevAnnotations = append(prevAnnotations, propagatedLabelsAnnotation, propagatedAnnotationsAnnotation)
 	updated.Annotations = mergeTracked(pod.Annotations, wantAnnotations, prevAnnotations)
 	if equality.Semantic.DeepEqual(pod.Labels, updated.Labels) && equality.Semantic.DeepEqual(pod.Annotations, updated.Annotations) {
-		return nil
+		return 0, nil
 	}
 	if wait := r.Gate.Wait(); wait > 0 {
 		// Labels are bookkeeping, not readiness: during a claim burst this write waits, so the
 		// API server spends its CPU on the claims themselves.
-		return &deferredError{after: wait}
+		return wait, nil
 	}
 	r.warnRefused(sb, refused)
 	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), FieldOwner); err != nil {
-		return client.IgnoreNotFound(err)
+		return 0, client.IgnoreNotFound(err)
 	}
 	*pod = *updated
-	return nil
+	return 0, nil
 }
 
 // mergeTracked returns current with previously propagated keys that are no longer wanted
@@ -246,8 +250,3 @@ func splitKeys(s string) []string {
 	}
 	return strings.Split(s, ",")
 }
-
-// deferredError asks for the reconcile to be repeated later without counting as a failure.
-type deferredError struct{ after time.Duration }
-
-func (e *deferredError) Error() string { return "deferred for " + e.after.String() }

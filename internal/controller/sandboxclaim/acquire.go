@@ -31,12 +31,13 @@ const maxAdoptAttempts = 5
 
 // acquire gets the claim a Sandbox: warm when the policy and the claim allow it and a ready
 // member is queued, cold otherwise. It returns the launch type.
-func (r *Reconciler) acquire(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, string, error) {
+func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sandbox, string, error) {
+	claim := p.claim
 	tmpl, err := r.templateOf(ctx, claim)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata, r.PodRules); err != nil {
+	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata, r.podRules); err != nil {
 		return nil, "", err
 	}
 	// Validate env against the template before touching any warm sandbox (on a copy: the
@@ -58,21 +59,22 @@ func (r *Reconciler) acquire(ctx context.Context, claim *extv1alpha1.SandboxClai
 			return sb, extv1alpha1.LaunchTypeWarm, err
 		}
 	}
-	r.warnIfPoolMissing(ctx, claim)
-	sb, err := r.createCold(ctx, claim, tmpl, volumes)
+	r.warnIfPoolMissing(ctx, p)
+	sb, err := r.createCold(ctx, p, tmpl, volumes)
 	return sb, extv1alpha1.LaunchTypeCold, err
 }
 
 // warnIfPoolMissing tells the user when the warm pool a claim names does not exist, so a typo
 // does not silently turn every claim into a cold start.
-func (r *Reconciler) warnIfPoolMissing(ctx context.Context, claim *extv1alpha1.SandboxClaim) {
+func (r *Reconciler) warnIfPoolMissing(ctx context.Context, p *pass) {
+	claim := p.claim
 	policy := claim.EffectiveWarmPool()
 	if policy == extv1alpha1.WarmPoolPolicyNone || policy == extv1alpha1.WarmPoolPolicyDefault {
 		return
 	}
 	pool := &extv1alpha1.SandboxWarmPool{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: string(policy)}, pool); apierrors.IsNotFound(err) {
-		r.event(claim, corev1.EventTypeWarning, extv1alpha1.ReasonWarmPoolNotFound,
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: string(policy)}, pool); apierrors.IsNotFound(err) {
+		p.event(corev1.EventTypeWarning, extv1alpha1.ReasonWarmPoolNotFound,
 			"SandboxWarmPool %q not found; starting a Sandbox from the template instead", policy)
 	}
 }
@@ -82,19 +84,19 @@ func (r *Reconciler) warnIfPoolMissing(ctx context.Context, claim *extv1alpha1.S
 func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate) (*agentsv1alpha1.Sandbox, error) {
 	accept := r.acceptFor(ctx, claim, blueprint.Hash(tmpl))
 	for attempt := 0; attempt < maxAdoptAttempts; attempt++ {
-		cand, ok := r.Queue.Pop(claim.Namespace, tmpl.Name, accept)
+		cand, ok := r.queue.Pop(claim.Namespace, tmpl.Name, accept)
 		if !ok {
 			return nil, nil
 		}
 		sb := &agentsv1alpha1.Sandbox{}
-		if err := r.Client.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
+		if err := r.client.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
 			continue
 		}
 		err := r.takeOver(ctx, claim, sb)
 		if apierrors.IsConflict(err) {
 			// Our cached copy was stale (e.g. a status write); retry once on the live object
 			// unless someone else took it.
-			if err = r.APIReader.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
+			if err = r.apiReader.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
 				continue
 			}
 			err = r.takeOver(ctx, claim, sb)
@@ -125,7 +127,7 @@ func (r *Reconciler) acceptFor(ctx context.Context, claim *extv1alpha1.SandboxCl
 			return true
 		}
 		pool := &extv1alpha1.SandboxWarmPool{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: c.Pool}, pool); err != nil {
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: c.Pool}, pool); err != nil {
 			return false
 		}
 		return pool.EffectiveUpdateStrategy() != extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType
@@ -150,7 +152,7 @@ func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxCla
 	stampClaim(patched, claim, extv1alpha1.LaunchTypeWarm)
 	patched.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1alpha1.GroupVersion.WithKind("SandboxClaim"))}
 	mergePodMetadata(&patched.Spec.PodTemplate.Metadata, claim.Spec.AdditionalPodMetadata)
-	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), sandbox.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), sandbox.FieldOwner); err != nil {
 		return err
 	}
 	*sb = *patched
@@ -159,9 +161,10 @@ func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxCla
 
 // createCold builds the claim's own Sandbox from the template, named after the claim, with the
 // claim's volumes when it brings its own.
-func (r *Reconciler) createCold(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate,
+func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1alpha1.SandboxTemplate,
 	volumes []agentsv1alpha1.PersistentVolumeClaimTemplate) (*agentsv1alpha1.Sandbox, error) {
-	sb := blueprint.NewSandbox(tmpl, r.PodRules)
+	claim := p.claim
+	sb := blueprint.NewSandbox(tmpl, r.podRules)
 	if volumes != nil {
 		sb.Spec.VolumeClaimTemplates = volumes
 	}
@@ -171,13 +174,13 @@ func (r *Reconciler) createCold(ctx context.Context, claim *extv1alpha1.SandboxC
 		return nil, err
 	}
 	mergePodMetadata(&sb.Spec.PodTemplate.Metadata, claim.Spec.AdditionalPodMetadata)
-	if err := controllerutil.SetControllerReference(claim, sb, r.Client.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(claim, sb, r.client.Scheme()); err != nil {
 		return nil, err
 	}
-	err := r.Client.Create(ctx, sb, sandbox.FieldOwner)
+	err := r.client.Create(ctx, sb, sandbox.FieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		existing := &agentsv1alpha1.Sandbox{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); err != nil {
+		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); err != nil {
 			return nil, err
 		}
 		if !ownedBy(existing, claim) {
@@ -189,7 +192,7 @@ func (r *Reconciler) createCold(ctx context.Context, claim *extv1alpha1.SandboxC
 	if err != nil {
 		return nil, err
 	}
-	r.event(claim, corev1.EventTypeNormal, ReasonProvisioned, "Created Sandbox %q from template %q", sb.Name, tmpl.Name)
+	p.event(corev1.EventTypeNormal, ReasonProvisioned, "Created Sandbox %q from template %q", sb.Name, tmpl.Name)
 	return sb, nil
 }
 

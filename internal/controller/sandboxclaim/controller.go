@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,31 +22,78 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
-// Reconciler binds claims to Sandboxes and mirrors their state.
-type Reconciler struct {
-	Client    client.Client
-	APIReader client.Reader
-	Recorder  record.EventRecorder
-	Queue     *warmpool.Queue
-	Pacer     *warmpool.Pacer
-	// MaxConcurrentReconciles bounds parallel reconciles (default 32).
-	MaxConcurrentReconciles int
-	Now                     func() time.Time
+// DefaultWorkers is how many claims are reconciled in parallel unless Options say otherwise.
+const DefaultWorkers = 32
+
+// cacheLagTTL bounds how long a binding or status this process wrote is trusted over the
+// cache; the cache normally catches up within milliseconds.
+const cacheLagTTL = 30 * time.Second
+
+// Options configure a Reconciler; a zero field takes its default.
+type Options struct {
+	// Recorder receives events (default: dropped).
+	Recorder record.EventRecorder
+	// Queue is the warm queue adoption pops from (default: a new, private one).
+	Queue *warmpool.Queue
+	// Pacer learns when claims are being served, so background work yields (nil: nobody yields).
+	Pacer *warmpool.Pacer
+	// Workers bounds parallel reconciles (default DefaultWorkers).
+	Workers int
 	// PodRules refuse claim pod metadata that is reserved or poses as the router, and filter
 	// the template's.
 	PodRules podmeta.Rules
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
+}
+
+// Reconciler binds claims to Sandboxes and mirrors their state.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  record.EventRecorder
+	queue     *warmpool.Queue
+	pacer     *warmpool.Pacer
+	workers   int
+	podRules  podmeta.Rules
+	clock     clock.PassiveClock
 
 	firstSeen sync.Map // claim namespace/name -> time the controller first saw it (latency metric)
-	// bound remembers, per claim UID, the Sandbox this process gave it until the cache shows
-	// that ownership: a reconcile running on a cache that lags its own writes must not hand the
-	// claim a second Sandbox.
-	bound sync.Map
-	// written is the last status written per claim UID (see writeStatus).
-	written sync.Map
+	// bindings remember, per claim (and its UID), the Sandbox this process gave it until the
+	// cache shows that ownership: a reconcile running on a cache that lags its own writes must
+	// not hand the claim a second Sandbox.
+	bindings *expectations.Store[types.UID, *agentsv1alpha1.Sandbox]
+	// written remembers the last status written per claim until the cache shows it (see
+	// writeStatus).
+	written *expectations.Store[types.UID, *extv1alpha1.SandboxClaimStatus]
+}
+
+// New returns a claim reconciler that reads through c (the cache) and, where the cache cannot
+// be trusted, apiReader (the API server).
+func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
+	r := &Reconciler{
+		client: c, apiReader: apiReader, recorder: opts.Recorder, queue: opts.Queue, pacer: opts.Pacer,
+		workers: opts.Workers, podRules: opts.PodRules, clock: opts.Clock,
+	}
+	if r.recorder == nil {
+		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
+	}
+	if r.queue == nil {
+		r.queue = warmpool.NewQueue()
+	}
+	if r.workers <= 0 {
+		r.workers = DefaultWorkers
+	}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	r.bindings = expectations.New[types.UID, *agentsv1alpha1.Sandbox](r.clock, cacheLagTTL)
+	r.written = expectations.New[types.UID, *extv1alpha1.SandboxClaimStatus](r.clock, cacheLagTTL)
+	return r
 }
 
 // userError is bad input on the claim: reported as a condition, never retried in a hot loop.
@@ -63,30 +111,44 @@ func (e *userError) Error() string { return e.message }
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile gets the claim a Sandbox (once), enforces its lifecycle and mirrors its status.
+// The status is written once, at the end; events and follow-up writes come after it.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	claim := &extv1alpha1.SandboxClaim{}
-	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.firstSeen.Delete(req.NamespacedName)
-			r.forgetBindings(req.NamespacedName)
-			r.forgetWritten(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !claim.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	r.firstSeen.LoadOrStore(req.NamespacedName, r.now())
-	original := claim.DeepCopy()
+	r.firstSeen.LoadOrStore(req.NamespacedName, r.clock.Now())
+	p := &pass{claim: claim, original: claim.DeepCopy()}
+	result, err := r.reconcile(ctx, p)
+	if !p.claimDeleted {
+		if serr := r.writeStatus(ctx, p.original, claim); serr != nil {
+			return ctrl.Result{}, serr
+		}
+	}
+	p.emit(r.recorder)
+	if err == nil && p.afterWrite != nil {
+		err = p.afterWrite(ctx)
+	}
+	return result, err
+}
 
+// reconcile is one pass over a claim: it finds or acquires the claim's Sandbox, or expires the
+// claim, and sets the claim's status to match.
+func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error) {
+	claim := p.claim
 	sb, err := r.boundSandbox(ctx, claim)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if at, due := expiry(claim, r.now()); due {
-		return r.expire(ctx, claim, original, sb, at)
+	if at, due := expiry(claim, r.clock.Now()); due {
+		return ctrl.Result{}, r.expire(ctx, p, sb, at)
 	}
-
 	if sb == nil && claim.Status.SandboxStatus.Name != "" {
 		// The status names a Sandbox the cache does not show as ours: ask the API server.
 		if sb, err = r.liveSandbox(ctx, claim); err != nil {
@@ -94,38 +156,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if sb == nil {
 			setSandboxMissing(claim)
-			return ctrl.Result{}, r.writeStatus(ctx, original, claim)
+			return ctrl.Result{}, nil
 		}
 	}
 	var launch string
 	if sb == nil {
-		done := r.Pacer.ClaimStarted()
-		sb, launch, err = r.acquire(ctx, claim)
+		done := r.pacer.ClaimStarted()
+		sb, launch, err = r.acquire(ctx, p)
 		done()
 	}
 	var uerr *userError
 	switch {
 	case errors.As(err, &uerr):
 		setUserError(claim, uerr)
-		return ctrl.Result{}, r.writeStatus(ctx, original, claim)
+		return ctrl.Result{}, nil
 	case err != nil:
 		setReconcileError(claim, err)
-		if serr := r.writeStatus(ctx, original, claim); serr != nil {
-			return ctrl.Result{}, serr
-		}
 		return ctrl.Result{}, err
 	}
 	if launch != "" {
 		observeLaunch(launch)
-		r.bound.Store(claim.UID, binding{claim: req.NamespacedName, sandbox: sb.DeepCopy(), at: r.now()})
+		r.bindings.Expect(client.ObjectKeyFromObject(claim), claim.UID, sb.DeepCopy())
 	}
 	mirrorSandbox(claim, sb)
-	r.observeReady(original, claim, sb)
-	if err := r.writeStatus(ctx, original, claim); err != nil {
-		return ctrl.Result{}, err
-	}
-	if at, _ := expiry(claim, r.now()); !at.IsZero() {
-		return ctrl.Result{RequeueAfter: max(at.Sub(r.now()), time.Millisecond)}, nil
+	r.observeReady(p.original, claim, sb)
+	if at, _ := expiry(claim, r.clock.Now()); !at.IsZero() {
+		return ctrl.Result{RequeueAfter: max(at.Sub(r.clock.Now()), time.Millisecond)}, nil
 	}
 	return ctrl.Result{}, nil
 }
@@ -133,13 +189,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // boundSandbox finds the claim's Sandbox: the one its status names, else any Sandbox it
 // controls (a crash between adopting and writing status leaves exactly that).
 func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, error) {
-	if v, ok := r.bound.Load(claim.UID); ok && r.now().Sub(v.(binding).at) < bindingTTL {
-		mine := v.(binding).sandbox
+	key := client.ObjectKeyFromObject(claim)
+	if mine, ok := r.bindings.Get(key, claim.UID); ok {
 		cached := &agentsv1alpha1.Sandbox{}
-		err := r.Client.Get(ctx, client.ObjectKeyFromObject(mine), cached)
+		err := r.client.Get(ctx, client.ObjectKeyFromObject(mine), cached)
 		switch {
 		case err == nil && ownedBy(cached, claim):
-			r.bound.Delete(claim.UID) // the cache caught up
+			r.bindings.Observed(key, claim.UID) // the cache caught up
 			return cached, nil
 		case err == nil || apierrors.IsNotFound(err):
 			// The cache has not seen our write yet (or not the create): trust what we wrote.
@@ -150,7 +206,7 @@ func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.Sandbo
 	}
 	if name := claim.Status.SandboxStatus.Name; name != "" {
 		sb := &agentsv1alpha1.Sandbox{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, sb)
+		err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, sb)
 		if err == nil && ownedBy(sb, claim) {
 			return sb, nil
 		}
@@ -159,7 +215,7 @@ func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.Sandbo
 		}
 	}
 	list := &agentsv1alpha1.SandboxList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(claim.Namespace),
+	if err := r.client.List(ctx, list, client.InNamespace(claim.Namespace),
 		client.MatchingFields{index.SandboxControllerUID: string(claim.UID)}); err != nil {
 		return nil, err
 	}
@@ -175,7 +231,7 @@ func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.Sandbo
 // nil when it is gone, being deleted or no longer the claim's.
 func (r *Reconciler) liveSandbox(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, error) {
 	sb := &agentsv1alpha1.Sandbox{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Status.SandboxStatus.Name}, sb)
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Status.SandboxStatus.Name}, sb)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
@@ -187,33 +243,16 @@ func (r *Reconciler) liveSandbox(ctx context.Context, claim *extv1alpha1.Sandbox
 	return sb, nil
 }
 
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
-func (r *Reconciler) event(claim *extv1alpha1.SandboxClaim, eventType, reason, format string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(claim, eventType, reason, format, args...)
-	}
-}
-
 // SetupWithManager registers the reconciler. Sandbox events do double duty: they re-trigger
 // the owning claim, and they keep the warm queue current so adoption needs no List.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	workers := r.MaxConcurrentReconciles
-	if workers <= 0 {
-		workers = 32
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&extv1alpha1.SandboxClaim{}).
 		Owns(&agentsv1alpha1.Sandbox{}).
-		Watches(&agentsv1alpha1.Sandbox{}, warmQueueFeeder(r.Queue)).
+		Watches(&agentsv1alpha1.Sandbox{}, warmQueueFeeder(r.queue)).
 		Watches(&extv1alpha1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate)).
 		Watches(&extv1alpha1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool), builder.WithPredicates(poolCreated)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Named("sandboxclaim").
 		Complete(r)
 }
@@ -226,7 +265,7 @@ func (r *Reconciler) unboundClaimsOfTemplate(ctx context.Context, o client.Objec
 // unboundClaims lists the claims of a namespace matching an index that no Sandbox serves yet.
 func (r *Reconciler) unboundClaims(ctx context.Context, ns string, match client.MatchingFields) []reconcile.Request {
 	claims := &extv1alpha1.SandboxClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(ns), match); err != nil {
+	if err := r.client.List(ctx, claims, client.InNamespace(ns), match); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
@@ -238,39 +277,9 @@ func (r *Reconciler) unboundClaims(ctx context.Context, ns string, match client.
 	return reqs
 }
 
-// binding is a Sandbox this process gave a claim, remembered until the cache shows it.
-type binding struct {
-	claim   types.NamespacedName
-	sandbox *agentsv1alpha1.Sandbox
-	at      time.Time
-}
-
-// bindingTTL bounds how long a binding is trusted over the cache; the cache normally catches
-// up within milliseconds.
-const bindingTTL = 30 * time.Second
-
-// forgetBindings drops the remembered binding of a deleted claim.
-func (r *Reconciler) forgetBindings(key types.NamespacedName) {
-	r.bound.Range(func(k, v any) bool {
-		if v.(binding).claim == key {
-			r.bound.Delete(k)
-		}
-		return true
-	})
-}
-
-// forgetWritten drops the remembered status of a deleted claim.
-func (r *Reconciler) forgetWritten(key types.NamespacedName) {
-	r.written.Range(func(k, v any) bool {
-		if v.(writtenStatus).claim == key {
-			r.written.Delete(k)
-		}
-		return true
-	})
-}
-
-// writtenStatus is the last status this process wrote for a claim.
-type writtenStatus struct {
-	claim  types.NamespacedName
-	status *extv1alpha1.SandboxClaimStatus
+// forget drops what this process remembers of a deleted claim.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.firstSeen.Delete(key)
+	r.bindings.Forget(key)
+	r.written.Forget(key)
 }

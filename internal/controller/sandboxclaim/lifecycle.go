@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -47,14 +46,15 @@ func endOf(claim *extv1alpha1.SandboxClaim) (at time.Time, byTTL bool) {
 // expire ends the claim per shutdownPolicy: Delete and DeleteForeground delete the claim (the
 // Sandbox, Pod and PVCs follow through garbage collection; foreground keeps the claim visible
 // until they are gone); Retain deletes the Sandbox and keeps the claim, marked expired.
-func (r *Reconciler) expire(ctx context.Context, claim, original *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, at time.Time) (ctrl.Result, error) {
+func (r *Reconciler) expire(ctx context.Context, p *pass, sb *agentsv1alpha1.Sandbox, at time.Time) error {
+	claim := p.claim
 	policy := claim.Spec.Lifecycle.ShutdownPolicy
 	if _, byTTL := endOf(claim); byTTL && policy != extv1alpha1.ShutdownPolicyDeleteForeground {
 		// ttlSecondsAfterFinished removes the finished claim itself.
 		policy = extv1alpha1.ShutdownPolicyDelete
 	}
-	if !claimExpired(original) {
-		r.event(claim, corev1.EventTypeNormal, extv1alpha1.ReasonClaimExpired, "Claim expired at %s (shutdownPolicy %s)", at.UTC().Format(time.RFC3339), policyOrDefault(policy))
+	if !claimExpired(p.original) {
+		p.event(corev1.EventTypeNormal, extv1alpha1.ReasonClaimExpired, "Claim expired at %s (shutdownPolicy %s)", at.UTC().Format(time.RFC3339), policyOrDefault(policy))
 	}
 	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
 		Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionFalse, Reason: extv1alpha1.ReasonClaimExpired,
@@ -63,21 +63,24 @@ func (r *Reconciler) expire(ctx context.Context, claim, original *extv1alpha1.Sa
 	claim.Status.SandboxStatus.PodIPs = nil
 	switch policy {
 	case extv1alpha1.ShutdownPolicyDelete:
-		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, claim,
+		p.claimDeleted = true
+		return client.IgnoreNotFound(r.client.Delete(ctx, claim,
 			client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &claim.UID}))
 	case extv1alpha1.ShutdownPolicyDeleteForeground:
-		if err := r.writeStatus(ctx, original, claim); err != nil {
-			return ctrl.Result{}, err
+		// The expired status is written first, so it is what users see while the claim waits
+		// for its Sandbox to go.
+		p.afterWrite = func(ctx context.Context) error {
+			return client.IgnoreNotFound(r.client.Delete(ctx, claim,
+				client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &claim.UID}))
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, claim,
-			client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &claim.UID}))
+		return nil
 	}
 	if sb != nil && sb.DeletionTimestamp.IsZero() {
-		if err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID}); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, err
+		if err := r.client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID}); client.IgnoreNotFound(err) != nil {
+			return err
 		}
 	}
-	return ctrl.Result{}, r.writeStatus(ctx, original, claim)
+	return nil
 }
 
 func claimExpired(claim *extv1alpha1.SandboxClaim) bool {

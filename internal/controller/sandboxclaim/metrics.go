@@ -42,6 +42,6 @@ func (r *Reconciler) observeReady(before, after *extv1alpha1.SandboxClaim, sb *a
 		if launch == "" {
 			launch = "unknown"
 		}
-		claimReadySeconds.WithLabelValues(launch).Observe(time.Since(v.(time.Time)).Seconds())
+		claimReadySeconds.WithLabelValues(launch).Observe(r.clock.Since(v.(time.Time)).Seconds())
 	}
 }

@@ -70,16 +70,17 @@ func setReconcileError(claim *extv1alpha1.SandboxClaim, err error) {
 // claim is often reconciled again before its own status write comes back through the watch,
 // and rewriting the same status would double the API server's work on the hot path.
 func (r *Reconciler) writeStatus(ctx context.Context, original, claim *extv1alpha1.SandboxClaim) error {
+	key := client.ObjectKeyFromObject(claim)
 	if equality.Semantic.DeepEqual(original.Status, claim.Status) {
-		r.written.Delete(claim.UID) // the cache has caught up
+		r.written.Observed(key, claim.UID) // the cache has caught up
 		return nil
 	}
-	if last, ok := r.written.Load(claim.UID); ok && equality.Semantic.DeepEqual(last.(writtenStatus).status, &claim.Status) {
+	if last, ok := r.written.Get(key, claim.UID); ok && equality.Semantic.DeepEqual(last, &claim.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, claim, client.MergeFrom(original)); err != nil {
+	if err := r.client.Status().Patch(ctx, claim, client.MergeFrom(original)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.written.Store(claim.UID, writtenStatus{claim: client.ObjectKeyFromObject(claim), status: claim.Status.DeepCopy()})
+	r.written.Expect(key, claim.UID, claim.Status.DeepCopy())
 	return nil
 }

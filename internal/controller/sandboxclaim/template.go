@@ -28,7 +28,7 @@ func (r *Reconciler) templateOf(ctx context.Context, claim *extv1alpha1.SandboxC
 				"the claim names neither a SandboxTemplate (sandboxTemplateRef) nor a warm pool"}
 		}
 		pool := &extv1alpha1.SandboxWarmPool{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: string(policy)}, pool)
+		err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: string(policy)}, pool)
 		if apierrors.IsNotFound(err) {
 			return nil, &userError{extv1alpha1.ReasonWarmPoolNotFound,
 				fmt.Sprintf("SandboxWarmPool %q not found; the claim proceeds once it exists", policy)}
@@ -39,7 +39,7 @@ func (r *Reconciler) templateOf(ctx context.Context, claim *extv1alpha1.SandboxC
 		name = pool.Spec.TemplateRef.Name
 	}
 	tmpl := &extv1alpha1.SandboxTemplate{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, tmpl)
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, tmpl)
 	if apierrors.IsNotFound(err) {
 		return nil, &userError{extv1alpha1.ReasonTemplateNotFound,
 			fmt.Sprintf("SandboxTemplate %q not found; the claim proceeds once it exists", name)}

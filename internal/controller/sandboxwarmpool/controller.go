@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -34,24 +35,60 @@ const (
 	ReasonCreateFailed     = "SandboxCreateFailed"
 )
 
-// Reconciler keeps spec.replicas Sandboxes built from the pool's template.
-type Reconciler struct {
-	Client   client.Client
+// DefaultMaxBatch bounds the creates or deletes of one reconcile unless Options say otherwise.
+const DefaultMaxBatch = 50
+
+// Options configure a Reconciler; a zero field takes its default.
+type Options struct {
+	// Recorder receives events (default: dropped).
 	Recorder record.EventRecorder
 	// Gate holds refills back while claims are being served (nil: never); when its hold runs
 	// out under a steady claim stream, refills go through in small batches.
 	Gate *warmpool.Gate
-	// MaxBatch bounds the creates or deletes of one reconcile (default 50).
+	// MaxBatch bounds the creates or deletes of one reconcile (default DefaultMaxBatch).
 	MaxBatch int
 	// PodRules filter the template's pod metadata (reserved keys, the router's labels).
 	PodRules podmeta.Rules
 	// MemberReadyTimeout is how long a member may stay not Ready (unless unschedulable) before
 	// it is replaced (default DefaultMemberReadyTimeout).
 	MemberReadyTimeout time.Duration
-	// Now is the clock (tests may replace it).
-	Now func() time.Time
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
+}
 
-	expect expectations
+// Reconciler keeps spec.replicas Sandboxes built from the pool's template.
+type Reconciler struct {
+	client             client.Client
+	recorder           record.EventRecorder
+	gate               *warmpool.Gate
+	maxBatch           int
+	podRules           podmeta.Rules
+	memberReadyTimeout time.Duration
+	clock              clock.PassiveClock
+
+	expect *memberWrites
+}
+
+// New returns a pool reconciler reading and writing through c.
+func New(c client.Client, opts Options) *Reconciler {
+	r := &Reconciler{
+		client: c, recorder: opts.Recorder, gate: opts.Gate, maxBatch: opts.MaxBatch, podRules: opts.PodRules,
+		memberReadyTimeout: opts.MemberReadyTimeout, clock: opts.Clock,
+	}
+	if r.recorder == nil {
+		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
+	}
+	if r.maxBatch <= 0 {
+		r.maxBatch = DefaultMaxBatch
+	}
+	if r.memberReadyTimeout <= 0 {
+		r.memberReadyTimeout = DefaultMemberReadyTimeout
+	}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	r.expect = newMemberWrites(r.clock)
+	return r
 }
 
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxwarmpools,verbs=get;list;watch;update;patch
@@ -63,7 +100,7 @@ type Reconciler struct {
 // Reconcile creates, replaces and removes members until the pool matches its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &extv1alpha1.SandboxWarmPool{}
-	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expect.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
@@ -73,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	if wait := r.Gate.Wait(); wait > 0 {
+	if wait := r.gate.Wait(); wait > 0 {
 		// Claims are being served: everything below (refill, status) waits, and so does the
 		// cost of looking at every member.
 		return ctrl.Result{RequeueAfter: wait}, nil
@@ -83,43 +120,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	tmpl := &extv1alpha1.SandboxTemplate{}
-	err = r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl)
+	err = r.client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl)
 	if apierrors.IsNotFound(err) {
 		// Keep reporting what exists; the template watch brings us back when it appears.
-		r.Recorder.Eventf(pool, corev1.EventTypeWarning, ReasonTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
-		m := classify(pool, members, nil, &r.expect)
-		return ctrl.Result{}, r.writeStatus(ctx, pool, m, assess(m.active, r.now(), r.memberReadyTimeout(pool)), false)
+		r.recorder.Eventf(pool, corev1.EventTypeWarning, ReasonTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
+		m := classify(pool, members, nil, r.expect)
+		return ctrl.Result{}, r.writeStatus(ctx, pool, m, assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool)), false)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	m := classify(pool, members, tmpl, &r.expect)
+	m := classify(pool, members, tmpl, r.expect)
 
 	var errs []error
 	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
 		errs = append(errs, r.deleteMembers(ctx, pool, m.stale))
-		m = classify(pool, members, tmpl, &r.expect)
+		m = classify(pool, members, tmpl, r.expect)
 	}
-	h := assess(m.active, r.now(), r.memberReadyTimeout(pool))
+	h := assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool))
 	if len(h.unschedulable) > 0 {
 		// Replacing them would not help: say so, keep them, let the scheduler place them.
-		r.Recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersUnschedulable,
+		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersUnschedulable,
 			"%d warm sandboxes cannot be scheduled; they are kept, not replaced", len(h.unschedulable))
 	}
 	if len(h.overdue) > 0 {
 		errs = append(errs, r.replaceOverdue(ctx, pool, h.overdue))
-		m = classify(pool, members, tmpl, &r.expect)
+		m = classify(pool, members, tmpl, r.expect)
 	}
 	desired := int(pool.Spec.Replicas)
 	switch have := m.count(); {
 	case have < desired:
-		batch := r.maxBatch()
-		if r.Gate.Busy() {
+		batch := r.maxBatch
+		if r.gate.Busy() {
 			batch = min(batch, trickleBatch)
 		}
 		errs = append(errs, r.createMembers(ctx, pool, tmpl, min(desired-have, batch)))
 	case have > desired && !r.expect.pendingCreates(req.NamespacedName):
-		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch()))))
+		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch))))
 	}
 	errs = append(errs, r.writeStatus(ctx, pool, m, h, true))
 	// Come back when the next starting member crosses the timeout (member events do the rest).
@@ -128,15 +165,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 func (r *Reconciler) members(ctx context.Context, pool *extv1alpha1.SandboxWarmPool) ([]agentsv1alpha1.Sandbox, error) {
 	list := &agentsv1alpha1.SandboxList{}
-	err := r.Client.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingFields{index.SandboxControllerUID: string(pool.UID)})
+	err := r.client.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingFields{index.SandboxControllerUID: string(pool.UID)})
 	return list.Items, err
-}
-
-func (r *Reconciler) maxBatch() int {
-	if r.MaxBatch <= 0 {
-		return 50
-	}
-	return r.MaxBatch
 }
 
 func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, m membership, h health, templateFound bool) error {
@@ -153,7 +183,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1alpha1.SandboxW
 	}
 	original := pool.DeepCopy()
 	pool.Status = status
-	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, pool, client.MergeFrom(original)))
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, pool, client.MergeFrom(original)))
 }
 
 // SetupWithManager registers the reconciler: member changes (including a claim taking one
@@ -169,7 +199,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *Reconciler) poolsOfTemplate(ctx context.Context, o client.Object) []reconcile.Request {
 	pools := &extv1alpha1.SandboxWarmPoolList{}
-	if err := r.Client.List(ctx, pools, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PoolTemplate: o.GetName()}); err != nil {
+	if err := r.client.List(ctx, pools, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PoolTemplate: o.GetName()}); err != nil {
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(pools.Items))

@@ -1,55 +1,44 @@
 package sandboxwarmpool
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 )
 
 // expectationTTL bounds how long a write we made may stay unobserved before we stop counting
 // it (a lost watch event must not freeze the pool).
 const expectationTTL = time.Minute
 
-// expectations remember the creates and deletes a pool issued until the cache shows them, so a
+// memberWrites remember the creates and deletes a pool issued until the cache shows them, so a
 // reconcile that runs on a stale cache neither over-creates nor deletes twice.
-type expectations struct {
-	mu      sync.Mutex
-	creates map[types.NamespacedName]map[string]time.Time    // pool -> member name -> when
-	deletes map[types.NamespacedName]map[types.UID]time.Time // pool -> member UID -> when
+type memberWrites struct {
+	creates *expectations.Store[string, struct{}]    // member names
+	deletes *expectations.Store[types.UID, struct{}] // member UIDs
 }
 
-func (e *expectations) created(pool types.NamespacedName, name string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.creates == nil {
-		e.creates = map[types.NamespacedName]map[string]time.Time{}
+func newMemberWrites(clk clock.PassiveClock) *memberWrites {
+	return &memberWrites{
+		creates: expectations.New[string, struct{}](clk, expectationTTL),
+		deletes: expectations.New[types.UID, struct{}](clk, expectationTTL),
 	}
-	if e.creates[pool] == nil {
-		e.creates[pool] = map[string]time.Time{}
-	}
-	e.creates[pool][name] = time.Now()
 }
 
-func (e *expectations) deleted(pool types.NamespacedName, uid types.UID) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.deletes == nil {
-		e.deletes = map[types.NamespacedName]map[types.UID]time.Time{}
-	}
-	if e.deletes[pool] == nil {
-		e.deletes[pool] = map[types.UID]time.Time{}
-	}
-	e.deletes[pool][uid] = time.Now()
+func (w *memberWrites) created(pool types.NamespacedName, name string) {
+	w.creates.Expect(pool, name, struct{}{})
+}
+
+func (w *memberWrites) deleted(pool types.NamespacedName, uid types.UID) {
+	w.deletes.Expect(pool, uid, struct{}{})
 }
 
 // observe settles expectations against the cached members and returns the UIDs whose delete
 // was issued but is not visible yet.
-func (e *expectations) observe(pool types.NamespacedName, members []agentsv1alpha1.Sandbox) map[types.UID]bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (w *memberWrites) observe(pool types.NamespacedName, members []agentsv1alpha1.Sandbox) map[types.UID]bool {
 	byName := make(map[string]bool, len(members))
 	byUID := make(map[types.UID]bool, len(members))
 	for i := range members {
@@ -58,36 +47,23 @@ func (e *expectations) observe(pool types.NamespacedName, members []agentsv1alph
 			byUID[members[i].UID] = true
 		}
 	}
-	now := time.Now()
-	for name, at := range e.creates[pool] {
-		if byName[name] || now.Sub(at) > expectationTTL {
-			delete(e.creates[pool], name)
-		}
-	}
+	w.creates.Settle(pool, func(name string, _ struct{}) bool { return byName[name] })
 	pending := map[types.UID]bool{}
-	for uid, at := range e.deletes[pool] {
-		if !byUID[uid] || now.Sub(at) > expectationTTL {
-			delete(e.deletes[pool], uid)
-			continue
-		}
+	for _, uid := range w.deletes.Settle(pool, func(uid types.UID, _ struct{}) bool { return !byUID[uid] }) {
 		pending[uid] = true
 	}
 	return pending
 }
 
-func (e *expectations) unseenCreates(pool types.NamespacedName) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.creates[pool])
+func (w *memberWrites) unseenCreates(pool types.NamespacedName) int {
+	return w.creates.Pending(pool)
 }
 
-func (e *expectations) pendingCreates(pool types.NamespacedName) bool {
-	return e.unseenCreates(pool) > 0
+func (w *memberWrites) pendingCreates(pool types.NamespacedName) bool {
+	return w.unseenCreates(pool) > 0
 }
 
-func (e *expectations) forget(pool types.NamespacedName) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.creates, pool)
-	delete(e.deletes, pool)
+func (w *memberWrites) forget(pool types.NamespacedName) {
+	w.creates.Forget(pool)
+	w.deletes.Forget(pool)
 }

@@ -64,8 +64,8 @@ func (r *Reconciler) replaceOverdue(ctx context.Context, pool *extv1alpha1.Sandb
 		if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c != nil {
 			why = c.Reason + ": " + c.Message
 		}
-		r.Recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.EventMemberNotReady,
-			"replacing warm sandbox %s: not Ready %s after it was created (%s)", sb.Name, r.memberReadyTimeout(pool), why)
+		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.EventMemberNotReady,
+			"replacing warm sandbox %s: not Ready %s after it was created (%s)", sb.Name, r.readyTimeoutOf(pool), why)
 	}
 	return r.deleteMembers(ctx, pool, overdue)
 }
@@ -92,19 +92,9 @@ func readyCondition(pool *extv1alpha1.SandboxWarmPool, ready int, h health, temp
 // Go duration such as "10m"), for templates whose images take long to pull.
 const MemberReadyTimeoutAnnotation = "agents.x-k8s.io/member-ready-timeout"
 
-func (r *Reconciler) memberReadyTimeout(pool *extv1alpha1.SandboxWarmPool) time.Duration {
+func (r *Reconciler) readyTimeoutOf(pool *extv1alpha1.SandboxWarmPool) time.Duration {
 	if d, err := time.ParseDuration(pool.Annotations[MemberReadyTimeoutAnnotation]); err == nil && d > 0 {
 		return d
 	}
-	if r.MemberReadyTimeout > 0 {
-		return r.MemberReadyTimeout
-	}
-	return DefaultMemberReadyTimeout
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+	return r.memberReadyTimeout
 }

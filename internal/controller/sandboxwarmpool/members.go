@@ -46,7 +46,7 @@ func (m membership) surplus(n int) []*agentsv1alpha1.Sandbox {
 }
 
 // classify sorts the cached members; tmpl may be nil when the template is missing.
-func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbox, tmpl *extv1alpha1.SandboxTemplate, exp *expectations) membership {
+func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbox, tmpl *extv1alpha1.SandboxTemplate, exp *memberWrites) membership {
 	key := client.ObjectKeyFromObject(pool)
 	pendingDeletes := exp.observe(key, members)
 	var m membership
@@ -94,13 +94,13 @@ func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTempl
 func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, n int) error {
 	key := client.ObjectKeyFromObject(pool)
 	return forEachParallel(ctx, n, func(int) error {
-		sb := NewMember(pool, tmpl, r.PodRules)
-		if err := controllerutil.SetControllerReference(pool, sb, r.Client.Scheme()); err != nil {
+		sb := NewMember(pool, tmpl, r.podRules)
+		if err := controllerutil.SetControllerReference(pool, sb, r.client.Scheme()); err != nil {
 			return err
 		}
-		if err := r.Client.Create(ctx, sb, sandbox.FieldOwner); err != nil {
+		if err := r.client.Create(ctx, sb, sandbox.FieldOwner); err != nil {
 			if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				r.Recorder.Eventf(pool, corev1.EventTypeWarning, ReasonCreateFailed, "creating a warm sandbox: %v", err)
+				r.recorder.Eventf(pool, corev1.EventTypeWarning, ReasonCreateFailed, "creating a warm sandbox: %v", err)
 			}
 			return err
 		}
@@ -120,7 +120,7 @@ func (r *Reconciler) deleteMembers(ctx context.Context, pool *extv1alpha1.Sandbo
 		}
 		// A claim may take the member over between our read and this delete: the resourceVersion
 		// precondition makes the delete fail rather than remove a claimed sandbox.
-		err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion})
+		err := r.client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		}
