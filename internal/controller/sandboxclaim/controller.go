@@ -124,6 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	r.firstSeen.LoadOrStore(req.NamespacedName, r.clock.Now())
+	r.catchUpStatus(claim)
 	p := &pass{claim: claim, original: claim.DeepCopy()}
 	result, err := r.reconcile(ctx, p)
 	if !p.claimDeleted {

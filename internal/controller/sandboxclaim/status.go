@@ -65,22 +65,31 @@ func setReconcileError(claim *extv1alpha1.SandboxClaim, err error) {
 	})
 }
 
-// writeStatus writes the claim status only when it changed; this controller is its only writer.
-// It also skips a status it has just written but the cache has not shown yet: under load a
-// claim is often reconciled again before its own status write comes back through the watch,
-// and rewriting the same status would double the API server's work on the hot path.
-func (r *Reconciler) writeStatus(ctx context.Context, original, claim *extv1alpha1.SandboxClaim) error {
+// catchUpStatus puts the status this process last wrote on a claim read from a cache that has
+// not shown that write yet. Rebuilding the status from the stale copy would give its conditions
+// new transition times, and the status would be written again for nothing; starting from what
+// the API server holds keeps one write per change. This controller is the status's only writer.
+func (r *Reconciler) catchUpStatus(claim *extv1alpha1.SandboxClaim) {
 	key := client.ObjectKeyFromObject(claim)
-	if equality.Semantic.DeepEqual(original.Status, claim.Status) {
+	last, ok := r.written.Get(key, claim.UID)
+	switch {
+	case !ok:
+	case equality.Semantic.DeepEqual(&claim.Status, last):
 		r.written.Observed(key, claim.UID) // the cache has caught up
-		return nil
+	default:
+		claim.Status = *last.DeepCopy()
 	}
-	if last, ok := r.written.Get(key, claim.UID); ok && equality.Semantic.DeepEqual(last, &claim.Status) {
+}
+
+// writeStatus writes the claim status when it changed from what the API server holds (see
+// catchUpStatus), and remembers it until the cache shows it.
+func (r *Reconciler) writeStatus(ctx context.Context, original, claim *extv1alpha1.SandboxClaim) error {
+	if equality.Semantic.DeepEqual(original.Status, claim.Status) {
 		return nil
 	}
 	if err := r.client.Status().Patch(ctx, claim, client.MergeFrom(original)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	r.written.Expect(key, claim.UID, claim.Status.DeepCopy())
+	r.written.Expect(client.ObjectKeyFromObject(claim), claim.UID, claim.Status.DeepCopy())
 	return nil
 }
