@@ -16,6 +16,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -69,7 +70,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		return nil, false, err
 	}
 	r.warnRefused(sb, refused)
-	if err := r.Client.Create(ctx, pod, FieldOwner); err != nil {
+	if err := r.Client.Create(ctx, pod, naming.FieldOwner); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, false, err
 		}
@@ -203,7 +204,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 		return &deferredError{after: wait}
 	}
 	r.warnRefused(sb, refused)
-	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), FieldOwner); err != nil {
+	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), naming.FieldOwner); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	*pod = *updated

@@ -21,8 +21,9 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
 // Reconciler binds claims to Sandboxes and mirrors their state.
@@ -30,8 +31,8 @@ type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	Recorder  record.EventRecorder
-	Queue     *warmpool.Queue
-	Pacer     *warmpool.Pacer
+	Queue     *warmqueue.Queue
+	Pacer     *pacer.Pacer
 	// MaxConcurrentReconciles bounds parallel reconciles (default 32).
 	MaxConcurrentReconciles int
 	Now                     func() time.Time
