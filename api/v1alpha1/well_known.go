@@ -4,6 +4,8 @@ package v1alpha1
 const (
 	// SandboxConditionReady is True when the pod runs, is Ready and has IPs.
 	SandboxConditionReady = "Ready"
+	// SandboxConditionFinished is True once the pod has run to completion (Succeeded or Failed).
+	SandboxConditionFinished = "Finished"
 )
 
 // Reasons of the Ready condition of a Sandbox. Every not-ready state has its own reason so that a

@@ -78,7 +78,7 @@ func waitPaused(ctx context.Context, c client.Client, ns, name string) error {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sb); err != nil {
 			return false, err
 		}
-		return sb.Status.Replicas == 0 && !meta.IsStatusConditionTrue(sb.Status.Conditions, "Ready"), nil
+		return sb.Status.Replicas == 0 && !meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady), nil
 	})
 }
 

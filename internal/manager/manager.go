@@ -31,8 +31,8 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
+	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
 // Options configures the manager. The zero value is usable: no metrics or probe listeners,
@@ -138,7 +138,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	if quiet == 0 {
 		quiet = 250 * time.Millisecond
 	}
-	pacer := warmpool.NewPacer(quiet)
+	claims := pacer.NewPacer(quiet)
 	// One set of pod metadata rules for every controller that builds sandbox pods.
 	podRules := (&sandboxtemplate.Reconciler{Router: opts.Router}).PodRules()
 	// Background work yields to claims, but at most this long at a stretch.
@@ -149,7 +149,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		Recorder:                mgr.GetEventRecorderFor("sandbox-controller"),
 		ClusterDomain:           opts.ClusterDomain,
 		MaxConcurrentReconciles: opts.SandboxWorkers,
-		Gate:                    warmpool.NewGate(pacer, maxHold),
+		Gate:                    pacer.NewGate(claims, maxHold),
 		PodRules:                podRules,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
@@ -163,7 +163,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := sandboxwarmpool.New(mgr.GetClient(), sandboxwarmpool.Options{
 		Recorder:           mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
-		Gate:               warmpool.NewGate(pacer, maxHold),
+		Gate:               pacer.NewGate(claims, maxHold),
 		PodRules:           podRules,
 		MemberReadyTimeout: opts.MemberReadyTimeout,
 	}).SetupWithManager(mgr); err != nil {
@@ -171,7 +171,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), sandboxclaim.Options{
 		Recorder: mgr.GetEventRecorderFor("sandboxclaim-controller"),
-		Pacer:    pacer,
+		Pacer:    claims,
 		Workers:  opts.ClaimWorkers,
 		PodRules: podRules,
 	}).SetupWithManager(mgr); err != nil {

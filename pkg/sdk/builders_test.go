@@ -83,7 +83,7 @@ func newPlane(t *testing.T, mode Mode, mods ...func(*Options)) *plane {
 		t.Fatal(err)
 	}
 	if mode == ModeExec {
-		sb.tr = newExecTransport(c, sb, localRunner{dir: "/"})
+		sb.tr = newKubeExecTransport(c, sb, localRunner{dir: "/"})
 	}
 	t.Cleanup(func() { _ = sb.Close() })
 	return &plane{d: d, c: c, sb: sb}

@@ -197,7 +197,7 @@ func (s *Sandbox) Status() Status {
 		if lc := s.claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil {
 			st.ShutdownTime = lc.ShutdownTime.Time
 		}
-		if cond := meta.FindStatusCondition(s.claim.Status.Conditions, "Ready"); cond != nil {
+		if cond := meta.FindStatusCondition(s.claim.Status.Conditions, extv1alpha1.ClaimConditionReady); cond != nil {
 			st.Reason, st.Message = cond.Reason, cond.Message
 		}
 	}

@@ -95,10 +95,14 @@ type Event struct {
 	Path string
 }
 
-// transport is what a Sandbox handle needs from a connection mode. The HTTP
-// modes (router, direct, port-forward) share one implementation that only
-// differs in how it reaches sandboxd; ModeExec implements it with the
-// Kubernetes exec API.
+// transport is what a Sandbox handle needs from a connection mode. The
+// transports:
+//   - httpTransport (transport_http.go, commands in transport_http_run.go)
+//     speaks sandboxd's HTTP API through an endpoint: routerEndpoint
+//     (ModeRouter), directEndpoint (ModeDirect) or portForwardEndpoint
+//     (ModePortForward, transport_http_portforward.go);
+//   - kubeExecTransport (transport_kubeexec.go) runs shell commands through
+//     the Kubernetes exec API (ModeExec), for images without sandboxd.
 type transport interface {
 	run(ctx context.Context, cmd Command, rc *runConfig) (*Result, error)
 	start(ctx context.Context, cmd Command, rc *runConfig) (*Process, error)
@@ -126,11 +130,11 @@ type transport interface {
 func (c *Client) newTransport(s *Sandbox) transport {
 	switch c.mode {
 	case ModeExec:
-		return newExecTransport(c, s, &kubeExecRunner{c: c, s: s})
+		return newKubeExecTransport(c, s, &kubeExecRunner{c: c, s: s})
 	case ModeRouter:
 		return newHTTPTransport(c, &routerEndpoint{c: c, s: s})
 	case ModePortForward:
-		return newHTTPTransport(c, &pfEndpoint{c: c, s: s})
+		return newHTTPTransport(c, &portForwardEndpoint{c: c, s: s})
 	default:
 		return newHTTPTransport(c, &directEndpoint{c: c, s: s})
 	}

@@ -60,7 +60,7 @@ const (
 // claim has a Ready condition, it is True.
 func claimReadiness(cl *extv1alpha1.SandboxClaim) readiness {
 	r := readiness{sandboxName: cl.Status.SandboxStatus.Name, podIPs: cl.Status.SandboxStatus.PodIPs}
-	cond := meta.FindStatusCondition(cl.Status.Conditions, "Ready")
+	cond := meta.FindStatusCondition(cl.Status.Conditions, extv1alpha1.ClaimConditionReady)
 	if cond != nil {
 		r.reason, r.message = cond.Reason, cond.Message
 	}

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // Seed 002's egress modes on raw Sandboxes: the agents.x-k8s.io/egress annotations become one
@@ -85,7 +85,7 @@ func policyIs(t *testing.T, ns, name string, spec egress.Spec) func() string {
 		}
 		sb := getSandbox(t, ns, name)
 		want, _ := spec.PolicySpec(map[string]string{
-			agentsv1alpha1.SandboxNameHashLabel: sandbox.NameHash(name), agentsv1alpha1.SandboxNameLabel: name})
+			agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(name), agentsv1alpha1.SandboxNameLabel: name})
 		if !equality.Semantic.DeepEqual(np.Spec, want) {
 			return fmt.Sprintf("policy spec %+v, want %+v", np.Spec, want)
 		}

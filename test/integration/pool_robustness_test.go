@@ -12,12 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
 )
 
 // withReadyTimeout sets the pool's member-ready timeout (the controller default is minutes).
 func withReadyTimeout(p *extv1alpha1.SandboxWarmPool, d time.Duration) *extv1alpha1.SandboxWarmPool {
-	p.Annotations = map[string]string{sandboxwarmpool.MemberReadyTimeoutAnnotation: d.String()}
+	p.Annotations = map[string]string{extv1alpha1.MemberReadyTimeoutAnnotation: d.String()}
 	return p
 }
 

@@ -21,7 +21,7 @@ func TestClaimGetsARouterTokenScopedToItsSandbox(t *testing.T) {
 	ns := newNamespace(t)
 	shutdown := time.Now().Add(2 * time.Hour).Truncate(time.Second)
 	claim := aClaim(ns, "with-token", "tmpl")
-	claim.Annotations = map[string]string{routertoken.RequestAnnotation: "true"}
+	claim.Annotations = map[string]string{extv1alpha1.RouterTokenAnnotation: "true"}
 	claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{ShutdownTime: &metav1.Time{Time: shutdown}}
 	mustCreateObj(t, aTemplate(ns, "tmpl"), claim, aClaim(ns, "without-token", "tmpl"))
 
@@ -34,12 +34,12 @@ func TestClaimGetsARouterTokenScopedToItsSandbox(t *testing.T) {
 		return ""
 	})
 	sandbox := getClaim(t, ns, "with-token").Status.SandboxStatus.Name
-	claims, err := scopedSigner.Verify(string(secret.Data[routertoken.KeyToken]), time.Now())
+	claims, err := scopedSigner.Verify(string(secret.Data[extv1alpha1.RouterTokenKeyToken]), time.Now())
 	if err != nil {
 		t.Fatalf("the minted token does not verify: %v", err)
 	}
-	if claims.Namespace != ns || claims.Name != sandbox || string(secret.Data[routertoken.KeySandbox]) != sandbox {
-		t.Errorf("token opens %s/%s (Secret says %q), want %s/%s", claims.Namespace, claims.Name, secret.Data[routertoken.KeySandbox], ns, sandbox)
+	if claims.Namespace != ns || claims.Name != sandbox || string(secret.Data[extv1alpha1.RouterTokenKeySandbox]) != sandbox {
+		t.Errorf("token opens %s/%s (Secret says %q), want %s/%s", claims.Namespace, claims.Name, secret.Data[extv1alpha1.RouterTokenKeySandbox], ns, sandbox)
 	}
 	if got := time.Unix(claims.Expires, 0); !got.Equal(shutdown) {
 		t.Errorf("token expires %s, want the claim's shutdownTime %s (earlier than the 24h validity)", got, shutdown)
@@ -53,7 +53,7 @@ func TestClaimGetsARouterTokenScopedToItsSandbox(t *testing.T) {
 		t.Error("a claim that did not ask got a token Secret")
 	}
 
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, routertoken.RequestAnnotation))
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, extv1alpha1.RouterTokenAnnotation))
 	c := getClaim(t, ns, "with-token")
 	if err := k8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
@@ -26,7 +27,7 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 	if !metav1.IsControlledBy(pod, sb) {
 		t.Errorf("pod owner references = %v, want controller reference to the sandbox", pod.OwnerReferences)
 	}
-	if pod.Labels["team"] != "blue" || pod.Labels[agentsv1alpha1.SandboxNameHashLabel] != sandbox.NameHash("agent-1") {
+	if pod.Labels["team"] != "blue" || pod.Labels[agentsv1alpha1.SandboxNameHashLabel] != naming.NameHash("agent-1") {
 		t.Errorf("pod labels = %v, want template label team=blue and the tracking label", pod.Labels)
 	}
 	if pod.Annotations["note"] != "hello" {
@@ -53,7 +54,7 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("service clusterIP = %q, want None (headless)", svc.Spec.ClusterIP)
 	}
-	if svc.Spec.Selector[agentsv1alpha1.SandboxNameHashLabel] != sandbox.NameHash("agent-1") {
+	if svc.Spec.Selector[agentsv1alpha1.SandboxNameHashLabel] != naming.NameHash("agent-1") {
 		t.Errorf("service selector = %v, want the tracking label", svc.Spec.Selector)
 	}
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8888 {
@@ -69,7 +70,7 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 		Service:       "agent-1",
 		ServiceFQDN:   "agent-1." + ns + ".svc.cluster.local",
 		Replicas:      1,
-		LabelSelector: agentsv1alpha1.SandboxNameHashLabel + "=" + sandbox.NameHash("agent-1"),
+		LabelSelector: agentsv1alpha1.SandboxNameHashLabel + "=" + naming.NameHash("agent-1"),
 		PodIPs:        []string{"10.1.2.3"},
 	}
 	got.Conditions = nil
@@ -108,7 +109,7 @@ func TestSandboxFinishedConditionWhenPodCompletes(t *testing.T) {
 	aSandbox(ns, "done").create(t)
 	setPodStatus(t, waitForPod(t, ns, "done"), podState{phase: corev1.PodSucceeded})
 	eventually(t, "Finished=True/PodSucceeded", func() string {
-		c := meta.FindStatusCondition(getSandbox(t, ns, "done").Status.Conditions, sandbox.ConditionFinished)
+		c := meta.FindStatusCondition(getSandbox(t, ns, "done").Status.Conditions, agentsv1alpha1.SandboxConditionFinished)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != agentsv1alpha1.ReasonPodSucceeded {
 			return fmt.Sprintf("Finished condition = %+v", c)
 		}

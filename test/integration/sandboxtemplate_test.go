@@ -114,7 +114,7 @@ func TestTemplateNeverOverwritesAPolicyItDoesNotOwn(t *testing.T) {
 			return err.Error()
 		}
 		for _, e := range events.Items {
-			if e.Reason == sandboxtemplate.ReasonPolicyConflict {
+			if e.Reason == extv1alpha1.EventPolicyConflict {
 				return ""
 			}
 		}

@@ -18,6 +18,27 @@ const (
 	LaunchTypeLabel = "agents.x-k8s.io/launch-type"
 )
 
+// Annotations users put on the extension kinds.
+const (
+	// MemberReadyTimeoutAnnotation on a pool overrides the controller's timeout for that pool (a
+	// Go duration such as "10m"), for templates whose images take long to pull.
+	MemberReadyTimeoutAnnotation = "agents.x-k8s.io/member-ready-timeout"
+	// RouterTokenAnnotation on a SandboxClaim, set to "true", asks for a scoped router token
+	// (kept in the Secret <claim>-router-token).
+	RouterTokenAnnotation = "agents.x-k8s.io/router-token"
+)
+
+// The router token Secret: its label and the keys of its data.
+const (
+	// RouterTokenSecretLabel marks the router token Secrets the controller manages.
+	RouterTokenSecretLabel = "agents.x-k8s.io/router-token"
+
+	RouterTokenKeyToken     = "token"
+	RouterTokenKeyNamespace = "namespace"
+	RouterTokenKeySandbox   = "sandbox"
+	RouterTokenKeyExpires   = "expires" // RFC 3339
+)
+
 // Launch types.
 const (
 	LaunchTypeWarm = "warm"
@@ -39,6 +60,12 @@ const (
 	// ReasonSandboxMissing: the claim's Sandbox was deleted under it. The claim does not make a
 	// new one behind its user's back (its state and lifecycle are gone); delete the claim.
 	ReasonSandboxMissing = "SandboxMissing"
+	// ReasonVolumeClaimTemplatesError: the claim's volumeClaimTemplates (v1beta1) are not allowed
+	// by its template's volumeClaimTemplatesPolicy. Upstream's Python SDK treats it as terminal.
+	ReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
+
+	// EventSandboxProvisioned: the claim's Sandbox was created from its template (a cold start).
+	EventSandboxProvisioned = "SandboxProvisioned"
 )
 
 // Condition type and reasons of a SandboxWarmPool, and its event reasons.
@@ -52,6 +79,8 @@ const (
 
 	// EventMemberNotReady: a member that never became Ready in time was replaced.
 	EventMemberNotReady = "MemberNotReady"
+	// EventSandboxCreateFailed: creating a warm member failed.
+	EventSandboxCreateFailed = "SandboxCreateFailed"
 )
 
 // Event reasons of a SandboxTemplate.
@@ -59,6 +88,9 @@ const (
 	// EventReservedPodMetadata: the template's pod labels or annotations use a reserved domain
 	// or the router's labels; those keys are left out of every Sandbox made from it.
 	EventReservedPodMetadata = "ReservedPodMetadata"
+	// EventPolicyConflict: a NetworkPolicy of the template's name exists that the controller did
+	// not make; it is left alone.
+	EventPolicyConflict = "NetworkPolicyConflict"
 )
 
 // EffectiveWarmPool returns spec.warmpool with its default applied.

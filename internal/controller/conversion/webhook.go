@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // The cert rotator keeps the serving certificate in a Secret of the controller's namespace (the
@@ -116,7 +118,7 @@ func addRotator(mgr ctrl.Manager, opts Options, ready chan struct{}) error {
 		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", r.ServiceName, r.Namespace)},
 		IsReady:        ready,
 		Webhooks:       webhooks,
-		FieldOwner:     "agent-sandbox-controller",
+		FieldOwner:     string(naming.FieldOwner),
 	})
 	if err != nil {
 		return fmt.Errorf("setting up webhook certificate rotation: %w", err)

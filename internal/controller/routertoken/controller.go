@@ -25,19 +25,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
-// Keys of the claim annotation that asks for a token and of the Secret that holds it.
-const (
-	// RequestAnnotation on a SandboxClaim, set to "true", asks for a scoped router token.
-	RequestAnnotation = "agents.x-k8s.io/router-token"
-	// SecretLabel marks the Secrets this controller manages.
-	SecretLabel = "agents.x-k8s.io/router-token"
-
-	KeyToken     = "token"
-	KeyNamespace = "namespace"
-	KeySandbox   = "sandbox"
-	KeyExpires   = "expires" // RFC 3339
-)
-
 // SecretName is the Secret holding a claim's token.
 func SecretName(claim string) string { return claim + "-router-token" }
 
@@ -74,14 +61,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil // never touch a Secret someone else made
 	}
 	sandbox := claim.Status.SandboxStatus.Name
-	if !claim.DeletionTimestamp.IsZero() || claim.Annotations[RequestAnnotation] != "true" || sandbox == "" {
-		if found && (claim.Annotations[RequestAnnotation] != "true") {
+	if !claim.DeletionTimestamp.IsZero() || claim.Annotations[extv1alpha1.RouterTokenAnnotation] != "true" || sandbox == "" {
+		if found && (claim.Annotations[extv1alpha1.RouterTokenAnnotation] != "true") {
 			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
 		}
 		return ctrl.Result{}, nil
 	}
 	now := r.now()
-	if found && string(current.Data[KeySandbox]) == sandbox {
+	if found && string(current.Data[extv1alpha1.RouterTokenKeySandbox]) == sandbox {
 		if renewAt, ok := r.renewAt(current); ok && now.Before(renewAt) {
 			return ctrl.Result{RequeueAfter: renewAt.Sub(now)}, nil
 		}
@@ -95,10 +82,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	desired := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{SecretLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{extv1alpha1.RouterTokenSecretLabel: "true"}},
 		Type:       corev1.SecretTypeOpaque,
-		Data: map[string][]byte{KeyToken: []byte(tok), KeyNamespace: []byte(claim.Namespace),
-			KeySandbox: []byte(sandbox), KeyExpires: []byte(expires.UTC().Format(time.RFC3339))},
+		Data: map[string][]byte{extv1alpha1.RouterTokenKeyToken: []byte(tok), extv1alpha1.RouterTokenKeyNamespace: []byte(claim.Namespace),
+			extv1alpha1.RouterTokenKeySandbox: []byte(sandbox), extv1alpha1.RouterTokenKeyExpires: []byte(expires.UTC().Format(time.RFC3339))},
 	}
 	if err := controllerutil.SetControllerReference(claim, desired, r.Client.Scheme()); err != nil {
 		return ctrl.Result{}, err
@@ -127,7 +114,7 @@ func (r *Reconciler) expiry(claim *extv1alpha1.SandboxClaim, now time.Time) time
 
 // renewAt is when a Secret's token has a third of the validity left (at once when unreadable).
 func (r *Reconciler) renewAt(s *corev1.Secret) (time.Time, bool) {
-	exp, err := time.Parse(time.RFC3339, string(s.Data[KeyExpires]))
+	exp, err := time.Parse(time.RFC3339, string(s.Data[extv1alpha1.RouterTokenKeyExpires]))
 	if err != nil {
 		return time.Time{}, false
 	}
@@ -151,7 +138,9 @@ func (r *Reconciler) now() time.Time {
 // asksOrAsked passes claims that carry the annotation, or carried it before this update (so
 // that taking it off removes the Secret); every other claim never reaches this controller.
 func asksOrAsked() predicate.Predicate {
-	asks := func(o client.Object) bool { return o != nil && o.GetAnnotations()[RequestAnnotation] != "" }
+	asks := func(o client.Object) bool {
+		return o != nil && o.GetAnnotations()[extv1alpha1.RouterTokenAnnotation] != ""
+	}
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return asks(e.Object) },
 		UpdateFunc:  func(e event.UpdateEvent) bool { return asks(e.ObjectOld) || asks(e.ObjectNew) },

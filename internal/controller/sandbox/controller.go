@@ -19,12 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
-
-// FieldOwner names this controller in managedFields.
-const FieldOwner = client.FieldOwner("agent-sandbox-controller")
 
 // DefaultClusterDomain is the DNS domain used in status.serviceFQDN unless configured.
 const DefaultClusterDomain = "cluster.local"
@@ -43,7 +40,7 @@ type Reconciler struct {
 	// MaxConcurrentReconciles bounds parallel reconciles (default 16).
 	MaxConcurrentReconciles int
 	// Gate defers pod label bookkeeping while claims are being served (nil: never).
-	Gate *warmpool.Gate
+	Gate *pacer.Gate
 	// PodRules keep the router's identifying labels off sandbox pods.
 	PodRules podmeta.Rules
 }

@@ -16,6 +16,7 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -72,7 +73,7 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 	case !equality.Semantic.DeepEqual(current.Spec, desired):
 		updated := current.DeepCopy()
 		updated.Spec = desired
-		if err := r.Client.Update(ctx, updated, FieldOwner); err != nil {
+		if err := r.Client.Update(ctx, updated, naming.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", current.Name, err)
 		}
 	}
@@ -89,7 +90,7 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 	if err := controllerutil.SetControllerReference(sb, np, r.Client.Scheme()); err != nil {
 		return st, err
 	}
-	err := r.Client.Create(ctx, np, FieldOwner)
+	err := r.Client.Create(ctx, np, naming.FieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		// Ours, made moments ago and not in the cache yet, or someone else's: ask the API.
 		return r.adoptExistingEgressPolicy(ctx, sb, st, desired)
@@ -115,7 +116,7 @@ func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1
 	}
 	if !equality.Semantic.DeepEqual(live.Spec, desired) {
 		live.Spec = desired
-		if err := r.Client.Update(ctx, live, FieldOwner); err != nil {
+		if err := r.Client.Update(ctx, live, naming.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", live.Name, err)
 		}
 	}

@@ -2,24 +2,16 @@ package sandbox
 
 import (
 	"fmt"
-	"hash/fnv"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
-
-// NameHash is a short, label-safe stand-in for a Sandbox name (names may be longer than a label
-// value allows): FNV-1a 32-bit as 8 hex characters.
-func NameHash(name string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(name))
-	return fmt.Sprintf("%08x", h.Sum32())
-}
 
 // Selector is the label selector of the pod of the named Sandbox, as written in status.selector.
 func Selector(sandboxName string) string {
-	return agentsv1alpha1.SandboxNameHashLabel + "=" + NameHash(sandboxName)
+	return agentsv1alpha1.SandboxNameHashLabel + "=" + naming.NameHash(sandboxName)
 }
 
 // PVCName is the name of the claim made from a volume claim template for a Sandbox, as a
@@ -35,7 +27,7 @@ func ServiceFQDN(service, namespace, clusterDomain string) string {
 
 // trackingLabels are the labels that tie a child object to its Sandbox.
 func trackingLabels(sb *agentsv1alpha1.Sandbox) map[string]string {
-	l := map[string]string{agentsv1alpha1.SandboxNameHashLabel: NameHash(sb.Name)}
+	l := map[string]string{agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(sb.Name)}
 	if len(validation.IsValidLabelValue(sb.Name)) == 0 {
 		l[agentsv1alpha1.SandboxNameLabel] = sb.Name
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"sort"
 	"strings"
 	"time"
@@ -71,7 +72,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		return nil, false, 0, err
 	}
 	r.warnRefused(sb, refused)
-	if err := r.Client.Create(ctx, pod, FieldOwner); err != nil {
+	if err := r.Client.Create(ctx, pod, naming.FieldOwner); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, false, 0, err
 		}
@@ -207,7 +208,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 		return wait, nil
 	}
 	r.warnRefused(sb, refused)
-	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), FieldOwner); err != nil {
+	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), naming.FieldOwner); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	*pod = *updated

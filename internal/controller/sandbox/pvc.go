@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // reconcilePVCs creates the missing claims of spec.volumeClaimTemplates. Existing claims are
@@ -34,7 +35,7 @@ func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1alpha1.Sandb
 		if err := controllerutil.SetControllerReference(sb, pvc, r.Client.Scheme()); err != nil {
 			return err
 		}
-		if err := r.Client.Create(ctx, pvc, FieldOwner); ignoreAlreadyExists(err) != nil {
+		if err := r.Client.Create(ctx, pvc, naming.FieldOwner); ignoreAlreadyExists(err) != nil {
 			return err
 		}
 	}

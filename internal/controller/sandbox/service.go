@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // reconcileService keeps the headless Service that gives the sandbox a stable DNS name. It
@@ -32,7 +33,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 		if err := controllerutil.SetControllerReference(sb, desired, r.Client.Scheme()); err != nil {
 			return nil, "", err
 		}
-		err = r.Client.Create(ctx, desired, FieldOwner)
+		err = r.Client.Create(ctx, desired, naming.FieldOwner)
 		if err == nil {
 			return desired, "", nil
 		}
@@ -55,7 +56,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 	updated := current.DeepCopy()
 	updated.Spec.Selector = desired.Spec.Selector
 	updated.Spec.Ports = desired.Spec.Ports
-	if err := r.Client.Patch(ctx, updated, client.MergeFrom(current), FieldOwner); err != nil {
+	if err := r.Client.Patch(ctx, updated, client.MergeFrom(current), naming.FieldOwner); err != nil {
 		return nil, "", client.IgnoreNotFound(err)
 	}
 	return updated, "", nil
@@ -70,7 +71,7 @@ func buildService(sb *agentsv1alpha1.Sandbox) *corev1.Service {
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{agentsv1alpha1.SandboxNameHashLabel: NameHash(sb.Name)},
+			Selector:  map[string]string{agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(sb.Name)},
 			Ports:     servicePorts(&sb.Spec.PodTemplate.Spec),
 		},
 	}

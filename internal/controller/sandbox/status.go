@@ -13,12 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-)
-
-// Condition types beyond Ready.
-const (
-	// ConditionFinished is True once the pod has run to completion (Succeeded or Failed).
-	ConditionFinished = "Finished"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // setStatus fills sb.Status from what this reconcile observed. Conditions keep their
@@ -54,7 +49,7 @@ func setStatus(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error, clu
 		finished.ObservedGeneration = sb.Generation
 		meta.SetStatusCondition(&st.Conditions, finished)
 	} else {
-		meta.RemoveStatusCondition(&st.Conditions, ConditionFinished)
+		meta.RemoveStatusCondition(&st.Conditions, agentsv1alpha1.SandboxConditionFinished)
 	}
 }
 
@@ -100,9 +95,9 @@ func finishedCondition(pod *corev1.Pod) (metav1.Condition, bool) {
 	}
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded:
-		return metav1.Condition{Type: ConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodSucceeded, Message: "Pod ran to completion"}, true
+		return metav1.Condition{Type: agentsv1alpha1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodSucceeded, Message: "Pod ran to completion"}, true
 	case corev1.PodFailed:
-		return metav1.Condition{Type: ConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodFailed, Message: "Pod failed" + detail(pod.Status.Reason, pod.Status.Message)}, true
+		return metav1.Condition{Type: agentsv1alpha1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodFailed, Message: "Pod failed" + detail(pod.Status.Reason, pod.Status.Message)}, true
 	}
 	return metav1.Condition{}, false
 }
@@ -184,5 +179,5 @@ func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alph
 	if equality.Semantic.DeepEqual(original.Status, sb.Status) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, sb, client.MergeFrom(original), FieldOwner))
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, sb, client.MergeFrom(original), naming.FieldOwner))
 }

@@ -17,13 +17,8 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
-)
-
-// Event reasons.
-const (
-	ReasonProvisioned = "SandboxProvisioned"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
 // maxAdoptAttempts bounds how many warm candidates one reconcile tries before a cold start.
@@ -117,9 +112,9 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim,
 
 // acceptFor filters queued candidates by the claim's warmpool policy, and skips stale members
 // of Recreate pools (their pool is replacing them).
-func (r *Reconciler) acceptFor(ctx context.Context, claim *extv1alpha1.SandboxClaim, hash string) func(warmpool.Candidate) bool {
+func (r *Reconciler) acceptFor(ctx context.Context, claim *extv1alpha1.SandboxClaim, hash string) func(warmqueue.Candidate) bool {
 	policy := claim.EffectiveWarmPool()
-	return func(c warmpool.Candidate) bool {
+	return func(c warmqueue.Candidate) bool {
 		if policy != extv1alpha1.WarmPoolPolicyDefault && c.Pool != string(policy) {
 			return false
 		}
@@ -152,7 +147,7 @@ func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxCla
 	stampClaim(patched, claim, extv1alpha1.LaunchTypeWarm)
 	patched.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1alpha1.GroupVersion.WithKind("SandboxClaim"))}
 	mergePodMetadata(&patched.Spec.PodTemplate.Metadata, claim.Spec.AdditionalPodMetadata)
-	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), sandbox.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), naming.FieldOwner); err != nil {
 		return err
 	}
 	*sb = *patched
@@ -177,7 +172,7 @@ func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1alpha1.
 	if err := controllerutil.SetControllerReference(claim, sb, r.client.Scheme()); err != nil {
 		return nil, err
 	}
-	err := r.client.Create(ctx, sb, sandbox.FieldOwner)
+	err := r.client.Create(ctx, sb, naming.FieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		existing := &agentsv1alpha1.Sandbox{}
 		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); err != nil {
@@ -192,7 +187,7 @@ func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1alpha1.
 	if err != nil {
 		return nil, err
 	}
-	p.event(corev1.EventTypeNormal, ReasonProvisioned, "Created Sandbox %q from template %q", sb.Name, tmpl.Name)
+	p.event(corev1.EventTypeNormal, extv1alpha1.EventSandboxProvisioned, "Created Sandbox %q from template %q", sb.Name, tmpl.Name)
 	return sb, nil
 }
 

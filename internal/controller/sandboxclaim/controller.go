@@ -23,8 +23,9 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
+	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
 // DefaultWorkers is how many claims are reconciled in parallel unless Options say otherwise.
@@ -39,9 +40,9 @@ type Options struct {
 	// Recorder receives events (default: dropped).
 	Recorder record.EventRecorder
 	// Queue is the warm queue adoption pops from (default: a new, private one).
-	Queue *warmpool.Queue
+	Queue *warmqueue.Queue
 	// Pacer learns when claims are being served, so background work yields (nil: nobody yields).
-	Pacer *warmpool.Pacer
+	Pacer *pacer.Pacer
 	// Workers bounds parallel reconciles (default DefaultWorkers).
 	Workers int
 	// PodRules refuse claim pod metadata that is reserved or poses as the router, and filter
@@ -56,8 +57,8 @@ type Reconciler struct {
 	client    client.Client
 	apiReader client.Reader
 	recorder  record.EventRecorder
-	queue     *warmpool.Queue
-	pacer     *warmpool.Pacer
+	queue     *warmqueue.Queue
+	pacer     *pacer.Pacer
 	workers   int
 	podRules  podmeta.Rules
 	clock     clock.PassiveClock
@@ -83,7 +84,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
 	}
 	if r.queue == nil {
-		r.queue = warmpool.NewQueue()
+		r.queue = warmqueue.NewQueue()
 	}
 	if r.workers <= 0 {
 		r.workers = DefaultWorkers

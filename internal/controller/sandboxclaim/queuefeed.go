@@ -12,12 +12,12 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
+	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
 // warmQueueFeeder keeps the warm queue equal to the set of adoptable Sandboxes as watch events
 // arrive. It enqueues no reconcile of its own.
-func warmQueueFeeder(q *warmpool.Queue) handler.EventHandler {
+func warmQueueFeeder(q *warmqueue.Queue) handler.EventHandler {
 	type rq = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, _ rq) { feed(q, e.Object) },
@@ -26,7 +26,7 @@ func warmQueueFeeder(q *warmpool.Queue) handler.EventHandler {
 	}
 }
 
-func feed(q *warmpool.Queue, o client.Object) {
+func feed(q *warmqueue.Queue, o client.Object) {
 	sb, ok := o.(*agentsv1alpha1.Sandbox)
 	if !ok {
 		return
@@ -35,7 +35,7 @@ func feed(q *warmpool.Queue, o client.Object) {
 		q.Remove(client.ObjectKeyFromObject(sb))
 		return
 	}
-	q.Offer(warmpool.Candidate{
+	q.Offer(warmqueue.Candidate{
 		Name:         client.ObjectKeyFromObject(sb),
 		Pool:         metav1.GetControllerOf(sb).Name,
 		Template:     sb.Annotations[extv1alpha1.TemplateRefAnnotation],

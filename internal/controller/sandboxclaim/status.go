@@ -11,7 +11,6 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 )
 
 // mirrorSandbox copies what integrators poll — status.sandbox.name and .podIPs — and the
@@ -32,7 +31,7 @@ func mirrorSandbox(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) 
 	ready.ObservedGeneration = claim.Generation
 	meta.SetStatusCondition(&claim.Status.Conditions, ready)
 
-	if f := meta.FindStatusCondition(sb.Status.Conditions, sandbox.ConditionFinished); f != nil {
+	if f := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionFinished); f != nil {
 		meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
 			Type: extv1alpha1.ClaimConditionFinished, Status: f.Status, Reason: f.Reason, Message: f.Message,
 			LastTransitionTime: f.LastTransitionTime, ObservedGeneration: claim.Generation,

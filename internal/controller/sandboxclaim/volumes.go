@@ -9,10 +9,6 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
-// ReasonVolumeClaimTemplatesError is the reason when the claim's volumeClaimTemplates (v1beta1) are
-// not allowed by its template's volumeClaimTemplatesPolicy. Upstream's Python SDK treats it as terminal.
-const ReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
-
 // claimVolumes returns the Sandbox's volume claim templates when the claim brings its own
 // (v1beta1 spec.volumeClaimTemplates): the template's, merged with the claim's as the template's
 // volumeClaimTemplatesPolicy allows. It returns nil when the claim brings none. A claim that
@@ -24,7 +20,7 @@ func claimVolumes(claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemp
 	}
 	policy := extv1beta1.TemplateVolumeClaimTemplatesPolicy(tmpl)
 	if policy == extv1beta1.VolumeClaimTemplatesPolicyDisallowed {
-		return nil, &userError{ReasonVolumeClaimTemplatesError, fmt.Sprintf(
+		return nil, &userError{extv1alpha1.ReasonVolumeClaimTemplatesError, fmt.Sprintf(
 			"the claim sets volumeClaimTemplates but SandboxTemplate %q does not allow it (volumeClaimTemplatesPolicy Disallowed)", tmpl.Name)}
 	}
 	out := slices.Clone(tmpl.Spec.VolumeClaimTemplates)
@@ -36,7 +32,7 @@ func claimVolumes(claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemp
 		case policy == extv1beta1.VolumeClaimTemplatesPolicyOverrides:
 			out[i] = v
 		default:
-			return nil, &userError{ReasonVolumeClaimTemplatesError, fmt.Sprintf(
+			return nil, &userError{extv1alpha1.ReasonVolumeClaimTemplatesError, fmt.Sprintf(
 				"volume claim template %q is defined by SandboxTemplate %q, whose volumeClaimTemplatesPolicy Allowed only adds new ones", v.Name, tmpl.Name)}
 		}
 	}

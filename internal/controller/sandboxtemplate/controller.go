@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -31,9 +31,6 @@ type RouterPeer struct {
 
 // DefaultRouterPeer is where `config/` deploys the router.
 var DefaultRouterPeer = RouterPeer{Namespace: "agent-sandbox-system", PodLabels: map[string]string{"app": "sandbox-router"}}
-
-// ReasonPolicyConflict is the event reason when a NetworkPolicy of our name is not ours.
-const ReasonPolicyConflict = "NetworkPolicyConflict"
 
 // Reconciler keeps the template's NetworkPolicy.
 type Reconciler struct {
@@ -67,7 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	found := err == nil
 	if found && !metav1.IsControlledBy(current, tmpl) {
 		// Never overwrite what someone else made; say so where the user looks.
-		r.Recorder.Eventf(tmpl, corev1.EventTypeWarning, ReasonPolicyConflict,
+		r.Recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventPolicyConflict,
 			"NetworkPolicy %s exists and is not owned by this template; leaving it alone", key.Name)
 		return ctrl.Result{}, nil
 	}
@@ -106,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) desiredSpec(tmpl *extv1alpha1.SandboxTemplate) networkingv1.NetworkPolicySpec {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
-			extv1alpha1.TemplateRefHashLabel: sandbox.NameHash(tmpl.Name),
+			extv1alpha1.TemplateRefHashLabel: naming.NameHash(tmpl.Name),
 		}},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 	}

@@ -22,18 +22,12 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmpool"
 )
 
 // trickleBatch bounds a refill that goes through while claims are still being served.
 const trickleBatch = 5
-
-// Event reasons.
-const (
-	ReasonTemplateNotFound = "TemplateNotFound"
-	ReasonCreateFailed     = "SandboxCreateFailed"
-)
 
 // DefaultMaxBatch bounds the creates or deletes of one reconcile unless Options say otherwise.
 const DefaultMaxBatch = 50
@@ -44,7 +38,7 @@ type Options struct {
 	Recorder record.EventRecorder
 	// Gate holds refills back while claims are being served (nil: never); when its hold runs
 	// out under a steady claim stream, refills go through in small batches.
-	Gate *warmpool.Gate
+	Gate *pacer.Gate
 	// MaxBatch bounds the creates or deletes of one reconcile (default DefaultMaxBatch).
 	MaxBatch int
 	// PodRules filter the template's pod metadata (reserved keys, the router's labels).
@@ -60,7 +54,7 @@ type Options struct {
 type Reconciler struct {
 	client             client.Client
 	recorder           record.EventRecorder
-	gate               *warmpool.Gate
+	gate               *pacer.Gate
 	maxBatch           int
 	podRules           podmeta.Rules
 	memberReadyTimeout time.Duration
@@ -123,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	err = r.client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl)
 	if apierrors.IsNotFound(err) {
 		// Keep reporting what exists; the template watch brings us back when it appears.
-		r.recorder.Eventf(pool, corev1.EventTypeWarning, ReasonTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
+		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonPoolTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
 		m := classify(pool, members, nil, r.expect)
 		return ctrl.Result{}, r.writeStatus(ctx, pool, m, assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool)), false)
 	}

@@ -88,12 +88,8 @@ func readyCondition(pool *extv1alpha1.SandboxWarmPool, ready int, h health, temp
 	return c
 }
 
-// MemberReadyTimeoutAnnotation on a pool overrides the controller's timeout for that pool (a
-// Go duration such as "10m"), for templates whose images take long to pull.
-const MemberReadyTimeoutAnnotation = "agents.x-k8s.io/member-ready-timeout"
-
 func (r *Reconciler) readyTimeoutOf(pool *extv1alpha1.SandboxWarmPool) time.Duration {
-	if d, err := time.ParseDuration(pool.Annotations[MemberReadyTimeoutAnnotation]); err == nil && d > 0 {
+	if d, err := time.ParseDuration(pool.Annotations[extv1alpha1.MemberReadyTimeoutAnnotation]); err == nil && d > 0 {
 		return d
 	}
 	return r.memberReadyTimeout

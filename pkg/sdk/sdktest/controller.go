@@ -258,7 +258,7 @@ func MarkClaim(ctx context.Context, c client.Client, key client.ObjectKey, sandb
 		}
 		cl.Status.SandboxStatus.Name = sandboxName
 		cl.Status.SandboxStatus.PodIPs = podIPs
-		meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: "Ready", Status: ready, Reason: reason,
+		meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: extv1alpha1.ClaimConditionReady, Status: ready, Reason: reason,
 			Message: message, ObservedGeneration: cl.Generation})
 		return c.Status().Update(ctx, cl)
 	})

@@ -1,4 +1,6 @@
-package warmpool
+// Package pacer holds background writes (warm pool refills, the Sandbox controller's label
+// bookkeeping) back while claims are being served, so that claims get the API server first.
+package pacer
 
 import (
 	"sync"

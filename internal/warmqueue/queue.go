@@ -1,7 +1,7 @@
-// Package warmpool holds the in-memory state the claim and pool controllers share: the queue of
-// ready, unclaimed warm Sandboxes per template (fed by watch events, so handing one to a claim
-// needs no List), and the pacer that holds pool refills back while claims are being served.
-package warmpool
+// Package warmqueue holds the in-memory queue of ready, unclaimed warm Sandboxes per template
+// that the claim controller hands out (fed by watch events, so handing one to a claim needs no
+// List).
+package warmqueue
 
 import (
 	"sync"

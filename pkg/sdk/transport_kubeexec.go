@@ -151,25 +151,26 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 	}
 }
 
-// execTransport implements the sandbox operations with shell commands run
-// through an execRunner: what a plain image (a shell, cat, tar, find, stat)
+// kubeExecTransport is the ModeExec transport: it implements the sandbox
+// operations with shell commands run through an execRunner (pods/exec, or a
+// local process in tests): what a plain image (a shell, cat, tar, find, stat)
 // can do without sandboxd.
-type execTransport struct {
+type kubeExecTransport struct {
 	c      *Client
 	s      *Sandbox
 	runner execRunner
 	root   string
 }
 
-func newExecTransport(c *Client, s *Sandbox, r execRunner) *execTransport {
-	return &execTransport{c: c, s: s, runner: r, root: c.opts.ExecRoot}
+func newKubeExecTransport(c *Client, s *Sandbox, r execRunner) *kubeExecTransport {
+	return &kubeExecTransport{c: c, s: s, runner: r, root: c.opts.ExecRoot}
 }
 
-func (t *execTransport) reset() {}
+func (t *kubeExecTransport) reset() {}
 
 // abs maps a path the way ModeExec documents: relative paths below ExecRoot
 // when it is set, else as given.
-func (t *execTransport) abs(p string) string {
+func (t *kubeExecTransport) abs(p string) string {
 	if p == "" {
 		p = "."
 	}
@@ -181,7 +182,7 @@ func (t *execTransport) abs(p string) string {
 
 // commandArgv wraps cmd with the env and cwd of rc: `sh -c 'cd "$1" ...'`
 // and `env K=V ...` prefixes.
-func (t *execTransport) commandArgv(cmd Command, rc *runConfig) ([]string, error) {
+func (t *kubeExecTransport) commandArgv(cmd Command, rc *runConfig) ([]string, error) {
 	var argv []string
 	switch {
 	case cmd.argv != nil:
@@ -212,7 +213,7 @@ func (t *execTransport) commandArgv(cmd Command, rc *runConfig) ([]string, error
 	return argv, nil
 }
 
-func (t *execTransport) run(ctx context.Context, cmd Command, rc *runConfig) (*Result, error) {
+func (t *kubeExecTransport) run(ctx context.Context, cmd Command, rc *runConfig) (*Result, error) {
 	start := time.Now()
 	argv, err := t.commandArgv(cmd, rc)
 	if err != nil {
@@ -251,7 +252,7 @@ const (
 )
 
 // sh runs a helper script with args as $1..; stdout goes to out.
-func (t *execTransport) sh(ctx context.Context, op, script string, args []string, stdin io.Reader, out io.Writer) error {
+func (t *kubeExecTransport) sh(ctx context.Context, op, script string, args []string, stdin io.Reader, out io.Writer) error {
 	var stderr bytes.Buffer
 	argv := append([]string{"/bin/sh", "-c", script, "sbx"}, args...)
 	if out == nil {
@@ -286,7 +287,7 @@ func scriptErr(op string, code int, stderr string) error {
 
 // streamOut runs a helper whose stdout is the result, as a stream; the
 // script's failure surfaces as the reader's error at the end.
-func (t *execTransport) streamOut(ctx context.Context, op, script string, args []string) (io.ReadCloser, error) {
+func (t *kubeExecTransport) streamOut(ctx context.Context, op, script string, args []string) (io.ReadCloser, error) {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
@@ -308,11 +309,11 @@ func (r *cancelReader) Close() error {
 
 const existsCheck = `[ -e "$1" ] || [ -L "$1" ] || exit 44; `
 
-func (t *execTransport) readFile(ctx context.Context, p string) (io.ReadCloser, error) {
+func (t *kubeExecTransport) readFile(ctx context.Context, p string) (io.ReadCloser, error) {
 	return t.streamOut(ctx, "exec cat "+p, existsCheck+`[ -d "$1" ] && exit 45; exec cat -- "$1"`, []string{t.abs(p)})
 }
 
-func (t *execTransport) writeFile(ctx context.Context, p string, r io.Reader, perm fs.FileMode) error {
+func (t *kubeExecTransport) writeFile(ctx context.Context, p string, r io.Reader, perm fs.FileMode) error {
 	script := `[ -d "$1" ] && exit 45; d=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1"`
 	args := []string{t.abs(p)}
 	if perm != 0 {
@@ -325,7 +326,7 @@ func (t *execTransport) writeFile(ctx context.Context, p string, r io.Reader, pe
 	return t.sh(ctx, "exec write "+p, script, args, r, nil)
 }
 
-func (t *execTransport) remove(ctx context.Context, p string, recursive bool) error {
+func (t *kubeExecTransport) remove(ctx context.Context, p string, recursive bool) error {
 	script := existsCheck + `if [ -d "$1" ] && [ ! -L "$1" ]; then rmdir -- "$1" 2>/dev/null || exit 46; else rm -f -- "$1"; fi`
 	if recursive {
 		script = existsCheck + `rm -rf -- "$1"`
@@ -333,7 +334,7 @@ func (t *execTransport) remove(ctx context.Context, p string, recursive bool) er
 	return t.sh(ctx, "exec rm "+p, script, []string{t.abs(p)}, nil, nil)
 }
 
-func (t *execTransport) mkdir(ctx context.Context, p string, perm fs.FileMode) error {
+func (t *kubeExecTransport) mkdir(ctx context.Context, p string, perm fs.FileMode) error {
 	script := `[ -e "$1" ] && [ ! -d "$1" ] && exit 45; mkdir -p -- "$1"`
 	args := []string{t.abs(p)}
 	if perm != 0 {
@@ -346,7 +347,7 @@ func (t *execTransport) mkdir(ctx context.Context, p string, perm fs.FileMode) e
 // statFormat is one line per entry: size, octal mode, mtime, type, name.
 const statFormat = `%s	%a	%Y	%F	%n`
 
-func (t *execTransport) stat(ctx context.Context, p string) (*FileInfo, error) {
+func (t *kubeExecTransport) stat(ctx context.Context, p string) (*FileInfo, error) {
 	var out bytes.Buffer
 	script := existsCheck + `stat -c '` + statFormat + `' -- "$1" && { [ -L "$1" ] && readlink -- "$1" || true; }`
 	if err := t.sh(ctx, "exec stat "+p, script, []string{t.abs(p)}, nil, &out); err != nil {
@@ -383,7 +384,7 @@ func parseStatLine(line string) (FileInfo, error) {
 	return fi, nil
 }
 
-func (t *execTransport) list(ctx context.Context, p string, recursive bool) ([]FileInfo, error) {
+func (t *kubeExecTransport) list(ctx context.Context, p string, recursive bool) ([]FileInfo, error) {
 	depth := ` -maxdepth 1`
 	if recursive {
 		depth = ``
@@ -410,21 +411,21 @@ func (t *execTransport) list(ctx context.Context, p string, recursive bool) ([]F
 	return entries, nil
 }
 
-func (t *execTransport) getTar(ctx context.Context, dir string) (io.ReadCloser, error) {
+func (t *kubeExecTransport) getTar(ctx context.Context, dir string) (io.ReadCloser, error) {
 	return t.streamOut(ctx, "exec tar -c "+dir, `[ -e "$1" ] || exit 44; [ -d "$1" ] || exit 47; exec tar -C "$1" -cf - .`, []string{t.abs(dir)})
 }
 
-func (t *execTransport) putTar(ctx context.Context, dir string, r io.Reader) error {
+func (t *kubeExecTransport) putTar(ctx context.Context, dir string, r io.Reader) error {
 	return t.sh(ctx, "exec tar -x "+dir, `mkdir -p -- "$1" && exec tar -C "$1" -xf -`, []string{t.abs(dir)}, r, nil)
 }
 
-func (t *execTransport) watch(context.Context, string, bool) (<-chan Event, error) {
+func (t *kubeExecTransport) watch(context.Context, string, bool) (<-chan Event, error) {
 	return nil, fmt.Errorf("file watches: %w (ModeExec has no sandboxd)", ErrUnsupported)
 }
 
 // ---- background processes: started detached; known by PID only ----
 
-func (t *execTransport) start(ctx context.Context, cmd Command, rc *runConfig) (*Process, error) {
+func (t *kubeExecTransport) start(ctx context.Context, cmd Command, rc *runConfig) (*Process, error) {
 	if rc.stdin != nil {
 		return nil, fmt.Errorf("start with stdin: %w", ErrUnsupported)
 	}
@@ -457,7 +458,7 @@ func (t *execTransport) start(ctx context.Context, cmd Command, rc *runConfig) (
 	return &Process{ID: strconv.Itoa(pid), PID: pid, Argv: cmd.argv, Command: cmd.shell, Cwd: rc.cwd, StartedAt: time.Now(), Running: true}, nil
 }
 
-func (t *execTransport) signal(ctx context.Context, id, sig string) (*Process, error) {
+func (t *kubeExecTransport) signal(ctx context.Context, id, sig string) (*Process, error) {
 	if _, err := strconv.Atoi(id); err != nil {
 		return nil, fmt.Errorf("process %q: %w", id, ErrNotFound)
 	}
@@ -469,7 +470,7 @@ func (t *execTransport) signal(ctx context.Context, id, sig string) (*Process, e
 	return &Process{ID: id, PID: pid, Running: true}, nil
 }
 
-func (t *execTransport) kill(ctx context.Context, id string) (*Process, error) {
+func (t *kubeExecTransport) kill(ctx context.Context, id string) (*Process, error) {
 	p, err := t.signal(ctx, id, "KILL")
 	if p != nil {
 		p.Running = false
@@ -477,18 +478,18 @@ func (t *execTransport) kill(ctx context.Context, id string) (*Process, error) {
 	return p, err
 }
 
-func (t *execTransport) processes(context.Context) ([]Process, error) {
+func (t *kubeExecTransport) processes(context.Context) ([]Process, error) {
 	return nil, fmt.Errorf("listing processes: %w", ErrUnsupported)
 }
 
-func (t *execTransport) process(context.Context, string) (*Process, error) {
+func (t *kubeExecTransport) process(context.Context, string) (*Process, error) {
 	return nil, fmt.Errorf("process status: %w", ErrUnsupported)
 }
 
-func (t *execTransport) logs(context.Context, string) (*ProcessLogs, error) {
+func (t *kubeExecTransport) logs(context.Context, string) (*ProcessLogs, error) {
 	return nil, fmt.Errorf("process logs: %w", ErrUnsupported)
 }
 
-func (t *execTransport) followLogs(context.Context, string, io.Writer, io.Writer) (int, error) {
+func (t *kubeExecTransport) followLogs(context.Context, string, io.Writer, io.Writer) (int, error) {
 	return 0, fmt.Errorf("process logs: %w", ErrUnsupported)
 }

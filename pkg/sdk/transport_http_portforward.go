@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/transport/spdy"
 )
 
-// pfEndpoint reaches sandboxd through a port-forward to the sandbox pod,
+// portForwardEndpoint reaches sandboxd through a port-forward to the sandbox pod,
 // opened on first use and reopened when it died (the pod was replaced, or a
 // stream failed: client-go closes the whole forward then).
-type pfEndpoint struct {
+type portForwardEndpoint struct {
 	c *Client
 	s *Sandbox
 
@@ -49,7 +49,7 @@ func (f *forward) close() {
 	<-f.done
 }
 
-func (e *pfEndpoint) base(ctx context.Context) (*url.URL, error) {
+func (e *portForwardEndpoint) base(ctx context.Context) (*url.URL, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.fw == nil || !e.fw.alive() {
@@ -67,7 +67,7 @@ func (e *pfEndpoint) base(ctx context.Context) (*url.URL, error) {
 }
 
 // open starts a port-forward to the pod's sandboxd port on a free local port.
-func (e *pfEndpoint) open(ctx context.Context) (*forward, error) {
+func (e *portForwardEndpoint) open(ctx context.Context) (*forward, error) {
 	if _, err := e.s.ensureIPs(ctx); err != nil { // a pod to forward to
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (e *pfEndpoint) open(ctx context.Context) (*forward, error) {
 	return fw, nil
 }
 
-func (e *pfEndpoint) decorate(h http.Header) {
+func (e *portForwardEndpoint) decorate(h http.Header) {
 	if e.c.opts.SandboxToken != "" {
 		h.Set("Authorization", "Bearer "+e.c.opts.SandboxToken)
 	}
@@ -114,12 +114,12 @@ func (e *pfEndpoint) decorate(h http.Header) {
 
 // dialFailed drops the forward so the next request opens a new one (after
 // looking the pod up again).
-func (e *pfEndpoint) dialFailed(ctx context.Context) bool {
+func (e *portForwardEndpoint) dialFailed(ctx context.Context) bool {
 	e.reset()
 	return e.s.Refresh(ctx) == nil
 }
 
-func (e *pfEndpoint) reset() {
+func (e *portForwardEndpoint) reset() {
 	e.mu.Lock()
 	fw := e.fw
 	e.fw = nil
