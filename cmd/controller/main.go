@@ -17,6 +17,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
@@ -32,10 +33,10 @@ func main() {
 	fs.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up leading (and exits).")
 	fs.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to acquire, and the leader renews, the lease.")
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", sandbox.DefaultClusterDomain, "Cluster DNS domain used in status.serviceFQDN.")
-	fs.IntVar(&opts.SandboxWorkers, "sandbox-workers", 16, "Sandboxes reconciled in parallel.")
+	fs.IntVar(&opts.SandboxWorkers, "sandbox-workers", sandbox.DefaultWorkers, "Sandboxes reconciled in parallel.")
 	fs.IntVar(&opts.ClaimWorkers, "claim-workers", sandboxclaim.DefaultWorkers, "SandboxClaims reconciled in parallel.")
 	fs.DurationVar(&opts.MemberReadyTimeout, "warm-member-ready-timeout", sandboxwarmpool.DefaultMemberReadyTimeout, "A warm pool member not Ready this long after creation is replaced (unschedulable ones are kept and reported); a pool's agents.x-k8s.io/member-ready-timeout annotation overrides it.")
-	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", 250*time.Millisecond, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
+	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", pacer.DefaultQuiet, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
 	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")
 	routerLabels := fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods.")
 	scopedSecret := fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off.")

@@ -136,29 +136,27 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	quiet := opts.RefillQuiet
 	if quiet == 0 {
-		quiet = 250 * time.Millisecond
+		quiet = pacer.DefaultQuiet
 	}
 	claims := pacer.NewPacer(quiet)
 	// One set of pod metadata rules for every controller that builds sandbox pods.
-	podRules := (&sandboxtemplate.Reconciler{Router: opts.Router}).PodRules()
+	templates := sandboxtemplate.New(mgr.GetClient(), sandboxtemplate.Options{
+		Recorder: mgr.GetEventRecorderFor("sandboxtemplate-controller"),
+		Router:   opts.Router,
+	})
+	podRules := templates.PodRules()
 	// Background work yields to claims, but at most this long at a stretch.
 	const maxHold = 2 * time.Second
-	if err := (&sandbox.Reconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Recorder:                mgr.GetEventRecorderFor("sandbox-controller"),
-		ClusterDomain:           opts.ClusterDomain,
-		MaxConcurrentReconciles: opts.SandboxWorkers,
-		Gate:                    pacer.NewGate(claims, maxHold),
-		PodRules:                podRules,
+	if err := sandbox.New(mgr.GetClient(), mgr.GetAPIReader(), sandbox.Options{
+		Recorder:      mgr.GetEventRecorderFor("sandbox-controller"),
+		ClusterDomain: opts.ClusterDomain,
+		Workers:       opts.SandboxWorkers,
+		Gate:          pacer.NewGate(claims, maxHold),
+		PodRules:      podRules,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}
-	if err := (&sandboxtemplate.Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorderFor("sandboxtemplate-controller"),
-		Router:   opts.Router,
-	}).SetupWithManager(mgr); err != nil {
+	if err := templates.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxtemplate controller: %w", err)
 	}
 	if err := sandboxwarmpool.New(mgr.GetClient(), sandboxwarmpool.Options{
@@ -178,9 +176,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}
 	if opts.ScopedTokens != nil {
-		if err := (&routertoken.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: opts.ScopedTokens,
-		}).SetupWithManager(mgr); err != nil {
+		if err := routertoken.New(mgr.GetClient(), mgr.GetAPIReader(), opts.ScopedTokens, routertoken.Options{}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up routertoken controller: %w", err)
 		}
 	}

@@ -19,6 +19,9 @@ type Pacer struct {
 	now       func() time.Time
 }
 
+// DefaultQuiet is how long background work waits after the last claim unless configured.
+const DefaultQuiet = 250 * time.Millisecond
+
 // NewPacer returns a pacer that reports claims busy while one is being served and for quiet
 // after the last one.
 func NewPacer(quiet time.Duration) *Pacer {

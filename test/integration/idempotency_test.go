@@ -61,7 +61,7 @@ func TestSandboxReconcileOfSteadyStateWritesNothing(t *testing.T) {
 	}
 	counter := &writeCounter{}
 	wrapped := counter.wrap(direct)
-	r := &sandbox.Reconciler{Client: wrapped, APIReader: wrapped}
+	r := sandbox.New(wrapped, wrapped, sandbox.Options{})
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "steady"}}
 	for i := 0; i < 2; i++ {
 		if _, err := r.Reconcile(context.Background(), req); err != nil {

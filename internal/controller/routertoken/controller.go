@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,13 +34,34 @@ const DefaultValidity = 24 * time.Hour
 
 // Reconciler mints and renews the tokens.
 type Reconciler struct {
-	Client client.Client
-	// APIReader reads Secrets: the manager does not cache them (they are few here and many
+	client client.Client
+	// apiReader reads Secrets: the manager does not cache them (they are few here and many
 	// elsewhere in a cluster).
-	APIReader client.Reader
-	Signer    *scopedtoken.Signer
-	Validity  time.Duration
-	Now       func() time.Time
+	apiReader client.Reader
+	signer    *scopedtoken.Signer
+	validity  time.Duration
+	clock     clock.PassiveClock
+}
+
+// Options configure a Reconciler; a zero field takes its default.
+type Options struct {
+	// Validity is how long a minted token lives (default DefaultValidity).
+	Validity time.Duration
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
+}
+
+// New returns a reconciler that mints tokens with signer, writing through c and reading
+// Secrets through apiReader.
+func New(c client.Client, apiReader client.Reader, signer *scopedtoken.Signer, opts Options) *Reconciler {
+	r := &Reconciler{client: c, apiReader: apiReader, signer: signer, validity: opts.Validity, clock: opts.Clock}
+	if r.validity <= 0 {
+		r.validity = DefaultValidity
+	}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	return r
 }
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
@@ -47,12 +69,12 @@ type Reconciler struct {
 // Reconcile keeps the claim's token Secret current, or removes it once the claim stops asking.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	claim := &extv1alpha1.SandboxClaim{}
-	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err) // the Secret goes with its owner
 	}
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: SecretName(claim.Name)}
 	current := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, key, current)
+	err := r.apiReader.Get(ctx, key, current)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
@@ -63,11 +85,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	sandbox := claim.Status.SandboxStatus.Name
 	if !claim.DeletionTimestamp.IsZero() || claim.Annotations[extv1alpha1.RouterTokenAnnotation] != "true" || sandbox == "" {
 		if found && (claim.Annotations[extv1alpha1.RouterTokenAnnotation] != "true") {
-			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
+			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
 		}
 		return ctrl.Result{}, nil
 	}
-	now := r.now()
+	now := r.clock.Now()
 	if found && string(current.Data[extv1alpha1.RouterTokenKeySandbox]) == sandbox {
 		if renewAt, ok := r.renewAt(current); ok && now.Before(renewAt) {
 			return ctrl.Result{RequeueAfter: renewAt.Sub(now)}, nil
@@ -77,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !expires.After(now) {
 		return ctrl.Result{}, nil // the claim is at its end; its expiry handles the rest
 	}
-	tok, err := r.Signer.Mint(scopedtoken.Claims{Namespace: claim.Namespace, Name: sandbox, Expires: expires.Unix()})
+	tok, err := r.signer.Mint(scopedtoken.Claims{Namespace: claim.Namespace, Name: sandbox, Expires: expires.Unix()})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -87,14 +109,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Data: map[string][]byte{extv1alpha1.RouterTokenKeyToken: []byte(tok), extv1alpha1.RouterTokenKeyNamespace: []byte(claim.Namespace),
 			extv1alpha1.RouterTokenKeySandbox: []byte(sandbox), extv1alpha1.RouterTokenKeyExpires: []byte(expires.UTC().Format(time.RFC3339))},
 	}
-	if err := controllerutil.SetControllerReference(claim, desired, r.Client.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(claim, desired, r.client.Scheme()); err != nil {
 		return ctrl.Result{}, err
 	}
 	if found {
 		desired.ResourceVersion = current.ResourceVersion
-		err = r.Client.Update(ctx, desired)
+		err = r.client.Update(ctx, desired)
 	} else {
-		err = r.Client.Create(ctx, desired)
+		err = r.client.Create(ctx, desired)
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing router token Secret %s: %w", key.Name, err)
@@ -105,7 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // expiry is the token's end: the validity from now, but never past the claim's shutdownTime.
 func (r *Reconciler) expiry(claim *extv1alpha1.SandboxClaim, now time.Time) time.Time {
-	exp := now.Add(r.validity()).Truncate(time.Second)
+	exp := now.Add(r.validity).Truncate(time.Second)
 	if lc := claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil && lc.ShutdownTime.Time.Before(exp) {
 		exp = lc.ShutdownTime.Time.Truncate(time.Second)
 	}
@@ -118,21 +140,7 @@ func (r *Reconciler) renewAt(s *corev1.Secret) (time.Time, bool) {
 	if err != nil {
 		return time.Time{}, false
 	}
-	return exp.Add(-r.validity() / 3), true
-}
-
-func (r *Reconciler) validity() time.Duration {
-	if r.Validity > 0 {
-		return r.Validity
-	}
-	return DefaultValidity
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+	return exp.Add(-r.validity / 3), true
 }
 
 // asksOrAsked passes claims that carry the annotation, or carried it before this update (so

@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -26,23 +27,60 @@ import (
 // DefaultClusterDomain is the DNS domain used in status.serviceFQDN unless configured.
 const DefaultClusterDomain = "cluster.local"
 
-// Reconciler drives one Sandbox: Pod (unless paused or expired), headless Service, PVCs, the
-// egress NetworkPolicy its annotations ask for, status.
-type Reconciler struct {
-	Client client.Client
-	// APIReader reads around the cache, for objects the cache deliberately does not hold
-	// (a same-named pod someone else created carries no tracking label).
-	APIReader     client.Reader
-	Recorder      record.EventRecorder
+// DefaultWorkers is how many Sandboxes are reconciled in parallel unless Options say otherwise.
+const DefaultWorkers = 16
+
+// Options configure a Reconciler; a zero field takes its default.
+type Options struct {
+	// Recorder receives events (default: dropped).
+	Recorder record.EventRecorder
+	// ClusterDomain is the DNS domain in status.serviceFQDN (default DefaultClusterDomain).
 	ClusterDomain string
-	// Now is the clock; tests may replace it.
-	Now func() time.Time
-	// MaxConcurrentReconciles bounds parallel reconciles (default 16).
-	MaxConcurrentReconciles int
+	// Workers bounds parallel reconciles (default DefaultWorkers).
+	Workers int
 	// Gate defers pod label bookkeeping while claims are being served (nil: never).
 	Gate *pacer.Gate
 	// PodRules keep the router's identifying labels off sandbox pods.
 	PodRules podmeta.Rules
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
+}
+
+// Reconciler drives one Sandbox: Pod (unless paused or expired), headless Service, PVCs, the
+// egress NetworkPolicy its annotations ask for, status.
+type Reconciler struct {
+	client client.Client
+	// apiReader reads around the cache, for objects the cache deliberately does not hold
+	// (a same-named pod someone else created carries no tracking label).
+	apiReader     client.Reader
+	recorder      record.EventRecorder
+	clusterDomain string
+	workers       int
+	gate          *pacer.Gate
+	podRules      podmeta.Rules
+	clock         clock.PassiveClock
+}
+
+// New returns a Sandbox reconciler that reads through c (the cache) and, for objects the cache
+// does not hold, apiReader.
+func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
+	r := &Reconciler{
+		client: c, apiReader: apiReader, recorder: opts.Recorder, clusterDomain: opts.ClusterDomain,
+		workers: opts.Workers, gate: opts.Gate, podRules: opts.PodRules, clock: opts.Clock,
+	}
+	if r.recorder == nil {
+		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
+	}
+	if r.clusterDomain == "" {
+		r.clusterDomain = DefaultClusterDomain
+	}
+	if r.workers <= 0 {
+		r.workers = DefaultWorkers
+	}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	return r
 }
 
 // +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch;update;patch;delete
@@ -58,7 +96,7 @@ type Reconciler struct {
 // Reconcile brings the children of one Sandbox in line with its spec and writes its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sb := &agentsv1alpha1.Sandbox{}
-	if err := r.Client.Get(ctx, req.NamespacedName, sb); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {
@@ -66,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	original := sb.DeepCopy()
-	now := r.now()
+	now := r.clock.Now()
 
 	if expired(sb, now) {
 		return r.reconcileExpired(ctx, sb, original)
@@ -78,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).V(1).Info("namespace is terminating; not creating children")
 		return ctrl.Result{}, nil
 	}
-	setStatus(sb, obs, err, r.clusterDomain())
+	setStatus(sb, obs, err, r.clusterDomain)
 	if serr := r.writeStatus(ctx, original, sb); serr != nil {
 		return ctrl.Result{}, serr
 	}
@@ -126,27 +164,9 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.S
 	return obs, nil
 }
 
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
-func (r *Reconciler) clusterDomain() string {
-	if r.ClusterDomain == "" {
-		return DefaultClusterDomain
-	}
-	return r.ClusterDomain
-}
-
 // SetupWithManager registers the reconciler; owned children re-trigger it, so deleting a child
 // recreates it and pod state changes reach the status.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	workers := r.MaxConcurrentReconciles
-	if workers <= 0 {
-		workers = 16
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1alpha1.Sandbox{}).
 		Owns(&corev1.Pod{}).
@@ -154,7 +174,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.PersistentVolumeClaim{}).
 		// By name, not owner: a policy of someone else's that blocked the name may go away.
 		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(sameName)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Named("sandbox").
 		Complete(r)
 }

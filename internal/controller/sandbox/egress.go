@@ -65,7 +65,7 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 	case !want && current == nil:
 	case !want:
 		// allow-all, or the annotations were removed.
-		if err := r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
+		if err := r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
 			return st, fmt.Errorf("deleting NetworkPolicy %s: %w", current.Name, err)
 		}
 	case current == nil:
@@ -73,7 +73,7 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 	case !equality.Semantic.DeepEqual(current.Spec, desired):
 		updated := current.DeepCopy()
 		updated.Spec = desired
-		if err := r.Client.Update(ctx, updated, naming.FieldOwner); err != nil {
+		if err := r.client.Update(ctx, updated, naming.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", current.Name, err)
 		}
 	}
@@ -87,10 +87,10 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 		ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name), Labels: trackingLabels(sb)},
 		Spec:       desired,
 	}
-	if err := controllerutil.SetControllerReference(sb, np, r.Client.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(sb, np, r.client.Scheme()); err != nil {
 		return st, err
 	}
-	err := r.Client.Create(ctx, np, naming.FieldOwner)
+	err := r.client.Create(ctx, np, naming.FieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		// Ours, made moments ago and not in the cache yet, or someone else's: ask the API.
 		return r.adoptExistingEgressPolicy(ctx, sb, st, desired)
@@ -105,7 +105,7 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox, st egressState,
 	desired networkingv1.NetworkPolicySpec) (egressState, error) {
 	live := &networkingv1.NetworkPolicy{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, live); err != nil {
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, live); err != nil {
 		// Gone in between (NotFound) or unreadable: try again, no pod meanwhile.
 		return st, fmt.Errorf("reading NetworkPolicy %s: %w", EgressPolicyName(sb.Name), err)
 	}
@@ -116,7 +116,7 @@ func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1
 	}
 	if !equality.Semantic.DeepEqual(live.Spec, desired) {
 		live.Spec = desired
-		if err := r.Client.Update(ctx, live, naming.FieldOwner); err != nil {
+		if err := r.client.Update(ctx, live, naming.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", live.Name, err)
 		}
 	}
@@ -132,7 +132,7 @@ func conflictMessage(policy string) (string, string) {
 // getEgressPolicy reads the policy named after the Sandbox from the cache (nil when none).
 func (r *Reconciler) getEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*networkingv1.NetworkPolicy, error) {
 	np := &networkingv1.NetworkPolicy{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, np)
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, np)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

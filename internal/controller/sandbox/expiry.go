@@ -42,7 +42,7 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv
 	}
 	if sb.EffectiveShutdownPolicy() == agentsv1alpha1.ShutdownPolicyDelete {
 		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, "Sandbox expired; deleting it")
-		err := r.Client.Delete(ctx, sb, client.PropagationPolicy(metav1.DeletePropagationBackground),
+		err := r.client.Delete(ctx, sb, client.PropagationPolicy(metav1.DeletePropagationBackground),
 			client.Preconditions{UID: &sb.UID})
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -70,7 +70,7 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv
 func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) error {
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	pod := &corev1.Pod{}
-	if err := r.Client.Get(ctx, key, pod); err == nil {
+	if err := r.client.Get(ctx, key, pod); err == nil {
 		if metav1.IsControlledBy(pod, sb) && pod.DeletionTimestamp.IsZero() {
 			if err := r.deletePod(ctx, pod); err != nil {
 				return err
@@ -80,9 +80,9 @@ func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1
 		return err
 	}
 	svc := &corev1.Service{}
-	if err := r.Client.Get(ctx, key, svc); err == nil {
+	if err := r.client.Get(ctx, key, svc); err == nil {
 		if metav1.IsControlledBy(svc, sb) && svc.DeletionTimestamp.IsZero() {
-			err := r.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
+			err := r.client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
 			if client.IgnoreNotFound(err) != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1
 }
 
 func (r *Reconciler) event(sb *agentsv1alpha1.Sandbox, eventType, reason, message string) {
-	if r.Recorder != nil {
-		r.Recorder.Event(sb, eventType, reason, message)
+	if r.recorder != nil {
+		r.recorder.Event(sb, eventType, reason, message)
 	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Seed 000: serviceFQDN's "domain defaults to cluster.local but is configurable via the
-// controller's --cluster-domain flag" (manager.Options.ClusterDomain → Reconciler.ClusterDomain).
+// controller's --cluster-domain flag" (manager.Options.ClusterDomain → Options.ClusterDomain).
 func TestServiceFQDNFollowsTheClusterDomain(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Namespace: "team-a"}}
 	cases := []struct {
@@ -25,9 +25,9 @@ func TestServiceFQDNFollowsTheClusterDomain(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Reconciler{ClusterDomain: tc.clusterDomain}
+			r := New(nil, nil, Options{ClusterDomain: tc.clusterDomain})
 			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Namespace: "team-a"}}
-			setStatus(sb, observed{service: tc.service}, nil, r.clusterDomain())
+			setStatus(sb, observed{service: tc.service}, nil, r.clusterDomain)
 			if sb.Status.ServiceFQDN != tc.want {
 				t.Errorf("serviceFQDN = %q, want %q", sb.Status.ServiceFQDN, tc.want)
 			}

@@ -67,12 +67,12 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		return nil, false, 0, nil
 	}
 
-	pod, refused := buildPod(sb, r.PodRules)
-	if err := controllerutil.SetControllerReference(sb, pod, r.Client.Scheme()); err != nil {
+	pod, refused := buildPod(sb, r.podRules)
+	if err := controllerutil.SetControllerReference(sb, pod, r.client.Scheme()); err != nil {
 		return nil, false, 0, err
 	}
 	r.warnRefused(sb, refused)
-	if err := r.Client.Create(ctx, pod, naming.FieldOwner); err != nil {
+	if err := r.client.Create(ctx, pod, naming.FieldOwner); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, false, 0, err
 		}
@@ -86,7 +86,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 // getPod reads the sandbox's pod from the cache.
 func (r *Reconciler) getPod(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Pod, bool, error) {
 	pod := &corev1.Pod{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod)
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod)
 	if apierrors.IsNotFound(err) {
 		return nil, false, nil
 	}
@@ -101,7 +101,7 @@ func (r *Reconciler) getPod(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*c
 
 func (r *Reconciler) getPodLive(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Pod, bool, error) {
 	pod := &corev1.Pod{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod)
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod)
 	if err != nil {
 		// Gone in between: the next reconcile creates it.
 		return nil, false, client.IgnoreNotFound(err)
@@ -114,7 +114,7 @@ func (r *Reconciler) getPodLive(ctx context.Context, sb *agentsv1alpha1.Sandbox)
 
 // deletePod deletes exactly the pod we saw, never a newer one with the same name.
 func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
-	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -124,8 +124,8 @@ func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
 // warnRefused tells the Sandbox's owner which pod labels were left out because they would make
 // the pod look like the router.
 func (r *Reconciler) warnRefused(sb *agentsv1alpha1.Sandbox, refused []string) {
-	if len(refused) > 0 && r.Recorder != nil {
-		r.Recorder.Eventf(sb, corev1.EventTypeWarning, agentsv1alpha1.EventRouterLabelsRefused,
+	if len(refused) > 0 && r.recorder != nil {
+		r.recorder.Eventf(sb, corev1.EventTypeWarning, agentsv1alpha1.EventRouterLabelsRefused,
 			"pod labels %s identify the sandbox router and were not applied to the pod", strings.Join(refused, ", "))
 	}
 }
@@ -193,7 +193,7 @@ func podMetadata(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (map[string]st
 // sandbox must not get behind its user's back.
 // While the gate holds background writes back it returns how long until it may try again.
 func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.Sandbox, pod *corev1.Pod) (retryAfter time.Duration, err error) {
-	wantLabels, wantAnnotations, refused := podMetadata(sb, r.PodRules)
+	wantLabels, wantAnnotations, refused := podMetadata(sb, r.podRules)
 	updated := pod.DeepCopy()
 	updated.Labels = mergeTracked(pod.Labels, wantLabels, splitKeys(pod.Annotations[propagatedLabelsAnnotation]))
 	prevAnnotations := splitKeys(pod.Annotations[propagatedAnnotationsAnnotation])
@@ -202,13 +202,13 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 	if equality.Semantic.DeepEqual(pod.Labels, updated.Labels) && equality.Semantic.DeepEqual(pod.Annotations, updated.Annotations) {
 		return 0, nil
 	}
-	if wait := r.Gate.Wait(); wait > 0 {
+	if wait := r.gate.Wait(); wait > 0 {
 		// Labels are bookkeeping, not readiness: during a claim burst this write waits, so the
 		// API server spends its CPU on the claims themselves.
 		return wait, nil
 	}
 	r.warnRefused(sb, refused)
-	if err := r.Client.Patch(ctx, updated, client.MergeFrom(pod), naming.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, updated, client.MergeFrom(pod), naming.FieldOwner); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	*pod = *updated

@@ -21,7 +21,7 @@ func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1alpha1.Sandb
 		vct := &sb.Spec.VolumeClaimTemplates[i]
 		name := PVCName(vct.Name, sb.Name)
 		existing := &corev1.PersistentVolumeClaim{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, existing)
+		err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, existing)
 		if err == nil {
 			if owner := metav1.GetControllerOf(existing); owner != nil && owner.UID != sb.UID {
 				return fmt.Errorf("PersistentVolumeClaim %s is controlled by %s %s", name, owner.Kind, owner.Name)
@@ -32,10 +32,10 @@ func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1alpha1.Sandb
 			return err
 		}
 		pvc := buildPVC(sb, vct)
-		if err := controllerutil.SetControllerReference(sb, pvc, r.Client.Scheme()); err != nil {
+		if err := controllerutil.SetControllerReference(sb, pvc, r.client.Scheme()); err != nil {
 			return err
 		}
-		if err := r.Client.Create(ctx, pvc, naming.FieldOwner); ignoreAlreadyExists(err) != nil {
+		if err := r.client.Create(ctx, pvc, naming.FieldOwner); ignoreAlreadyExists(err) != nil {
 			return err
 		}
 	}

@@ -28,12 +28,12 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 	desired := buildService(sb)
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	current := &corev1.Service{}
-	err := r.Client.Get(ctx, key, current)
+	err := r.client.Get(ctx, key, current)
 	if apierrors.IsNotFound(err) {
-		if err := controllerutil.SetControllerReference(sb, desired, r.Client.Scheme()); err != nil {
+		if err := controllerutil.SetControllerReference(sb, desired, r.client.Scheme()); err != nil {
 			return nil, "", err
 		}
-		err = r.Client.Create(ctx, desired, naming.FieldOwner)
+		err = r.client.Create(ctx, desired, naming.FieldOwner)
 		if err == nil {
 			return desired, "", nil
 		}
@@ -41,7 +41,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 			return nil, "", err
 		}
 		// The cache holds only tracked Services; read the one in the way directly.
-		err = r.APIReader.Get(ctx, key, current)
+		err = r.apiReader.Get(ctx, key, current)
 	}
 	if err != nil {
 		return nil, "", client.IgnoreNotFound(err)
@@ -56,7 +56,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 	updated := current.DeepCopy()
 	updated.Spec.Selector = desired.Spec.Selector
 	updated.Spec.Ports = desired.Spec.Ports
-	if err := r.Client.Patch(ctx, updated, client.MergeFrom(current), naming.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, updated, client.MergeFrom(current), naming.FieldOwner); err != nil {
 		return nil, "", client.IgnoreNotFound(err)
 	}
 	return updated, "", nil

@@ -179,5 +179,5 @@ func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alph
 	if equality.Semantic.DeepEqual(original.Status, sb.Status) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, sb, client.MergeFrom(original), naming.FieldOwner))
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, sb, client.MergeFrom(original), naming.FieldOwner))
 }

@@ -34,9 +34,30 @@ var DefaultRouterPeer = RouterPeer{Namespace: "agent-sandbox-system", PodLabels:
 
 // Reconciler keeps the template's NetworkPolicy.
 type Reconciler struct {
-	Client   client.Client
+	client   client.Client
+	recorder record.EventRecorder
+	router   RouterPeer
+}
+
+// Options configure a Reconciler; a zero field takes its default.
+type Options struct {
+	// Recorder receives events (default: dropped).
 	Recorder record.EventRecorder
-	Router   RouterPeer
+	// Router is who may reach sandboxes under a template's default NetworkPolicy (default
+	// DefaultRouterPeer).
+	Router RouterPeer
+}
+
+// New returns a template reconciler writing through c.
+func New(c client.Client, opts Options) *Reconciler {
+	r := &Reconciler{client: c, recorder: opts.Recorder, router: opts.Router}
+	if r.recorder == nil {
+		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
+	}
+	if r.router.Namespace == "" {
+		r.router = DefaultRouterPeer
+	}
+	return r
 }
 
 // +kubebuilder:rbac:groups=extensions.agents.x-k8s.io,resources=sandboxtemplates,verbs=get;list;watch
@@ -48,7 +69,7 @@ func PolicyName(template string) string { return template + "-network-policy" }
 // Reconcile creates, updates or deletes the template's NetworkPolicy.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tmpl := &extv1alpha1.SandboxTemplate{}
-	if err := r.Client.Get(ctx, req.NamespacedName, tmpl); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, tmpl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !tmpl.DeletionTimestamp.IsZero() {
@@ -57,21 +78,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.warnReservedPodMetadata(tmpl)
 	current := &networkingv1.NetworkPolicy{}
 	key := types.NamespacedName{Namespace: tmpl.Namespace, Name: PolicyName(tmpl.Name)}
-	err := r.Client.Get(ctx, key, current)
+	err := r.client.Get(ctx, key, current)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
 	found := err == nil
 	if found && !metav1.IsControlledBy(current, tmpl) {
 		// Never overwrite what someone else made; say so where the user looks.
-		r.Recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventPolicyConflict,
+		r.recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventPolicyConflict,
 			"NetworkPolicy %s exists and is not owned by this template; leaving it alone", key.Name)
 		return ctrl.Result{}, nil
 	}
 
 	if tmpl.Spec.NetworkPolicyManagement == extv1alpha1.NetworkPolicyManagementUnmanaged {
 		if found {
-			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
+			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
 		}
 		return ctrl.Result{}, nil
 	}
@@ -82,10 +103,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
 			Spec:       desired,
 		}
-		if err := controllerutil.SetControllerReference(tmpl, np, r.Client.Scheme()); err != nil {
+		if err := controllerutil.SetControllerReference(tmpl, np, r.client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("creating NetworkPolicy: %w", err)
 		}
 		return ctrl.Result{}, nil
@@ -95,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	updated := current.DeepCopy()
 	updated.Spec = desired
-	return ctrl.Result{}, r.Client.Update(ctx, updated)
+	return ctrl.Result{}, r.client.Update(ctx, updated)
 }
 
 // desiredSpec is the user's rules verbatim, or the secure default when none are given; the
@@ -113,8 +134,8 @@ func (r *Reconciler) desiredSpec(tmpl *extv1alpha1.SandboxTemplate) networkingv1
 		return spec
 	}
 	spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.router().Namespace}},
-		PodSelector:       &metav1.LabelSelector{MatchLabels: r.router().PodLabels},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.router.Namespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: r.router.PodLabels},
 	}}}}
 	spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 		{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{
@@ -133,21 +154,14 @@ func (r *Reconciler) warnReservedPodMetadata(tmpl *extv1alpha1.SandboxTemplate) 
 	md := tmpl.Spec.PodTemplate.Metadata
 	problems := r.PodRules().Problems(md.Labels, md.Annotations)
 	if len(problems) > 0 {
-		r.Recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventReservedPodMetadata,
+		r.recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventReservedPodMetadata,
 			"left out of every Sandbox made from this template: %s", strings.Join(problems, "; "))
 	}
 }
 
 // PodRules are the pod metadata rules that follow from where the router runs.
 func (r *Reconciler) PodRules() podmeta.Rules {
-	return podmeta.Rules{RouterLabels: r.router().PodLabels}
-}
-
-func (r *Reconciler) router() RouterPeer {
-	if r.Router.Namespace == "" {
-		return DefaultRouterPeer
-	}
-	return r.Router
+	return podmeta.Rules{RouterLabels: r.router.PodLabels}
 }
 
 func deepCopyIngress(in []networkingv1.NetworkPolicyIngressRule) []networkingv1.NetworkPolicyIngressRule {
