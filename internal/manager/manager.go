@@ -215,11 +215,15 @@ func cacheOptions() cache.Options {
 	byTracking := cache.ByObject{Label: labels.NewSelector().Add(*tracked)}
 	pods := byTracking
 	pods.Transform = slimPod
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:                   pods,
-		&corev1.Service{}:               byTracking,
-		&corev1.PersistentVolumeClaim{}: byTracking,
-	}}
+	return cache.Options{
+		// managedFields are never read here and are a large share of every cached object; with
+		// thousands of Sandboxes resident they would be most of the controller's memory.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:                   pods,
+			&corev1.Service{}:               byTracking,
+			&corev1.PersistentVolumeClaim{}: byTracking,
+		}}
 }
 
 // slimPod keeps what the controllers read of a pod — metadata, status and the node it runs on —

@@ -117,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	setStatus(sb, obs, err, r.clusterDomain)
-	if serr := r.writeStatus(ctx, original, sb); serr != nil {
+	if serr := r.writeStatus(ctx, original, sb, obs); serr != nil {
 		return ctrl.Result{}, serr
 	}
 	if err != nil {

@@ -64,7 +64,7 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv
 	if !wasExpired {
 		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, "Sandbox expired; pod and service deleted, sandbox retained")
 	}
-	return ctrl.Result{}, r.writeStatus(ctx, original, sb)
+	return ctrl.Result{}, r.writeStatus(ctx, original, sb, observed{})
 }
 
 func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) error {

@@ -175,9 +175,28 @@ func detail(reason, message string) string {
 // writeStatus writes the status subresource only when it changed. This controller is the sole
 // writer of Sandbox status, so a merge patch without a resourceVersion is safe and spares
 // conflicts.
-func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alpha1.Sandbox) error {
-	if equality.Semantic.DeepEqual(original.Status, sb.Status) {
+func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alpha1.Sandbox, obs observed) error {
+	if equality.Semantic.DeepEqual(original.Status, sb.Status) || warmMemberPodUnseen(original, sb, obs) {
 		return nil
 	}
 	return client.IgnoreNotFound(r.client.Status().Patch(ctx, sb, client.MergeFrom(original), naming.FieldOwner))
+}
+
+// warmMemberPodUnseen: a warm pool member that has never had a status and whose pod no
+// scheduler has looked at yet (it was created moments ago). Nobody reads a member's status
+// before it is Ready — claims adopt only Ready members, the pool counts it as starting either
+// way — and the pod's next event brings the next state, so this write is left out: one write
+// fewer per refilled member. Every later state (pending with a reason, unschedulable, failed) is
+// written as usual.
+func warmMemberPodUnseen(original, sb *agentsv1alpha1.Sandbox, obs observed) bool {
+	owner := metav1.GetControllerOf(sb)
+	if owner == nil || owner.Kind != "SandboxWarmPool" || len(original.Status.Conditions) > 0 {
+		return false
+	}
+	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonPodPending {
+		return false
+	}
+	pod := obs.pod
+	return pod != nil && pod.DeletionTimestamp.IsZero() && len(pod.Status.Conditions) == 0 &&
+		(pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending)
 }
