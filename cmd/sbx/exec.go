@@ -14,13 +14,16 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
+// execFlags are the flags of sbx exec.
+type execFlags struct {
+	stdin, tty, shell bool
+	env               []string
+	cwd               string
+	timeout           time.Duration
+}
+
 func (a *app) execCommand() *cobra.Command {
-	var (
-		stdin, tty, shell bool
-		env               []string
-		cwd               string
-		timeout           time.Duration
-	)
+	var fl execFlags
 	cmd := &cobra.Command{
 		Use:   "exec NAME [flags] -- COMMAND [ARG...]",
 		Short: "Run a command in a sandbox",
@@ -33,84 +36,99 @@ to the command; -t runs it on a terminal (interactive shells).`,
   sbx exec conv-42 --env DEBUG=1 --cwd repo --timeout 30m -- make test
   cat data.csv | sbx exec conv-42 -i -- wc -l
   sbx exec conv-42 -it -- bash`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 2 {
-				return fmt.Errorf("exec needs a sandbox name and a command: sbx exec NAME -- COMMAND [ARG...]")
-			}
-			if at := cmd.ArgsLenAtDash(); at > 1 {
-				return fmt.Errorf("exec takes one sandbox name before --, got %q", args[:at])
-			}
-			return nil
-		},
+		Args: execArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, words := args[0], args[1:]
-			command := sdk.Argv(words...)
-			if shell {
-				command = sdk.Shell(strings.Join(words, " "))
-			}
-			envMap, err := parsePairs(env, "--env")
-			if err != nil {
-				return err
-			}
-			opts := []sdk.RunOption{sdk.WithStdout(a.stdout)}
-			if !tty {
-				opts = append(opts, sdk.WithStderr(a.stderr))
-			}
-			if len(envMap) > 0 {
-				opts = append(opts, sdk.WithEnv(envMap))
-			}
-			if cwd != "" {
-				opts = append(opts, sdk.WithCwd(cwd))
-			}
-			if timeout > 0 {
-				opts = append(opts, sdk.WithTimeout(timeout))
-			}
-			if stdin {
-				opts = append(opts, sdk.WithStdin(a.stdin))
-			}
-			ctx := cmd.Context()
-			if tty {
-				t, restore, err := a.setupTTY(ctx, stdin)
-				if err != nil {
-					return err
-				}
-				defer restore()
-				opts = append(opts, sdk.WithTTY(t))
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			sb, err := c.Get(ctx, name)
-			if err != nil {
-				return err
-			}
-			defer sb.Close()
-			res, err := sb.Run(ctx, command, opts...)
-			if err != nil {
-				if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-					return &exitError{code: 130} // interrupted, like a shell
-				}
-				return err
-			}
-			if res.TimedOut {
-				fmt.Fprintf(a.stderr, "sbx: command timed out after %s\n", timeout)
-			}
-			if res.ExitCode != 0 {
-				return &exitError{code: res.ExitCode}
-			}
-			return nil
+			return a.runExec(cmd.Context(), args[0], args[1:], fl)
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVarP(&stdin, "stdin", "i", false, "pass stdin to the command")
-	f.BoolVarP(&tty, "tty", "t", false, "run the command on a terminal")
-	f.BoolVarP(&shell, "shell", "s", false, "run the command words through /bin/sh -c")
-	f.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V for the command (repeatable)")
-	f.StringVar(&cwd, "cwd", "", "working directory (relative to the sandbox root, /workspace)")
-	f.DurationVar(&timeout, "timeout", 0, "kill the command after this long (default: sandboxd's, 5m)")
+	f.BoolVarP(&fl.stdin, "stdin", "i", false, "pass stdin to the command")
+	f.BoolVarP(&fl.tty, "tty", "t", false, "run the command on a terminal")
+	f.BoolVarP(&fl.shell, "shell", "s", false, "run the command words through /bin/sh -c")
+	f.StringArrayVarP(&fl.env, "env", "e", nil, "environment variable K=V for the command (repeatable)")
+	f.StringVar(&fl.cwd, "cwd", "", "working directory (relative to the sandbox root, /workspace)")
+	f.DurationVar(&fl.timeout, "timeout", 0, "kill the command after this long (default: sandboxd's, 5m)")
 	return cmd
+}
+
+// execArgs wants one sandbox name, then the command after --.
+func execArgs(cmd *cobra.Command, args []string) error {
+	if len(args) < 2 {
+		return fmt.Errorf("exec needs a sandbox name and a command: sbx exec NAME -- COMMAND [ARG...]")
+	}
+	if at := cmd.ArgsLenAtDash(); at > 1 {
+		return fmt.Errorf("exec takes one sandbox name before --, got %q", args[:at])
+	}
+	return nil
+}
+
+// runExec runs the command words in the named sandbox; the command's exit code becomes sbx's.
+func (a *app) runExec(ctx context.Context, name string, words []string, fl execFlags) error {
+	command := sdk.Argv(words...)
+	if fl.shell {
+		command = sdk.Shell(strings.Join(words, " "))
+	}
+	opts, err := a.execRunOptions(fl)
+	if err != nil {
+		return err
+	}
+	if fl.tty {
+		t, restore, err := a.setupTTY(ctx, fl.stdin)
+		if err != nil {
+			return err
+		}
+		defer restore()
+		opts = append(opts, sdk.WithTTY(t))
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sb, err := c.Get(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	res, err := sb.Run(ctx, command, opts...)
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return &exitError{code: 130} // interrupted, like a shell
+		}
+		return err
+	}
+	if res.TimedOut {
+		fmt.Fprintf(a.stderr, "sbx: command timed out after %s\n", fl.timeout)
+	}
+	if res.ExitCode != 0 {
+		return &exitError{code: res.ExitCode}
+	}
+	return nil
+}
+
+// execRunOptions turns the flags (all but --tty's terminal) into run options.
+func (a *app) execRunOptions(fl execFlags) ([]sdk.RunOption, error) {
+	envMap, err := parsePairs(fl.env, "--env")
+	if err != nil {
+		return nil, err
+	}
+	opts := []sdk.RunOption{sdk.WithStdout(a.stdout)}
+	if !fl.tty {
+		opts = append(opts, sdk.WithStderr(a.stderr))
+	}
+	if len(envMap) > 0 {
+		opts = append(opts, sdk.WithEnv(envMap))
+	}
+	if fl.cwd != "" {
+		opts = append(opts, sdk.WithCwd(fl.cwd))
+	}
+	if fl.timeout > 0 {
+		opts = append(opts, sdk.WithTimeout(fl.timeout))
+	}
+	if fl.stdin {
+		opts = append(opts, sdk.WithStdin(a.stdin))
+	}
+	return opts, nil
 }
 
 // setupTTY puts a terminal stdin in raw mode and follows its size.

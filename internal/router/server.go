@@ -233,34 +233,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	var stopping atomic.Bool
 	ready := func() bool { return cache.HasSynced() && !stopping.Load() }
-	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
-	servers := []*http.Server{{
-		Addr:              o.Listen,
-		Handler:           NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog}),
-		Protocols:         &protos,
-		ReadHeaderTimeout: o.ReadHeaderTimeout,
-		IdleTimeout:       o.IdleTimeout,
-		MaxHeaderBytes:    o.MaxHeaderBytes,
-		ErrorLog:          errLog,
-		// No ReadTimeout/WriteTimeout: exec streams and WebSockets last as long as they last.
-	}}
-	if o.ProbeListen != "" {
-		servers = append(servers, &http.Server{Addr: o.ProbeListen, Handler: probeHandler(ready, metrics),
-			ReadHeaderTimeout: 5 * time.Second, ErrorLog: errLog})
-	}
-	// Listen before serving so that a taken port fails the start, not a goroutine later.
-	listeners := make([]net.Listener, len(servers))
-	for i, s := range servers {
-		if listeners[i], err = net.Listen("tcp", s.Addr); err != nil {
-			for _, l := range listeners[:i] {
-				_ = l.Close()
-			}
-			return fmt.Errorf("listening on %s: %w", s.Addr, err)
-		}
+	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog})
+	servers := o.servers(handler, ready, metrics, log)
+	listeners, err := listen(servers)
+	if err != nil {
+		return err
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -283,17 +260,61 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	g.Go(func() error {
 		<-gctx.Done()
 		stopping.Store(true)
-		log.Info("shutting down", "timeout", o.ShutdownTimeout.String())
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), o.ShutdownTimeout)
-		defer cancel()
-		var errs []error
-		for _, s := range servers {
-			if err := s.Shutdown(sctx); err != nil {
-				errs = append(errs, fmt.Errorf("shutting down %s: %w", s.Addr, err))
-				_ = s.Close()
-			}
-		}
-		return errors.Join(errs...)
+		return shutdown(gctx, servers, o.ShutdownTimeout, log)
 	})
 	return g.Wait()
+}
+
+// servers are the proxy port's server and, with --probe-listen, the probe port's.
+func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, log *slog.Logger) []*http.Server {
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	servers := []*http.Server{{
+		Addr:              o.Listen,
+		Handler:           handler,
+		Protocols:         &protos,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		ErrorLog:          errLog,
+		// No ReadTimeout/WriteTimeout: exec streams and WebSockets last as long as they last.
+	}}
+	if o.ProbeListen != "" {
+		servers = append(servers, &http.Server{Addr: o.ProbeListen, Handler: probeHandler(ready, metrics),
+			ReadHeaderTimeout: 5 * time.Second, ErrorLog: errLog})
+	}
+	return servers
+}
+
+// listen opens every server's port before any serves, so that a taken port fails the start,
+// not a goroutine later.
+func listen(servers []*http.Server) ([]net.Listener, error) {
+	listeners := make([]net.Listener, len(servers))
+	for i, s := range servers {
+		var err error
+		if listeners[i], err = net.Listen("tcp", s.Addr); err != nil {
+			for _, l := range listeners[:i] {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("listening on %s: %w", s.Addr, err)
+		}
+	}
+	return listeners, nil
+}
+
+// shutdown drains the servers for up to timeout; a server that does not drain in time is closed.
+func shutdown(ctx context.Context, servers []*http.Server, timeout time.Duration, log *slog.Logger) error {
+	log.Info("shutting down", "timeout", timeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	var errs []error
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutting down %s: %w", s.Addr, err))
+			_ = s.Close()
+		}
+	}
+	return errors.Join(errs...)
 }

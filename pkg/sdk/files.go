@@ -243,11 +243,7 @@ func ExtractTar(r io.Reader, dir string) error {
 		return err
 	}
 	defer root.Close()
-	type dirMeta struct {
-		name string
-		hdr  *tar.Header
-	}
-	var dirs []dirMeta
+	var dirs []tarDir
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -264,61 +260,84 @@ func ExtractTar(r io.Reader, dir string) error {
 		if name == "." {
 			continue
 		}
-		mode := hdr.FileInfo().Mode().Perm()
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := rootErr(root.MkdirAll(name, 0o755), hdr.Name); err != nil {
-				return err
-			}
-			dirs = append(dirs, dirMeta{name, hdr})
-		case tar.TypeReg:
-			if err := prepare(root, name, hdr.Name); err != nil {
-				return err
-			}
-			out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-			if err != nil {
-				return rootErr(err, hdr.Name)
-			}
-			_, err = io.Copy(out, tr)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			_ = root.Chmod(name, mode)
-			_ = root.Chtimes(name, hdr.ModTime, hdr.ModTime)
-		case tar.TypeSymlink:
-			target := hdr.Linkname
-			if path.IsAbs(target) || escapes(path.Join(path.Dir(name), target)) {
-				return fmt.Errorf("tar entry %q: symlink to %q leaves the destination: %w", hdr.Name, target, ErrUnsafePath)
-			}
-			if err := prepare(root, name, hdr.Name); err != nil {
-				return err
-			}
-			if err := rootErr(root.Symlink(target, name), hdr.Name); err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			old, err := safeEntryName(hdr.Linkname)
-			if err != nil {
-				return err
-			}
-			if err := prepare(root, name, hdr.Name); err != nil {
-				return err
-			}
-			if err := rootErr(root.Link(old, name), hdr.Name); err != nil {
-				return err
-			}
-		default:
-			// devices, fifos: not ours to create
+		if err := extractEntry(root, tr, name, hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeDir {
+			dirs = append(dirs, tarDir{name, hdr})
 		}
 	}
+	// Directories get their modes and times last, deepest first: extracting into them changed both.
 	for _, d := range slices.Backward(dirs) {
 		_ = root.Chmod(d.name, d.hdr.FileInfo().Mode().Perm()|0o700)
 		_ = root.Chtimes(d.name, d.hdr.ModTime, d.hdr.ModTime)
 	}
 	return nil
+}
+
+// tarDir is a directory entry that was extracted, for its mode and times.
+type tarDir struct {
+	name string
+	hdr  *tar.Header
+}
+
+// extractEntry creates the entry hdr at name (already made safe) inside root; the contents of a
+// regular file are read from tr.
+func extractEntry(root *os.Root, tr io.Reader, name string, hdr *tar.Header) error {
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return rootErr(root.MkdirAll(name, 0o755), hdr.Name)
+	case tar.TypeReg:
+		return extractFile(root, tr, name, hdr)
+	case tar.TypeSymlink:
+		return extractSymlink(root, name, hdr)
+	case tar.TypeLink:
+		return extractHardLink(root, name, hdr)
+	default:
+		return nil // devices, fifos: not ours to create
+	}
+}
+
+func extractFile(root *os.Root, tr io.Reader, name string, hdr *tar.Header) error {
+	if err := prepare(root, name, hdr.Name); err != nil {
+		return err
+	}
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return rootErr(err, hdr.Name)
+	}
+	_, err = io.Copy(out, tr)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	_ = root.Chmod(name, hdr.FileInfo().Mode().Perm())
+	_ = root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+	return nil
+}
+
+func extractSymlink(root *os.Root, name string, hdr *tar.Header) error {
+	target := hdr.Linkname
+	if path.IsAbs(target) || escapes(path.Join(path.Dir(name), target)) {
+		return fmt.Errorf("tar entry %q: symlink to %q leaves the destination: %w", hdr.Name, target, ErrUnsafePath)
+	}
+	if err := prepare(root, name, hdr.Name); err != nil {
+		return err
+	}
+	return rootErr(root.Symlink(target, name), hdr.Name)
+}
+
+func extractHardLink(root *os.Root, name string, hdr *tar.Header) error {
+	old, err := safeEntryName(hdr.Linkname)
+	if err != nil {
+		return err
+	}
+	if err := prepare(root, name, hdr.Name); err != nil {
+		return err
+	}
+	return rootErr(root.Link(old, name), hdr.Name)
 }
 
 // safeEntryName cleans a tar entry name to a relative path inside the

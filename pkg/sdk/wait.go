@@ -4,12 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -119,14 +126,15 @@ var errReadyTimeout = errors.New("ready timeout")
 // waitFor watches obj (already read, with its resourceVersion) until eval
 // says it is ready, it is deleted, it reaches a final state, or the ready
 // timeout or ctx ends. It never polls: one watch from the object's
-// resourceVersion, re-established from the last seen version when the server
-// closes it, and restarted from a fresh read when that version is too old.
+// resourceVersion, which client-go's RetryWatcher re-establishes from the last
+// seen version when the server closes it, restarted from a fresh read when
+// that version is too old.
 func waitFor[T client.Object](ctx context.Context, c *Client, obj T, newList func() client.ObjectList, eval func(T) readiness, wc waitConfig) (T, error) {
-	kind := "SandboxClaim"
+	w := &waiter[T]{c: c, kind: "SandboxClaim", ns: obj.GetNamespace(), name: obj.GetName(), newList: newList,
+		eval: eval, progress: wc.progress, start: time.Now(), obj: obj}
 	if _, ok := any(obj).(*agentsv1alpha1.Sandbox); ok {
-		kind = "Sandbox"
+		w.kind = "Sandbox"
 	}
-	start := time.Now()
 	timeout := wc.timeout
 	if timeout <= 0 {
 		timeout = c.opts.ReadyTimeout
@@ -134,111 +142,156 @@ func waitFor[T client.Object](ctx context.Context, c *Client, obj T, newList fun
 	wctx, cancel := context.WithTimeoutCause(ctx, timeout, errReadyTimeout)
 	defer cancel()
 
-	ns, name := obj.GetNamespace(), obj.GetName()
-	last := eval(obj)
-	report := func(r readiness) {
-		if wc.progress != nil {
-			wc.progress(Progress{Kind: kind, Name: name, Elapsed: time.Since(start), Ready: r.ready,
-				Reason: r.reason, Message: r.message, SandboxName: r.sandboxName, PodIPs: r.podIPs})
+	w.last = eval(obj)
+	w.report(w.last)
+	for !w.last.ready && !w.last.final {
+		err := w.follow(wctx)
+		if errors.Is(err, errWatchExpired) {
+			// Our version is too old: read the object again and go on from there.
+			err = w.reread(wctx)
 		}
-	}
-	fail := func(err error) (T, error) {
-		return obj, &WaitError{Kind: kind, Namespace: ns, Name: name, Reason: last.reason, Message: last.message,
-			Elapsed: time.Since(start), Err: err}
-	}
-	report(last)
-	if last.ready {
-		return obj, nil
-	}
-	if last.final {
-		return fail(ErrNotReady)
-	}
-
-	rv := obj.GetResourceVersion()
-	for {
-		w, err := c.kube.Watch(wctx, newList(),
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}},
-			client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
 		if err != nil {
-			if wctx.Err() != nil {
-				return fail(ctxErr(wctx))
-			}
-			return fail(fmt.Errorf("watching %s: %w", kind, err))
+			return w.fail(err)
 		}
-		restart := false
-		for !restart {
-			var ev watch.Event
-			var ok bool
-			select {
-			case <-wctx.Done():
-				w.Stop()
-				return fail(ctxErr(wctx))
-			case ev, ok = <-w.ResultChan():
-			}
-			if !ok { // the server ended the watch; resume from the last version
-				break
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				o, isT := ev.Object.(T)
-				if !isT {
-					continue
-				}
-				obj, rv = o, o.GetResourceVersion()
-				cur := eval(o)
-				if cur.ready != last.ready || cur.reason != last.reason || cur.message != last.message ||
-					len(cur.podIPs) != len(last.podIPs) || cur.sandboxName != last.sandboxName {
-					report(cur)
-				}
-				last = cur
-				if cur.ready {
-					w.Stop()
-					return obj, nil
-				}
-				if cur.final {
-					w.Stop()
-					return fail(ErrNotReady)
-				}
-			case watch.Deleted:
-				w.Stop()
-				last.reason, last.message = "Deleted", fmt.Sprintf("the %s was deleted while waiting", kind)
-				return fail(ErrNotFound)
-			case watch.Bookmark:
-				if o, isT := ev.Object.(T); isT {
-					rv = o.GetResourceVersion()
-				}
-			case watch.Error:
-				w.Stop()
-				status := apierrors.FromObject(ev.Object)
-				if !apierrors.IsResourceExpired(status) && !apierrors.IsGone(status) {
-					return fail(fmt.Errorf("watching %s: %w", kind, status))
-				}
-				// Our version is too old: read the object again and go on from there.
-				fresh := obj.DeepCopyObject().(T)
-				if err := c.kube.Get(wctx, client.ObjectKey{Namespace: ns, Name: name}, fresh); err != nil {
-					if apierrors.IsNotFound(err) {
-						last.reason, last.message = "Deleted", fmt.Sprintf("the %s was deleted while waiting", kind)
-						return fail(ErrNotFound)
-					}
-					if wctx.Err() != nil {
-						return fail(ctxErr(wctx))
-					}
-					return fail(err)
-				}
-				obj, rv = fresh, fresh.GetResourceVersion()
-				last = eval(fresh)
-				report(last)
-				if last.ready {
-					return obj, nil
-				}
-				if last.final {
-					return fail(ErrNotReady)
-				}
-				restart = true
-			}
-		}
-		w.Stop()
 	}
+	if w.last.ready {
+		return w.obj, nil
+	}
+	return w.fail(ErrNotReady)
+}
+
+// errWatchExpired: the resourceVersion being watched from is too old (or
+// there is none); the object has to be read again.
+var errWatchExpired = errors.New("watch expired")
+
+// waiter is the state of one waitFor: the object as last seen and what eval
+// made of it.
+type waiter[T client.Object] struct {
+	c        *Client
+	kind     string
+	ns, name string
+	newList  func() client.ObjectList
+	eval     func(T) readiness
+	progress func(Progress)
+	start    time.Time
+
+	obj  T
+	last readiness
+}
+
+func (w *waiter[T]) report(r readiness) {
+	if w.progress != nil {
+		w.progress(Progress{Kind: w.kind, Name: w.name, Elapsed: time.Since(w.start), Ready: r.ready,
+			Reason: r.reason, Message: r.message, SandboxName: r.sandboxName, PodIPs: r.podIPs})
+	}
+}
+
+func (w *waiter[T]) fail(err error) (T, error) {
+	return w.obj, &WaitError{Kind: w.kind, Namespace: w.ns, Name: w.name, Reason: w.last.reason, Message: w.last.message,
+		Elapsed: time.Since(w.start), Err: err}
+}
+
+// deleted records that the object went away while waiting.
+func (w *waiter[T]) deleted() error {
+	w.last.reason, w.last.message = "Deleted", fmt.Sprintf("the %s was deleted while waiting", w.kind)
+	return ErrNotFound
+}
+
+// follow watches the object from its resourceVersion until it is ready or
+// final (nil), or returns why the watch ended: errWatchExpired, ErrNotFound
+// when it was deleted, the wait context's end (ctxErr), or the watch's
+// failure. A watch the server closes, or that fails on a restarting or busy
+// API server, is resumed by the RetryWatcher.
+func (w *waiter[T]) follow(ctx context.Context) error {
+	rv := w.obj.GetResourceVersion()
+	if rv == "" || rv == "0" {
+		return errWatchExpired
+	}
+	watchCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	lw := &toolscache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		wi, err := w.c.kube.Watch(ctx, w.newList(), &client.ListOptions{Raw: &opts},
+			client.InNamespace(w.ns), client.MatchingFields{"metadata.name": w.name})
+		if err != nil && !retryableWatchError(err) {
+			stop(fmt.Errorf("watching %s: %w", w.kind, err))
+		}
+		return wi, err
+	}}
+	// The RetryWatcher logs what it retries through the context's logger; the
+	// SDK reports through its errors instead.
+	rw, err := watchtools.NewRetryWatcherWithContext(klog.NewContext(watchCtx, logr.Discard()), rv, lw)
+	if err != nil {
+		return err
+	}
+	defer func() { rw.Stop(); <-rw.Done() }()
+	_, err = watchtools.UntilWithoutRetry(watchCtx, rw, w.onEvent)
+	switch {
+	case err == nil:
+		return nil
+	case !wait.Interrupted(err) && !errors.Is(err, watchtools.ErrWatchClosed):
+		return err // from onEvent
+	case ctx.Err() != nil:
+		return ctxErr(ctx)
+	case watchCtx.Err() != nil:
+		return context.Cause(watchCtx) // a watch call failed for good
+	}
+	return errWatchExpired // the watcher gave up: start over from a fresh read
+}
+
+// onEvent takes one watch event; it is done once the object is ready or final.
+func (w *waiter[T]) onEvent(ev watch.Event) (bool, error) {
+	switch ev.Type {
+	case watch.Added, watch.Modified:
+		o, isT := ev.Object.(T)
+		if !isT {
+			return false, nil
+		}
+		w.obj = o
+		cur := w.eval(o)
+		if cur.ready != w.last.ready || cur.reason != w.last.reason || cur.message != w.last.message ||
+			len(cur.podIPs) != len(w.last.podIPs) || cur.sandboxName != w.last.sandboxName {
+			w.report(cur)
+		}
+		w.last = cur
+		return cur.ready || cur.final, nil
+	case watch.Deleted:
+		return false, w.deleted()
+	case watch.Error:
+		status := apierrors.FromObject(ev.Object)
+		if apierrors.IsResourceExpired(status) || apierrors.IsGone(status) {
+			return false, errWatchExpired
+		}
+		return false, fmt.Errorf("watching %s: %w", w.kind, status)
+	}
+	return false, nil
+}
+
+// reread reads the object again (its watch expired) and reports what it is now.
+func (w *waiter[T]) reread(ctx context.Context) error {
+	fresh := w.obj.DeepCopyObject().(T)
+	if err := w.c.kube.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.name}, fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return w.deleted()
+		}
+		if ctx.Err() != nil {
+			return ctxErr(ctx)
+		}
+		return err
+	}
+	w.obj = fresh
+	w.last = w.eval(fresh)
+	w.report(w.last)
+	return nil
+}
+
+// retryableWatchError reports whether a failed watch call may succeed when
+// tried again: the API server restarting, overloaded or timing out. Any other
+// failure (no permission, no such kind) ends the wait.
+func retryableWatchError(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsProbableEOF(err) ||
+		utilnet.IsTimeout(err) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
 }
 
 // ctxErr turns the wait context's end into ErrTimeout (the ready timeout or

@@ -77,17 +77,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := createNamespaceAndTemplate(ctx, c); err != nil {
-		return nil, err
-	}
 	report := &Report{Scenario: cfg.Scenario, Rate: cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool, Nodes: cfg.Nodes, WritesPerClaim: map[string]float64{}}
-	if cfg.Pool > 0 {
-		fill, err := fillPool(ctx, c, cfg.Pool)
-		if err != nil {
-			return nil, err
-		}
-		report.PoolFill = fill.Round(time.Millisecond).String()
-		logf("pool of %d ready in %s", cfg.Pool, report.PoolFill)
+	if err := prepareLoad(ctx, c, cfg.Pool, report); err != nil {
+		return nil, err
 	}
 
 	rec := newRecorder()
@@ -98,11 +90,35 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	cc.WaitForCacheSync(ctx)
+	if err := burst(ctx, cfg, c, ctrlProc, rec, auditPath, report); err != nil {
+		return nil, err
+	}
+	return report, nil
+}
 
+// prepareLoad creates the namespace and the template and, with a pool, fills it.
+func prepareLoad(ctx context.Context, c client.Client, pool int, report *Report) error {
+	if err := createNamespaceAndTemplate(ctx, c); err != nil {
+		return err
+	}
+	if pool == 0 {
+		return nil
+	}
+	fill, err := fillPool(ctx, c, pool)
+	if err != nil {
+		return err
+	}
+	report.PoolFill = fill.Round(time.Millisecond).String()
+	logf("pool of %d ready in %s", pool, report.PoolFill)
+	return nil
+}
+
+// burst fires the claims, waits until they have pod IPs (or cfg.Settle passed) and reports
+// latencies, CPU and memory used meanwhile, and the writes counted in the audit log.
+func burst(ctx context.Context, cfg Config, c client.Client, ctrlProc *controllerProc, rec *recorder, auditPath string, report *Report) error {
 	n := int(cfg.Rate * cfg.Duration.Seconds())
 	rec.expect(n)
-	cpuBefore, _ := cpuSeconds(ctrlProc.pid())
-	apiBefore, etcdBefore := childCPUSeconds("kube-apiserver"), childCPUSeconds("etcd")
+	before := sampleCPU(ctrlProc)
 	start := time.Now()
 	profileDone := make(chan error, 1)
 	if cfg.Profile {
@@ -120,13 +136,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	case <-time.After(cfg.Settle):
 		report.Errors = append(report.Errors, fmt.Sprintf("not every claim got pod IPs within %s of the last send", cfg.Settle))
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	end := time.Now()
-	cpuAfter, _ := cpuSeconds(ctrlProc.pid())
-	report.ControllerCPU = (cpuAfter - cpuBefore) / end.Sub(start).Seconds()
-	report.APIServerCPU = (childCPUSeconds("kube-apiserver") - apiBefore) / end.Sub(start).Seconds()
-	report.EtcdCPU = (childCPUSeconds("etcd") - etcdBefore) / end.Sub(start).Seconds()
+	sampleCPU(ctrlProc).since(before, end.Sub(start), report)
 	report.ControllerRSSMB, _ = rssMiB(ctrlProc.pid())
 	report.Claims = n
 	report.AchievedRate = float64(n) / sendTime.Seconds()
@@ -142,7 +155,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			report.Errors = append(report.Errors, "profile: "+err.Error())
 		}
 	}
-	return report, nil
+	return nil
+}
+
+// cpuSample is the CPU time (seconds) the controller, the API server and etcd have used so far.
+type cpuSample struct{ controller, apiServer, etcd float64 }
+
+func sampleCPU(ctrlProc *controllerProc) cpuSample {
+	var s cpuSample
+	s.controller, _ = cpuSeconds(ctrlProc.pid())
+	s.apiServer, s.etcd = childCPUSeconds("kube-apiserver"), childCPUSeconds("etcd")
+	return s
+}
+
+// since reports the cores each used on average over the elapsed time since before.
+func (s cpuSample) since(before cpuSample, elapsed time.Duration, r *Report) {
+	r.ControllerCPU = (s.controller - before.controller) / elapsed.Seconds()
+	r.APIServerCPU = (s.apiServer - before.apiServer) / elapsed.Seconds()
+	r.EtcdCPU = (s.etcd - before.etcd) / elapsed.Seconds()
 }
 
 // summarizeClaims fills latency and warm-hit figures; it returns the adopted Sandboxes' names.
