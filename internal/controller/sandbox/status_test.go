@@ -1,0 +1,63 @@
+package sandbox
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+func TestWarmMemberStatusWaitsForTheScheduler(t *testing.T) {
+	poolOwner := metav1.OwnerReference{APIVersion: "extensions.agents.x-k8s.io/v1alpha1", Kind: "SandboxWarmPool",
+		Name: "pool", UID: "p1", Controller: ptr.To(true)}
+	claimOwner := poolOwner
+	claimOwner.Kind, claimOwner.Name = "SandboxClaim", "claim"
+	sandboxOf := func(owner *metav1.OwnerReference, ready *metav1.Condition) *agentsv1alpha1.Sandbox {
+		sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool-x"}}
+		if owner != nil {
+			sb.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		if ready != nil {
+			sb.Status.Conditions = []metav1.Condition{*ready}
+		}
+		return sb
+	}
+	pending := &metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPodPending}
+	failedRead := &metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonReconcilerError}
+	newPod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	scheduled := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}}
+
+	tests := []struct {
+		name     string
+		original *agentsv1alpha1.Sandbox
+		updated  *agentsv1alpha1.Sandbox
+		pod      *corev1.Pod
+		want     bool
+	}{
+		{name: "a new member whose pod no scheduler has seen waits",
+			original: sandboxOf(&poolOwner, nil), updated: sandboxOf(&poolOwner, pending), pod: newPod, want: true},
+		{name: "a scheduled pod's state is written",
+			original: sandboxOf(&poolOwner, nil), updated: sandboxOf(&poolOwner, pending), pod: scheduled},
+		{name: "a member that already has a status is kept current",
+			original: sandboxOf(&poolOwner, pending), updated: sandboxOf(&poolOwner, pending), pod: newPod},
+		{name: "an error is written at once",
+			original: sandboxOf(&poolOwner, nil), updated: sandboxOf(&poolOwner, failedRead), pod: newPod},
+		{name: "a claimed Sandbox's status is written (someone waits for it)",
+			original: sandboxOf(&claimOwner, nil), updated: sandboxOf(&claimOwner, pending), pod: newPod},
+		{name: "a Sandbox of no pool is written",
+			original: sandboxOf(nil, nil), updated: sandboxOf(nil, pending), pod: newPod},
+		{name: "no pod, nothing to wait for",
+			original: sandboxOf(&poolOwner, nil), updated: sandboxOf(&poolOwner, pending)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := warmMemberPodUnseen(tt.original, tt.updated, observed{pod: tt.pod}); got != tt.want {
+				t.Errorf("warmMemberPodUnseen = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
