@@ -16,6 +16,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
@@ -89,24 +90,11 @@ func TestPrintTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := &extv1alpha1.SandboxClaim{}
-	ready.Name, ready.Namespace = "conv-1", "ns"
-	ready.CreationTimestamp.Time = now.Add(-90 * time.Minute)
-	ready.Labels = map[string]string{"team": "a", "app": "x"}
-	ready.Spec.TemplateRef.Name = "python"
-	ready.Status.SandboxStatus.Name = "python-pool-x1"
-	ready.Status.SandboxStatus.PodIPs = []string{"10.0.0.7"}
-	ready.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "True", Reason: "DependenciesReady"}}
-	pending := &extv1alpha1.SandboxClaim{}
-	pending.Name, pending.Namespace = "conv-2", "ns"
-	pending.CreationTimestamp.Time = now.Add(-3 * time.Second)
-	pending.Spec.TemplateRef.Name = "python"
-	pending.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "False", Reason: "TemplateNotFound"}}
-	raw := &agentsv1alpha1.Sandbox{}
-	raw.Name, raw.Namespace = "ws-alice", "ns"
-	raw.CreationTimestamp.Time = now.Add(-48 * time.Hour)
-	zero := int32(0)
-	raw.Spec.Replicas = &zero
+	ready := testwrap.MakeClaim("ns", "conv-1").Template("python").Created(now.Add(-90*time.Minute)).
+		Labels(map[string]string{"team": "a", "app": "x"}).ReadyWith("python-pool-x1", "10.0.0.7").Obj()
+	pending := testwrap.MakeClaim("ns", "conv-2").Template("python").Created(now.Add(-3 * time.Second)).
+		Condition(metav1.Condition{Type: "Ready", Status: "False", Reason: "TemplateNotFound"}).Obj()
+	raw := testwrap.MakeSandbox("ns", "ws-alice").Created(now.Add(-48 * time.Hour)).Replicas(0).Obj()
 	var sbs []*sdk.Sandbox
 	for _, o := range []any{ready, pending, raw} {
 		var h *sdk.Sandbox

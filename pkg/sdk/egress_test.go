@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
@@ -91,14 +92,12 @@ func TestEgressPatchClearsWhatTheModeDoesNotUse(t *testing.T) {
 
 func TestSandboxReadinessWaitsForTheEgressMode(t *testing.T) {
 	readyWith := func(ann map[string]string, egressCond *metav1.Condition) *agentsv1alpha1.Sandbox {
-		sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "sb", Annotations: ann}}
-		sb.Status.PodIPs = []string{"10.0.0.1"}
-		sb.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonReady}}
+		sb := testwrap.MakeSandbox("", "sb").Annotations(ann).ReadyWith("10.0.0.1")
 		if egressCond != nil {
 			egressCond.Type = agentsv1alpha1.SandboxConditionEgressPolicy
-			sb.Status.Conditions = append(sb.Status.Conditions, *egressCond)
+			sb.Condition(*egressCond)
 		}
-		return sb
+		return sb.Obj()
 	}
 	deny := map[string]string{agentsv1alpha1.EgressAnnotation: "deny-all"}
 	applied := func(msg string) *metav1.Condition {
@@ -128,8 +127,8 @@ func TestSandboxReadinessWaitsForTheEgressMode(t *testing.T) {
 			}
 		})
 	}
-	notReady := &agentsv1alpha1.Sandbox{}
-	notReady.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonInvalidEgress}}
+	notReady := testwrap.MakeSandbox("", "sb").Condition(metav1.Condition{
+		Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonInvalidEgress}).Obj()
 	if r := sandboxReadiness(notReady); !r.final {
 		t.Error("Ready=False/InvalidEgress is not final; waiting cannot fix it")
 	}
@@ -155,15 +154,15 @@ func TestRawSandboxEgress(t *testing.T) {
 	sdktest.StartController(t, c.KubeClient(), c.Namespace())
 
 	// A bad CIDR fails before anything is written.
-	if _, err := c.CreateSandbox(ctx, rawSpec("bad"), WithEgress(EgressRestricted("10.0.0.0/33"))); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not a valid CIDR`) {
+	if _, err := c.CreateSandbox(ctx, testwrap.MakeSandbox("", "bad").Image("runtime").Obj(), WithEgress(EgressRestricted("10.0.0.0/33"))); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not a valid CIDR`) {
 		t.Fatalf("CreateSandbox with a bad CIDR: %v", err)
 	}
 	if err := env.Client.Get(ctx, key(c, "bad"), &agentsv1alpha1.Sandbox{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a Sandbox was created from a bad CIDR: %v", err)
 	}
 
-	spec := rawSpec("fp-net")
-	spec.Annotations = map[string]string{agentsv1alpha1.EgressCIDRsAnnotation: "192.0.2.0/24"} // replaced by the option
+	spec := testwrap.MakeSandbox("", "fp-net").Image("runtime").
+		Annotation(agentsv1alpha1.EgressCIDRsAnnotation, "192.0.2.0/24").Obj() // replaced by the option
 	sb, err := c.CreateSandbox(ctx, spec, WithEgress(EgressRestricted("203.0.113.0/24", "198.51.100.7")))
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +182,7 @@ func TestRawSandboxEgress(t *testing.T) {
 	wantAnnotations(t, sb.Object(), "restricted", "")
 
 	// Finding the Sandbox again with another mode writes that mode to it.
-	again, err := c.GetOrCreateSandbox(ctx, rawSpec("fp-net"), WithEgress(EgressDenyAll), WithReadyTimeout(30*time.Second))
+	again, err := c.GetOrCreateSandbox(ctx, testwrap.MakeSandbox("", "fp-net").Image("runtime").Obj(), WithEgress(EgressDenyAll), WithReadyTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +198,7 @@ func TestSetEgressOnAClaimIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	h := c.claimHandle(aClaim("conv").build())
+	h := c.claimHandle(testwrap.MakeClaim("default", "conv").Template("tmpl").Obj())
 	if err := h.SetEgress(testCtx(t), EgressDenyAll); !errors.Is(err, errEgressOnClaim) {
 		t.Errorf("SetEgress on a claim = %v, want errEgressOnClaim", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
@@ -56,7 +57,7 @@ func TestRouterNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	sb, _ := c.HandleFor(aClaim("c").ready("unknown", "127.0.0.1").build())
+	sb, _ := c.HandleFor(testwrap.MakeClaim("default", "c").Template("tmpl").ReadyWith("unknown", "127.0.0.1").Obj())
 	sb.readyAt = time.Now().Add(-time.Hour) // long ready: the router is not lagging
 	_, err = sb.Run(testCtx(t), Shell("true"))
 	var ae *APIError
@@ -78,7 +79,7 @@ func TestRouterLag(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Close)
-			sb, _ := c.HandleFor(aClaim("c").ready("fresh", "127.0.0.1").build())
+			sb, _ := c.HandleFor(testwrap.MakeClaim("default", "c").Template("tmpl").ReadyWith("fresh", "127.0.0.1").Obj())
 			done := make(chan error, 1)
 			go func() {
 				var opts []RunOption
@@ -88,9 +89,19 @@ func TestRouterLag(t *testing.T) {
 				_, err := sb.Run(testCtx(t), Shell("cat >/dev/null; true"), opts...)
 				done <- err
 			}()
-			for r.Misses() == 0 { // the router has said "not found" at least once
-				time.Sleep(5 * time.Millisecond)
-			}
+			// Polled often: the router catches up the moment it has said "not found" once.
+			quick := testwrap.Wait{Interval: 5 * time.Millisecond}
+			quick.Eventually(t, "the router to answer that it does not know the sandbox", func() error {
+				select {
+				case err := <-done:
+					t.Fatalf("Run ended (%v) before the router was asked, want it retrying the router's 404", err)
+				default:
+				}
+				if r.Misses() == 0 {
+					return errors.New("no 404 from the router yet")
+				}
+				return nil
+			})
 			r.Add("default", "fresh")
 			if err := <-done; err != nil {
 				t.Fatalf("Run = %v, want success once the router caught up", err)
@@ -109,7 +120,7 @@ func TestRouterHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	sb, _ := c.HandleFor(aClaim("my-claim").inNamespace("team-a").ready("pool-abc12", "10.0.0.1").build())
+	sb, _ := c.HandleFor(testwrap.MakeClaim("team-a", "my-claim").Template("tmpl").ReadyWith("pool-abc12", "10.0.0.1").Obj())
 	ctx := testCtx(t)
 	if _, err := sb.Run(ctx, Shell("true")); err != nil {
 		t.Fatal(err)
@@ -140,7 +151,7 @@ func TestSandboxdToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb, _ := c.HandleFor(aClaim("c").ready("c", "127.0.0.1").build())
+		sb, _ := c.HandleFor(testwrap.MakeClaim("default", "c").Template("tmpl").ReadyWith("c", "127.0.0.1").Obj())
 		_, err = sb.Run(testCtx(t), Shell("true"))
 		if tc.ok != (err == nil) || (!tc.ok && !isStatus(err, http.StatusUnauthorized)) {
 			t.Errorf("token %q: err = %v", tc.token, err)
@@ -157,7 +168,7 @@ func TestNotReadyWithoutPodIP(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)
-	cl := aClaim("no-ip").inNamespace(c.Namespace()).build()
+	cl := testwrap.MakeClaim(c.Namespace(), "no-ip").Template("tmpl").Obj()
 	if err := env.Client.Create(ctx, cl); err != nil {
 		t.Fatal(err)
 	}

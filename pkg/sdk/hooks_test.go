@@ -7,10 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
@@ -34,15 +31,6 @@ func fileIn(t *testing.T, d *sdktest.Sandboxd, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func rawSpec(name string) *agentsv1alpha1.Sandbox {
-	return &agentsv1alpha1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: agentsv1alpha1.SandboxSpec{PodTemplate: agentsv1alpha1.PodTemplate{
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "runtime", Image: "runtime"}}},
-		}},
-	}
 }
 
 // Seed 002's onCreate: set-up commands run in order once the sandbox is ready, before Create
@@ -126,7 +114,7 @@ func TestOnCreateRunsOnlyForTheCallThatCreates(t *testing.T) {
 		sb.Close()
 	}
 	for range 2 {
-		sb, err := c.GetOrCreateSandbox(ctx, rawSpec("ws-1"), hook)
+		sb, err := c.GetOrCreateSandbox(ctx, testwrap.MakeSandbox("", "ws-1").Image("runtime").Obj(), hook)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +143,7 @@ func TestOnResumeRunsAfterEveryResume(t *testing.T) {
 	ctx := testCtx(t)
 	c, d := hookPlane(t)
 	onCreate, onResume := OnCreate(Shell("echo created >> life.log")), OnResume(Shell("echo resumed >> life.log"))
-	sb, err := c.GetOrCreateSandbox(ctx, rawSpec("ws-2"), onCreate, onResume)
+	sb, err := c.GetOrCreateSandbox(ctx, testwrap.MakeSandbox("", "ws-2").Image("runtime").Obj(), onCreate, onResume)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +157,7 @@ func TestOnResumeRunsAfterEveryResume(t *testing.T) {
 	if err := sb.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.GetOrCreateSandbox(ctx, rawSpec("ws-2"), onCreate, onResume)
+	again, err := c.GetOrCreateSandbox(ctx, testwrap.MakeSandbox("", "ws-2").Image("runtime").Obj(), onCreate, onResume)
 	if err != nil {
 		t.Fatalf("GetOrCreateSandbox of a paused workspace: %v", err)
 	}
@@ -184,7 +172,7 @@ func TestOnResumeRunsAfterEveryResume(t *testing.T) {
 func TestFailingOnResumeLeavesTheSandboxRunning(t *testing.T) {
 	ctx := testCtx(t)
 	c, _ := hookPlane(t)
-	sb, err := c.CreateSandbox(ctx, rawSpec("ws-3"))
+	sb, err := c.CreateSandbox(ctx, testwrap.MakeSandbox("", "ws-3").Image("runtime").Obj())
 	if err != nil {
 		t.Fatal(err)
 	}

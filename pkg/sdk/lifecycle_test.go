@@ -19,6 +19,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
@@ -64,16 +65,24 @@ func (p *progressLog) option() ProgressOption {
 	})
 }
 
-// waitFor returns the first report matching ok.
+// waitFor returns the first report matching ok, failing the test when none comes within
+// testwrap.DefaultTimeout.
 func (p *progressLog) waitFor(t *testing.T, ok func(Progress) bool) Progress {
 	t.Helper()
-	for pr := range p.ch {
-		if ok(pr) {
-			return pr
+	timeout := time.After(testwrap.DefaultTimeout)
+	for {
+		select {
+		case pr, open := <-p.ch:
+			if !open {
+				t.Fatal("progress channel closed")
+			}
+			if ok(pr) {
+				return pr
+			}
+		case <-timeout:
+			t.Fatalf("no matching progress report within %s", testwrap.DefaultTimeout)
 		}
 	}
-	t.Fatal("progress channel closed")
-	return Progress{}
 }
 
 func key(c *Client, name string) client.ObjectKey {
@@ -204,7 +213,7 @@ func TestCreateTimeoutReportsLastReason(t *testing.T) {
 func TestWaitTimeoutAdoptedClaim(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)
-	if err := env.Client.Create(ctx, aClaim("stuck").inNamespace(c.Namespace()).template("py").build()); err != nil {
+	if err := env.Client.Create(ctx, testwrap.MakeClaim(c.Namespace(), "stuck").Template("py").Obj()); err != nil {
 		t.Fatal(err)
 	}
 	if err := sdktest.MarkClaim(ctx, env.Client, key(c, "stuck"), "", nil, metav1.ConditionFalse, extv1alpha1.ReasonTemplateNotFound, "no template"); err != nil {
@@ -243,7 +252,7 @@ func TestWaitClaimDeleted(t *testing.T) {
 		done <- createResult{sb, err}
 	}()
 	prog.waitFor(t, func(p Progress) bool { return true })
-	if err := env.Client.Delete(ctx, aClaim("gone").inNamespace(c.Namespace()).build()); err != nil {
+	if err := env.Client.Delete(ctx, testwrap.MakeClaim(c.Namespace(), "gone").Template("tmpl").Obj()); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
@@ -255,7 +264,7 @@ func TestWaitClaimDeleted(t *testing.T) {
 func TestWaitClaimExpiredIsFinal(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)
-	if err := env.Client.Create(ctx, aClaim("old").inNamespace(c.Namespace()).build()); err != nil {
+	if err := env.Client.Create(ctx, testwrap.MakeClaim(c.Namespace(), "old").Template("tmpl").Obj()); err != nil {
 		t.Fatal(err)
 	}
 	if err := sdktest.MarkClaim(ctx, env.Client, key(c, "old"), "old", nil, metav1.ConditionFalse, extv1alpha1.ReasonClaimExpired, "expired"); err != nil {
@@ -271,7 +280,7 @@ func TestWaitClaimExpiredIsFinal(t *testing.T) {
 func TestGetOrCreate(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)
-	if err := env.Client.Create(ctx, aClaim("session-42").inNamespace(c.Namespace()).template("py").build()); err != nil {
+	if err := env.Client.Create(ctx, testwrap.MakeClaim(c.Namespace(), "session-42").Template("py").Obj()); err != nil {
 		t.Fatal(err)
 	}
 	if err := sdktest.MarkClaim(ctx, env.Client, key(c, "session-42"), "py-pool-x1", []string{"10.0.0.9"}, metav1.ConditionTrue, "DependenciesReady", ""); err != nil {
@@ -354,7 +363,7 @@ func TestKeepAliveAndShutdownTime(t *testing.T) {
 func TestPauseResume(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)
-	cl := aClaim("pr").inNamespace(c.Namespace()).build()
+	cl := testwrap.MakeClaim(c.Namespace(), "pr").Template("tmpl").Obj()
 	if err := env.Client.Create(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
@@ -413,9 +422,9 @@ func TestListByLabels(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)
 	for _, cl := range []*extv1alpha1.SandboxClaim{
-		aClaim("a1").inNamespace(c.Namespace()).labels(map[string]string{"team": "a", "tier": "dev"}).build(),
-		aClaim("a2").inNamespace(c.Namespace()).labels(map[string]string{"team": "a", "tier": "prod"}).build(),
-		aClaim("b1").inNamespace(c.Namespace()).labels(map[string]string{"team": "b"}).build(),
+		testwrap.MakeClaim(c.Namespace(), "a1").Template("tmpl").Labels(map[string]string{"team": "a", "tier": "dev"}).Obj(),
+		testwrap.MakeClaim(c.Namespace(), "a2").Template("tmpl").Labels(map[string]string{"team": "a", "tier": "prod"}).Obj(),
+		testwrap.MakeClaim(c.Namespace(), "b1").Template("tmpl").Labels(map[string]string{"team": "b"}).Obj(),
 	} {
 		if err := env.Client.Create(ctx, cl); err != nil {
 			t.Fatal(err)
@@ -452,7 +461,7 @@ func TestListByLabels(t *testing.T) {
 func TestDeleteAndGet(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)
-	if err := env.Client.Create(ctx, aClaim("d1").inNamespace(c.Namespace()).build()); err != nil {
+	if err := env.Client.Create(ctx, testwrap.MakeClaim(c.Namespace(), "d1").Template("tmpl").Obj()); err != nil {
 		t.Fatal(err)
 	}
 	sb, err := c.Get(ctx, "d1")
@@ -478,12 +487,7 @@ func TestDeleteAndGet(t *testing.T) {
 func TestRawSandbox(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClusterClient(t, ModeDirect)
-	spec := &agentsv1alpha1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Name: "ws-alice"},
-		Spec: agentsv1alpha1.SandboxSpec{PodTemplate: agentsv1alpha1.PodTemplate{
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "runtime", Image: "runtime", Command: []string{"sleep", "infinity"}}}},
-		}},
-	}
+	spec := testwrap.MakeSandbox("", "ws-alice").Image("runtime").Obj()
 	prog := newProgressLog()
 	done := make(chan createResult, 1)
 	go func() {
@@ -559,12 +563,7 @@ func TestCheckCluster(t *testing.T) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
 		}
 	}
-	if err := env.Client.Create(ctx, &extv1alpha1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace(), Name: "python"},
-		Spec: extv1alpha1.SandboxTemplateSpec{PodTemplate: agentsv1alpha1.PodTemplate{
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "python"}}},
-		}},
-	}); err != nil {
+	if err := env.Client.Create(ctx, testwrap.MakeTemplate(c.Namespace(), "python").Image("python").Obj()); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.CheckCluster(ctx, RequireTemplate("python")); err != nil {
@@ -612,7 +611,7 @@ func TestKubeModesWithoutPod(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			ctx := testCtx(t)
 			c := newClusterClient(t, mode, func(o *Options) { o.Container = "sandbox" })
-			cl := aClaim("nopod").inNamespace(c.Namespace()).ready("nopod", "10.0.0.1").build()
+			cl := testwrap.MakeClaim(c.Namespace(), "nopod").Template("tmpl").ReadyWith("nopod", "10.0.0.1").Obj()
 			sb, err := c.HandleFor(cl)
 			if err != nil {
 				t.Fatal(err)

@@ -15,19 +15,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
@@ -45,30 +43,19 @@ func newNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-// eventually polls cond until it holds, failing the test with what it last saw.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitLimit, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
-}
+// slow is how the tests wait on the cluster: pods really start here.
+var slow = testwrap.Wait{Timeout: waitLimit, Interval: 200 * time.Millisecond}
 
-// gone reports whether obj no longer exists.
-func gone(ctx context.Context, obj client.Object) (bool, error) {
+// gone checks that obj no longer exists.
+func gone(ctx context.Context, obj client.Object) error {
 	err := kube.Get(ctx, client.ObjectKeyFromObject(obj), obj)
-	if apierrors.IsNotFound(err) {
-		return true, nil
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err == nil:
+		return fmt.Errorf("%T %s still exists", obj, obj.GetName())
 	}
-	return false, err
+	return err
 }
 
 // runtimeContainer is the sandbox runtime image with sandboxd, probed on its health endpoint.
@@ -85,33 +72,20 @@ func runtimeContainer() corev1.Container {
 	}
 }
 
-func homeClaim(name, size string) agentsv1alpha1.PersistentVolumeClaimTemplate {
-	return agentsv1alpha1.PersistentVolumeClaimTemplate{
-		EmbeddedObjectMetadata: agentsv1alpha1.EmbeddedObjectMetadata{Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To(devcluster.StorageClass),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
-		},
-	}
+// localVolume is a volume claim template on the local cluster's storage class.
+func localVolume(name, size string) agentsv1alpha1.PersistentVolumeClaimTemplate {
+	return testwrap.MakeVolumeClaim(name, size).StorageClass(devcluster.StorageClass).Obj()
 }
 
 // createTemplate applies a SandboxTemplate running the runtime image; withHome adds a 1Gi PVC
 // mounted at /workspace/home.
 func createTemplate(t *testing.T, ns, name string, withHome bool) *extv1alpha1.SandboxTemplate {
 	t.Helper()
-	c := runtimeContainer()
-	tmpl := &extv1alpha1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: extv1alpha1.SandboxTemplateSpec{PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: ptr.To[int64](5),
-		}}},
-	}
+	w := testwrap.MakeTemplate(ns, name).Containers(runtimeContainer()).TerminationGracePeriod(5)
 	if withHome {
-		c.VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/workspace/home"}}
-		tmpl.Spec.VolumeClaimTemplates = []agentsv1alpha1.PersistentVolumeClaimTemplate{homeClaim("home", "1Gi")}
+		w.Volume(localVolume("home", "1Gi"), "/workspace/home")
 	}
-	tmpl.Spec.PodTemplate.Spec.Containers = []corev1.Container{c}
+	tmpl := w.Obj()
 	if err := kube.Create(t.Context(), tmpl); err != nil {
 		t.Fatalf("creating template: %v", err)
 	}
@@ -120,10 +94,7 @@ func createTemplate(t *testing.T, ns, name string, withHome bool) *extv1alpha1.S
 
 func createPool(t *testing.T, ns, name, template string, replicas int32) *extv1alpha1.SandboxWarmPool {
 	t.Helper()
-	pool := &extv1alpha1.SandboxWarmPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       extv1alpha1.SandboxWarmPoolSpec{Replicas: replicas, TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}},
-	}
+	pool := testwrap.MakeWarmPool(ns, name).Template(template).Replicas(replicas).Obj()
 	if err := kube.Create(t.Context(), pool); err != nil {
 		t.Fatalf("creating warm pool: %v", err)
 	}
@@ -133,11 +104,14 @@ func createPool(t *testing.T, ns, name, template string, replicas int32) *extv1a
 
 func waitPoolReady(t *testing.T, pool *extv1alpha1.SandboxWarmPool) {
 	t.Helper()
-	eventually(t, "warm pool "+pool.Name+" ready", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "warm pool "+pool.Name+" ready", func(ctx context.Context) error {
 		if err := kube.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
-			return false, err
+			return err
 		}
-		return pool.Status.ReadyReplicas == pool.Spec.Replicas, nil
+		if pool.Status.ReadyReplicas != pool.Spec.Replicas {
+			return fmt.Errorf("%d of %d ready", pool.Status.ReadyReplicas, pool.Spec.Replicas)
+		}
+		return nil
 	})
 }
 

@@ -6,11 +6,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 
@@ -42,9 +42,8 @@ func shOut(t *testing.T, sb *sdk.Sandbox, script string) string {
 func TestWorkspaceHooksAndADetachedBackgroundJob(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "hooks")
-	spec := harnessSandbox(ns, "fp-p-hooks-"+rand.String(5), map[string]string{"HOME": "/home/node"})
-	spec.Spec.VolumeClaimTemplates = []agentsv1alpha1.PersistentVolumeClaimTemplate{homeClaim("home", "1Gi")}
-	spec.Spec.PodTemplate.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/home/node"}}
+	spec := harnessSandbox(ns, "fp-p-hooks-"+rand.String(5), map[string]string{"HOME": "/home/node"}).
+		Volume(localVolume("home", "1Gi"), "/home/node").Obj()
 	hooks := []sdk.CreateOption{
 		sdk.OnCreate(sdk.Shell(`echo "created $PHASE" >> "$HOME/hooks.log"`), sdk.WithEnv(map[string]string{"PHASE": "setup"})),
 		sdk.OnResume(sdk.Shell(`echo resumed >> "$HOME/hooks.log"`)),
@@ -68,9 +67,15 @@ func TestWorkspaceHooksAndADetachedBackgroundJob(t *testing.T) {
 	cli = execClient(t, ns)
 	sb, err = cli.Get(t.Context(), spec.Name)
 	mustf(t, err, "finding the workspace again")
-	eventually(t, "the background job's output", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "the background job's output", func(ctx context.Context) error {
 		res, err := sb.Run(ctx, sdk.Shell(`cat "$HOME/job.out" 2>/dev/null`))
-		return err == nil && res.Stdout == "done\n", err
+		if err != nil {
+			return err
+		}
+		if res.Stdout != "done\n" {
+			return fmt.Errorf("job.out = %q", res.Stdout)
+		}
+		return nil
 	})
 
 	// Idle, then back: onResume runs, onCreate does not run again.
@@ -82,13 +87,13 @@ func TestWorkspaceHooksAndADetachedBackgroundJob(t *testing.T) {
 	}
 
 	// A broken set-up: the error names the hook and its output, and the Sandbox is gone.
-	bad := harnessSandbox(ns, "fp-p-bad-"+rand.String(5), nil)
+	bad := harnessSandbox(ns, "fp-p-bad-"+rand.String(5), nil).Obj()
 	_, err = cli.GetOrCreateSandbox(t.Context(), bad, sdk.OnCreate(sdk.Shell("echo no-bucket >&2; exit 2")))
 	var he *sdk.HookError
 	if !errors.As(err, &he) || he.Result == nil || he.Result.ExitCode != 2 || !he.Deleted || !strings.Contains(err.Error(), "no-bucket") {
 		t.Fatalf("failing onCreate = %v, want a *HookError with exit 2, its stderr, and the sandbox deleted", err)
 	}
-	eventually(t, "the half-set-up Sandbox gone", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "the half-set-up Sandbox gone", func(ctx context.Context) error {
 		return gone(ctx, &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: bad.Name}})
 	})
 }

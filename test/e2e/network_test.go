@@ -17,6 +17,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // Traffic proves policy: on the local cluster NetworkPolicy is enforced (docs/dev-cluster.md),
@@ -87,21 +88,6 @@ func expectReach(t *testing.T, ns, from, to, addr string, port int, want bool) {
 	}
 }
 
-// egressSandbox is a raw Sandbox asking for an egress mode.
-func egressSandbox(ns, name, mode, cidrs string) *agentsv1alpha1.Sandbox {
-	sb := harnessSandbox(ns, name, nil)
-	sb.Annotations = map[string]string{agentsv1alpha1.EgressAnnotation: mode}
-	if cidrs != "" {
-		sb.Annotations[agentsv1alpha1.EgressCIDRsAnnotation] = cidrs
-	}
-	return sb
-}
-
-func claimOf(ns, name, template string) *extv1alpha1.SandboxClaim {
-	return &extv1alpha1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: extv1alpha1.SandboxClaimSpec{TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}}}
-}
-
 // podIPs waits for the pods of the named Sandboxes and returns their IPs, concurrently: the
 // sandboxes start together.
 func podIPs(t *testing.T, ns string, names ...string) map[string]string {
@@ -136,11 +122,14 @@ func TestNetworkPolicyIsEnforced(t *testing.T) {
 	open.Spec.NetworkPolicyManagement = extv1alpha1.NetworkPolicyManagementUnmanaged
 	mustf(t, kube.Update(ctx, open), "making template open Unmanaged")
 	objs := []client.Object{
-		claimOf(ns, "secure-a", "secure"), claimOf(ns, "secure-b", "secure"), claimOf(ns, "open-c", "open"),
-		harnessSandbox(ns, "neighbour", nil),
-		egressSandbox(ns, "deny", agentsv1alpha1.EgressDenyAll, ""),
-		egressSandbox(ns, "restricted", agentsv1alpha1.EgressRestricted, "192.168.77.0/24"),
-		egressSandbox(ns, "allow", agentsv1alpha1.EgressAllowAll, ""),
+		testwrap.MakeClaim(ns, "secure-a").Template("secure").Obj(),
+		testwrap.MakeClaim(ns, "secure-b").Template("secure").Obj(),
+		testwrap.MakeClaim(ns, "open-c").Template("open").Obj(),
+		harnessSandbox(ns, "neighbour", nil).Obj(),
+		harnessSandbox(ns, "deny", nil).Annotation(agentsv1alpha1.EgressAnnotation, agentsv1alpha1.EgressDenyAll).Obj(),
+		harnessSandbox(ns, "restricted", nil).Annotation(agentsv1alpha1.EgressAnnotation, agentsv1alpha1.EgressRestricted).
+			Annotation(agentsv1alpha1.EgressCIDRsAnnotation, "192.168.77.0/24").Obj(),
+		harnessSandbox(ns, "allow", nil).Annotation(agentsv1alpha1.EgressAnnotation, agentsv1alpha1.EgressAllowAll).Obj(),
 	}
 	for _, o := range objs {
 		mustf(t, kube.Create(ctx, o), "creating %s", o.GetName())
@@ -187,33 +176,33 @@ func TestNetworkPolicyIsEnforced(t *testing.T) {
 		script := fmt.Sprintf(`ip=$(nslookup %s | awk '/^Address/ { a = $NF } END { print a }') && `+
 			`(printf 'POST /execute HTTP/1.0\r\nX-Sandbox-ID: secure-a\r\nX-Sandbox-Namespace: %s\r\n`+
 			`Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s'; sleep 3) | nc -w 10 "$ip" 8080`, routerFQDN, ns, len(body), body)
-		eventually(t, "the router by name from a pod", func(context.Context) (bool, error) {
+		slow.EventuallyContext(t, "the router by name from a pod", func(context.Context) error {
 			out, errOut := execOut(t, ns, "neighbour", script)
 			if !strings.Contains(out, "via dns") {
-				return false, fmt.Errorf("answer %q, stderr %q", out, errOut)
+				return fmt.Errorf("answer %q, stderr %q", out, errOut)
 			}
-			return true, nil
+			return nil
 		})
 	})
 	t.Run("the egress policy goes with its Sandbox", func(t *testing.T) {
 		sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deny"}}
 		mustf(t, kube.Delete(ctx, sb), "deleting sandbox deny")
-		eventually(t, "no NetworkPolicy controlled by the deleted Sandbox", func(ctx context.Context) (bool, error) {
+		slow.EventuallyContext(t, "no NetworkPolicy controlled by the deleted Sandbox", func(ctx context.Context) error {
 			return noPolicyOwnedBy(ctx, ns, "deny")
 		})
 	})
 }
 
-// noPolicyOwnedBy is true when no NetworkPolicy of ns has the named Sandbox as its controller.
-func noPolicyOwnedBy(ctx context.Context, ns, sandbox string) (bool, error) {
+// noPolicyOwnedBy checks that no NetworkPolicy of ns has the named Sandbox as its controller.
+func noPolicyOwnedBy(ctx context.Context, ns, sandbox string) error {
 	var nps networkingv1.NetworkPolicyList
 	if err := kube.List(ctx, &nps, client.InNamespace(ns)); err != nil {
-		return false, err
+		return err
 	}
 	for _, np := range nps.Items {
 		if ref := metav1.GetControllerOf(&np); ref != nil && ref.Kind == "Sandbox" && ref.Name == sandbox {
-			return false, nil
+			return fmt.Errorf("NetworkPolicy %s is still controlled by Sandbox %s", np.Name, sandbox)
 		}
 	}
-	return true, nil
+	return nil
 }

@@ -35,21 +35,24 @@ func TestWarmPoolRefillsAfterClaims(t *testing.T) {
 		t.Fatalf("two claims adopted %v", adopted)
 	}
 	// The pool's status can still count the adopted members for a moment: look at the members.
-	eventually(t, "two new ready pool members", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "two new ready pool members", func(ctx context.Context) error {
 		var members agentsv1alpha1.SandboxList
 		if err := kube.List(ctx, &members, client.InNamespace(ns), client.HasLabels{extv1alpha1.WarmPoolLabel}); err != nil {
-			return false, err
+			return err
 		}
 		ready := 0
 		for _, m := range members.Items {
 			if adopted[m.Name] {
-				return false, fmt.Errorf("adopted sandbox %s still labelled as a pool member", m.Name)
+				return fmt.Errorf("adopted sandbox %s still labelled as a pool member", m.Name)
 			}
 			if sandboxReady(&m) {
 				ready++
 			}
 		}
-		return ready == 2, nil
+		if ready != 2 {
+			return fmt.Errorf("%d ready pool members", ready)
+		}
+		return nil
 	})
 	waitPoolReady(t, pool)
 }
@@ -78,7 +81,7 @@ func TestDeletingClaimLeavesNothingBehind(t *testing.T) {
 			}
 			mustf(t, cli.Delete(t.Context(), sb.Name()), "deleting claim")
 			for _, o := range objs {
-				eventually(t, "deletion of "+o.GetName(), func(ctx context.Context) (bool, error) { return gone(ctx, o) })
+				slow.EventuallyContext(t, "deletion of "+o.GetName(), func(ctx context.Context) error { return gone(ctx, o) })
 			}
 		})
 	}

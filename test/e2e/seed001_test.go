@@ -21,6 +21,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // Seed 001 (a Go agent platform): one SandboxClaim per conversation through a plain
@@ -51,13 +52,11 @@ func TestClaimPerConversationIsAdoptedOnReconnectAndServesAtItsPodIP(t *testing.
 	mustf(t, kube.Delete(t.Context(), again), "deleting claim")
 	sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: first.Status.SandboxStatus.Name}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sb.Name}}
-	eventually(t, "sandbox and pod gone", func(ctx context.Context) (bool, error) {
-		a, err := gone(ctx, sb)
-		if err != nil {
-			return false, err
+	slow.EventuallyContext(t, "sandbox and pod gone", func(ctx context.Context) error {
+		if err := gone(ctx, sb); err != nil {
+			return err
 		}
-		b, err := gone(ctx, pod)
-		return a && b, err
+		return gone(ctx, pod)
 	})
 }
 
@@ -65,10 +64,7 @@ func TestClaimPerConversationIsAdoptedOnReconnectAndServesAtItsPodIP(t *testing.
 // poll until it reports a pod IP (2-minute default timeout).
 func connectConversation(t *testing.T, ns, name string) *extv1alpha1.SandboxClaim {
 	t.Helper()
-	claim := &extv1alpha1.SandboxClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"ax/conversation": name}},
-		Spec:       extv1alpha1.SandboxClaimSpec{TemplateRef: extv1alpha1.SandboxTemplateRef{Name: "python-sandbox-template"}},
-	}
+	claim := testwrap.MakeClaim(ns, name).Template("python-sandbox-template").Label("ax/conversation", name).Obj()
 	err := kube.Create(t.Context(), claim)
 	if apierrors.IsAlreadyExists(err) {
 		err = kube.Get(t.Context(), client.ObjectKeyFromObject(claim), claim)

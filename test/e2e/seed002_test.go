@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // Seed 002 (a TypeScript harness): raw Sandboxes running `sleep infinity`, commands through the
@@ -33,40 +34,38 @@ import (
 
 const harnessLabel = "broods.dev/sandbox"
 
-// harnessSandbox is the executor's Sandbox: the runtime image kept alive by `sleep infinity`.
-func harnessSandbox(ns, name string, env map[string]string) *agentsv1alpha1.Sandbox {
-	c := corev1.Container{
+// harnessSandbox is the executor's Sandbox: the runtime image kept alive by `sleep infinity`,
+// its pod labelled with the harness's own label.
+func harnessSandbox(ns, name string, env map[string]string) *testwrap.SandboxWrapper {
+	sb := testwrap.MakeSandbox(ns, name).Containers(corev1.Container{
 		Name: "runtime", Image: runtimeContainer().Image, ImagePullPolicy: corev1.PullNever,
 		Command: []string{"sleep", "infinity"},
-	}
+	}).PodLabel(harnessLabel, name).TerminationGracePeriod(1)
 	for k, v := range env {
-		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: v})
+		sb.Env(k, v)
 	}
-	return &agentsv1alpha1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: agentsv1alpha1.SandboxSpec{PodTemplate: agentsv1alpha1.PodTemplate{
-			Metadata: agentsv1alpha1.PodMetadata{Labels: map[string]string{harnessLabel: name}},
-			Spec:     corev1.PodSpec{Containers: []corev1.Container{c}, TerminationGracePeriodSeconds: ptr.To[int64](1)},
-		}},
-	}
+	return sb
 }
 
 // waitPodReady waits for the Sandbox's pod to be Ready, as the executor does, and returns it.
 func waitPodReady(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	eventually(t, "pod of "+name+" ready", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "pod of "+name+" ready", func(ctx context.Context) error {
 		p, err := podOf(ctx, ns, name)
-		if err != nil || p.DeletionTimestamp != nil {
-			return false, err
+		if err != nil {
+			return err
+		}
+		if p.DeletionTimestamp != nil {
+			return fmt.Errorf("pod %s is being deleted", name)
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 				pod = p
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("pod %s not Ready: %+v", name, p.Status.Conditions)
 	})
 	return pod
 }
@@ -77,7 +76,7 @@ func TestRawSandboxPerRunExecsWithSeparateStreamsAndIsDeleted(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed002")
 	name := "fp-" + ns + "-" + rand.String(5)
-	sb := harnessSandbox(ns, name, map[string]string{"EXTRA_VAR": "from-config"})
+	sb := harnessSandbox(ns, name, map[string]string{"EXTRA_VAR": "from-config"}).Obj()
 	mustf(t, kube.Create(t.Context(), sb), "creating sandbox")
 	pod := waitPodReady(t, ns, name)
 
@@ -105,7 +104,7 @@ func TestRawSandboxPerRunExecsWithSeparateStreamsAndIsDeleted(t *testing.T) {
 	}
 
 	mustf(t, kube.Delete(t.Context(), sb), "deleting sandbox")
-	eventually(t, "pod gone", func(ctx context.Context) (bool, error) { return gone(ctx, pod) })
+	slow.EventuallyContext(t, "pod gone", func(ctx context.Context) error { return gone(ctx, pod) })
 }
 
 // Seed 002, persistent mode: one deterministic Sandbox per workspace, paused and resumed by
@@ -115,11 +114,8 @@ func TestWorkspaceSandboxKeepsItsHomeAcrossPauseResumeAndTakesShutdownTimeRefres
 	ns := newNamespace(t, "seed002p")
 	sum := sha256.Sum256([]byte(ns + "/workspace-a"))
 	name := "fp-p-workspace-a-" + hex.EncodeToString(sum[:])[:8] // deterministic per workspace
-	sb := harnessSandbox(ns, name, map[string]string{"HOME": "/home/node"})
-	vct := homeClaim("home", "1Gi")
-	sb.Spec.VolumeClaimTemplates = []agentsv1alpha1.PersistentVolumeClaimTemplate{vct}
-	sb.Spec.PodTemplate.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "home", MountPath: "/home/node"}}
-	sb.Spec.ShutdownTime = ptr.To(metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second)))
+	sb := harnessSandbox(ns, name, map[string]string{"HOME": "/home/node"}).Volume(localVolume("home", "1Gi"), "/home/node").
+		ShutdownTime(time.Now().Add(time.Hour).Truncate(time.Second)).Obj()
 	mustf(t, kube.Create(t.Context(), sb), "creating persistent sandbox")
 	pod := waitPodReady(t, ns, name)
 	execOut(t, ns, pod.Name, `echo "venv cache" > "$HOME/state.txt"`)
@@ -128,7 +124,7 @@ func TestWorkspaceSandboxKeepsItsHomeAcrossPauseResumeAndTakesShutdownTimeRefres
 		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas))
 		mustf(t, kube.Patch(t.Context(), sb, patch), "scaling to %d", replicas)
 		if replicas == 0 {
-			eventually(t, "pod deleted on pause", func(ctx context.Context) (bool, error) { return gone(ctx, pod) })
+			slow.EventuallyContext(t, "pod deleted on pause", func(ctx context.Context) error { return gone(ctx, pod) })
 			continue
 		}
 		pod = waitPodReady(t, ns, name)
@@ -156,9 +152,14 @@ func TestWorkspaceSandboxKeepsItsHomeAcrossPauseResumeAndTakesShutdownTimeRefres
 		}
 	}
 	if !sandboxReady(sb) {
-		eventually(t, "sandbox ready after refresh", func(ctx context.Context) (bool, error) {
-			err := kube.Get(ctx, client.ObjectKeyFromObject(sb), sb)
-			return err == nil && sandboxReady(sb), err
+		slow.EventuallyContext(t, "sandbox ready after refresh", func(ctx context.Context) error {
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(sb), sb); err != nil {
+				return err
+			}
+			if !sandboxReady(sb) {
+				return fmt.Errorf("sandbox status %+v", sb.Status)
+			}
+			return nil
 		})
 	}
 }
@@ -197,7 +198,7 @@ func TestPerSandboxEgressPolicyFollowsTheModeAndSelectsThePod(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed002n")
 	name := "fp-net-" + rand.String(5)
-	mustf(t, kube.Create(t.Context(), harnessSandbox(ns, name, nil)), "creating sandbox")
+	mustf(t, kube.Create(t.Context(), harnessSandbox(ns, name, nil).Obj()), "creating sandbox")
 	pod := waitPodReady(t, ns, name)
 
 	for _, tc := range []struct {

@@ -106,7 +106,7 @@ func TestDeterministicClaimNameReattachesARetainedWorkspace(t *testing.T) {
 		t.Fatalf("after delete, Get = %v, want ErrNotFound", err)
 	}
 	sandbox := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: first.SandboxName()}}
-	eventually(t, "sandbox of the deleted workspace gone", func(ctx context.Context) (bool, error) { return gone(ctx, sandbox) })
+	slow.EventuallyContext(t, "sandbox of the deleted workspace gone", func(ctx context.Context) error { return gone(ctx, sandbox) })
 }
 
 // Seed 003's warm-pool policy mapped onto the claim's warmpool field: none starts cold,

@@ -200,14 +200,14 @@ func TestLazySessionSandboxRunsShellCommandsThroughTheRouter(t *testing.T) {
 	// Session deleted: terminate deletes the claim, the controller the Sandbox and pod.
 	mustf(t, sb.Delete(t.Context()), "terminate")
 	sandbox = &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	eventually(t, "sandbox gone after terminate", func(ctx context.Context) (bool, error) { return gone(ctx, sandbox) })
+	slow.EventuallyContext(t, "sandbox gone after terminate", func(ctx context.Context) error { return gone(ctx, sandbox) })
 	// The router's watch cache drops the Sandbox a moment after the API does.
-	eventually(t, "router to answer 404 for the terminated sandbox", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "router to answer 404 for the terminated sandbox", func(ctx context.Context) error {
 		code, body, err := routerPost(ctx, ns, name, "/execute", `{"command":"true"}`)
 		if err != nil || code != http.StatusNotFound {
-			return false, fmt.Errorf("%d %s %v", code, body, err)
+			return fmt.Errorf("%d %s %v", code, body, err)
 		}
-		return true, nil
+		return nil
 	})
 }
 
@@ -228,32 +228,38 @@ func TestSandboxShutdownTimePatchExpiresAnAbandonedSession(t *testing.T) {
 	name := backend.sb.SandboxName()
 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	eventually(t, "pod deleted at shutdownTime", func(ctx context.Context) (bool, error) { return gone(ctx, pod) })
+	slow.EventuallyContext(t, "pod deleted at shutdownTime", func(ctx context.Context) error { return gone(ctx, pod) })
 	sandbox := &agentsv1alpha1.Sandbox{}
-	eventually(t, "Sandbox kept with Ready=False/SandboxExpired (shutdownPolicy Retain)", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "Sandbox kept with Ready=False/SandboxExpired (shutdownPolicy Retain)", func(ctx context.Context) error {
 		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sandbox); err != nil {
-			return false, err
+			return err
 		}
 		c := meta.FindStatusCondition(sandbox.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
-		return c != nil && c.Reason == agentsv1alpha1.ReasonExpired && len(sandbox.Status.PodIPs) == 0, nil
+		if c == nil || c.Reason != agentsv1alpha1.ReasonExpired || len(sandbox.Status.PodIPs) != 0 {
+			return fmt.Errorf("Ready condition %+v, pod IPs %v", c, sandbox.Status.PodIPs)
+		}
+		return nil
 	})
-	eventually(t, "claim no longer Ready", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "claim no longer Ready", func(ctx context.Context) error {
 		claim := &extv1alpha1.SandboxClaim{}
 		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: backend.sb.Name()}, claim); err != nil {
-			return false, err
+			return err
 		}
-		return !meta.IsStatusConditionTrue(claim.Status.Conditions, extv1alpha1.ClaimConditionReady), nil
+		if meta.IsStatusConditionTrue(claim.Status.Conditions, extv1alpha1.ClaimConditionReady) {
+			return errors.New("the claim is still Ready")
+		}
+		return nil
 	})
-	eventually(t, "router to stop routing to the expired sandbox", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "router to stop routing to the expired sandbox", func(ctx context.Context) error {
 		code, body, err := routerPost(ctx, ns, name, "/execute", `{"command":"true"}`)
 		if err != nil || code == http.StatusOK {
-			return false, fmt.Errorf("%d %s %v", code, body, err)
+			return fmt.Errorf("%d %s %v", code, body, err)
 		}
-		return true, nil
+		return nil
 	})
 
 	mustf(t, backend.sb.Delete(t.Context()), "terminate")
-	eventually(t, "sandbox gone after terminate", func(ctx context.Context) (bool, error) {
+	slow.EventuallyContext(t, "sandbox gone after terminate", func(ctx context.Context) error {
 		return gone(ctx, &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	})
 }

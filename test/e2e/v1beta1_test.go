@@ -55,9 +55,14 @@ func TestUpstreamPythonSDKSessionInV1beta1(t *testing.T) {
 	mustf(t, beta.Create(t.Context(), body), "creating the SDK's v1beta1 claim")
 
 	claim := &extv1beta1.SandboxClaim{}
-	eventually(t, "claim Ready in v1beta1 with status.sandbox.name", func(ctx context.Context) (bool, error) {
-		err := beta.Get(ctx, client.ObjectKeyFromObject(body), claim)
-		return err == nil && meta.IsStatusConditionTrue(claim.Status.Conditions, "Ready") && claim.Status.SandboxStatus.Name != "", err
+	slow.EventuallyContext(t, "claim Ready in v1beta1 with status.sandbox.name", func(ctx context.Context) error {
+		if err := beta.Get(ctx, client.ObjectKeyFromObject(body), claim); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(claim.Status.Conditions, "Ready") || claim.Status.SandboxStatus.Name == "" {
+			return fmt.Errorf("claim status %+v", claim.Status)
+		}
+		return nil
 	})
 	name := claim.Status.SandboxStatus.Name
 	sb := &agentsv1beta1.Sandbox{}
@@ -80,5 +85,5 @@ func TestUpstreamPythonSDKSessionInV1beta1(t *testing.T) {
 	}
 
 	mustf(t, beta.Delete(t.Context(), claim), "terminate: deleting the claim")
-	eventually(t, "sandbox gone after terminate", func(ctx context.Context) (bool, error) { return gone(ctx, stored) })
+	slow.EventuallyContext(t, "sandbox gone after terminate", func(ctx context.Context) error { return gone(ctx, stored) })
 }

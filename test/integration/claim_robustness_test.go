@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // A Sandbox deleted under a live claim took its state with it; a fresh one silently put in its
@@ -17,15 +19,15 @@ import (
 // says what happened instead.
 func TestClaimReportsItsDeletedSandboxInsteadOfReplacingIt(t *testing.T) {
 	ns := newNamespace(t)
-	mustCreateObj(t, aTemplate(ns, "tmpl"), aClaim(ns, "session", "tmpl"))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tmpl").Obj(), testwrap.MakeClaim(ns, "session").Template("tmpl").Obj())
 	setPodStatus(t, waitForPod(t, ns, "session"), running("10.0.0.7"))
-	eventually(t, "the claim is Ready", claimReadyIs(t, ns, "session", metav1.ConditionTrue, ""))
+	testwrap.Eventually(t, "the claim is Ready", claimReadyIs(t, ns, "session", metav1.ConditionTrue, ""))
 
 	if err := k8s.Delete(context.Background(), getSandbox(t, ns, "session")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the claim reports SandboxMissing", claimReadyIs(t, ns, "session", metav1.ConditionFalse, extv1alpha1.ReasonSandboxMissing))
-	eventually(t, "the deleted Sandbox is gone", exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "session"}}, false))
+	testwrap.Eventually(t, "the claim reports SandboxMissing", claimReadyIs(t, ns, "session", metav1.ConditionFalse, extv1alpha1.ReasonSandboxMissing))
+	testwrap.Eventually(t, "the deleted Sandbox is gone", exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "session"}}, false))
 
 	c := getClaim(t, ns, "session")
 	if c.Status.SandboxStatus.Name != "session" || len(c.Status.SandboxStatus.PodIPs) != 0 {
@@ -36,7 +38,7 @@ func TestClaimReportsItsDeletedSandboxInsteadOfReplacingIt(t *testing.T) {
 	if err := k8s.Update(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the claim still reports SandboxMissing after an update", claimReadyIs(t, ns, "session", metav1.ConditionFalse, extv1alpha1.ReasonSandboxMissing))
+	testwrap.Eventually(t, "the claim still reports SandboxMissing after an update", claimReadyIs(t, ns, "session", metav1.ConditionFalse, extv1alpha1.ReasonSandboxMissing))
 	if sbs := sandboxesIn(t, ns); len(sbs) != 0 {
 		t.Fatalf("%d Sandboxes exist, want none: the claim replaced its deleted Sandbox", len(sbs))
 	}
@@ -46,26 +48,26 @@ func TestClaimReportsItsDeletedSandboxInsteadOfReplacingIt(t *testing.T) {
 // must not appear while the pod is still starting.
 func TestClaimPodIPsAppearOnlyOnceTheSandboxIsReady(t *testing.T) {
 	ns := newNamespace(t)
-	mustCreateObj(t, aTemplate(ns, "tmpl"), aClaim(ns, "cold", "tmpl"))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tmpl").Obj(), testwrap.MakeClaim(ns, "cold").Template("tmpl").Obj())
 	pod := waitForPod(t, ns, "cold")
 	setPodStatus(t, pod, podState{phase: corev1.PodRunning, ready: false, ips: []string{"10.0.0.8"}})
-	eventually(t, "the Sandbox reports the pod IP while not Ready", func() string {
+	testwrap.Eventually(t, "the Sandbox reports the pod IP while not Ready", func() error {
 		sb := getSandbox(t, ns, "cold")
 		if len(sb.Status.PodIPs) == 0 {
-			return "no pod IPs on the Sandbox yet"
+			return errors.New("no pod IPs on the Sandbox yet")
 		}
-		return ""
+		return nil
 	})
-	eventually(t, "the claim mirrors the not-ready state", claimReadyIs(t, ns, "cold", metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotReady))
+	testwrap.Eventually(t, "the claim mirrors the not-ready state", claimReadyIs(t, ns, "cold", metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotReady))
 	if ips := getClaim(t, ns, "cold").Status.SandboxStatus.PodIPs; len(ips) != 0 {
 		t.Fatalf("claim podIPs = %v while the Sandbox is not Ready; want none", ips)
 	}
 	setPodStatus(t, pod, running("10.0.0.8"))
-	eventually(t, "the claim has its pod IPs once Ready", func() string {
+	testwrap.Eventually(t, "the claim has its pod IPs once Ready", func() error {
 		c := getClaim(t, ns, "cold")
 		if fmt.Sprint(c.Status.SandboxStatus.PodIPs) != "[10.0.0.8]" {
-			return fmt.Sprintf("podIPs = %v", c.Status.SandboxStatus.PodIPs)
+			return fmt.Errorf("podIPs = %v", c.Status.SandboxStatus.PodIPs)
 		}
-		return ""
+		return nil
 	})
 }

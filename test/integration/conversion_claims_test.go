@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -23,42 +22,37 @@ import (
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
-
-func betaClaim(ns, name, pool string) *extv1beta1.SandboxClaim {
-	return &extv1beta1.SandboxClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.SandboxWarmPoolRef{Name: pool}},
-	}
-}
 
 // betaClaimReady checks, in v1beta1, what upstream's SDKs wait for: Ready=True, status.sandbox.name
 // and podIPs. It returns the sandbox name through name.
-func betaClaimReady(ns, claim string, name *string) func() string {
-	return func() string {
+func betaClaimReady(ns, claim string, name *string) func() error {
+	return func() error {
 		c := &extv1beta1.SandboxClaim{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: claim}, c); err != nil {
-			return err.Error()
+			return err
 		}
 		cond := meta.FindStatusCondition(c.Status.Conditions, "Ready")
 		if cond == nil || cond.Status != metav1.ConditionTrue || c.Status.SandboxStatus.Name == "" || len(c.Status.SandboxStatus.PodIPs) == 0 {
-			return fmt.Sprintf("v1beta1 claim status = %+v", c.Status)
+			return fmt.Errorf("v1beta1 claim status = %+v", c.Status)
 		}
 		*name = c.Status.SandboxStatus.Name
-		return ""
+		return nil
 	}
 }
 
 func TestConversionV1beta1ClaimIsServedWarmByTheSamePoolAsAV1alpha1Claim(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "pool", "tpl", 2))
-	eventually(t, "pool ready", poolReady(t, ns, "pool", 2))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(2).Obj())
+	testwrap.Eventually(t, "pool ready", poolReady(t, ns, "pool", 2))
 
-	mustCreateObj(t, withWarmPool(aClaim(ns, "alpha", "tpl"), "pool"), betaClaim(ns, "beta", "pool"))
-	eventually(t, "v1alpha1 claim Ready", claimReadyIs(t, ns, "alpha", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	mustCreateObj(t, testwrap.MakeClaim(ns, "alpha").Template("tpl").WarmPool("pool").Obj(),
+		testwrap.MakeClaimV1beta1(ns, "beta").WarmPool("pool").Obj())
+	testwrap.Eventually(t, "v1alpha1 claim Ready", claimReadyIs(t, ns, "alpha", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 	var betaSandbox string
-	eventually(t, "v1beta1 claim Ready", betaClaimReady(ns, "beta", &betaSandbox))
+	testwrap.Eventually(t, "v1beta1 claim Ready", betaClaimReady(ns, "beta", &betaSandbox))
 
 	alphaSandbox := getClaim(t, ns, "alpha").Status.SandboxStatus.Name
 	for claim, name := range map[string]string{"alpha": alphaSandbox, "beta": betaSandbox} {
@@ -86,8 +80,8 @@ func TestConversionV1beta1ClaimIsServedWarmByTheSamePoolAsAV1alpha1Claim(t *test
 func TestConversionUpstreamPythonSDKClaim(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "python"), aPool(ns, "python-pool", "python", 1))
-	eventually(t, "pool ready", poolReady(t, ns, "python-pool", 1))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "python").Obj(), testwrap.MakeWarmPool(ns, "python-pool").Template("python").Replicas(1).Obj())
+	testwrap.Eventually(t, "pool ready", poolReady(t, ns, "python-pool", 1))
 
 	body := sdkFixture(t, "testdata/python-sdk-sandboxclaim.json", time.Now().Add(time.Hour))
 	body.SetNamespace(ns) // the SDK puts the namespace in the URL, not the body
@@ -95,7 +89,7 @@ func TestConversionUpstreamPythonSDKClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testwrap.DefaultTimeout)
 	defer cancel()
 	if err := wc.Create(ctx, body); err != nil {
 		t.Fatalf("creating the SDK's v1beta1 claim: %v", err)
@@ -165,31 +159,14 @@ func waitClaimBound(t *testing.T, w watch.Interface) string {
 func TestConversionV1beta1ClaimWaitsForItsPool(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "tpl"), betaClaim(ns, "early", "late-pool"))
-	eventually(t, "Ready=False/WarmPoolNotFound", claimReadyIs(t, ns, "early", metav1.ConditionFalse, extv1alpha1.ReasonWarmPoolNotFound))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), testwrap.MakeClaimV1beta1(ns, "early").WarmPool("late-pool").Obj())
+	testwrap.Eventually(t, "Ready=False/WarmPoolNotFound", claimReadyIs(t, ns, "early", metav1.ConditionFalse, extv1alpha1.ReasonWarmPoolNotFound))
 
-	mustCreateObj(t, aPool(ns, "late-pool", "tpl", 1))
+	mustCreateObj(t, testwrap.MakeWarmPool(ns, "late-pool").Template("tpl").Replicas(1).Obj())
 	var name string
-	eventually(t, "claim Ready once its pool exists", betaClaimReady(ns, "early", &name))
+	testwrap.Eventually(t, "claim Ready once its pool exists", betaClaimReady(ns, "early", &name))
 	if sb := getSandbox(t, ns, name); metav1.GetControllerOf(sb) == nil || metav1.GetControllerOf(sb).Name != "early" {
 		t.Errorf("sandbox %s is not controlled by the claim: %v", name, sb.OwnerReferences)
-	}
-}
-
-// betaTemplate is a v1beta1 template with a "home" volume claim template and the given policy
-// for claims' own volume claim templates.
-func betaTemplate(ns, name string, policy extv1beta1.VolumeClaimTemplatesPolicy) *extv1beta1.SandboxTemplate {
-	bp := betaSandbox(ns, "").Spec.SandboxBlueprint
-	bp.VolumeClaimTemplates = []agentsv1beta1.PersistentVolumeClaimTemplate{volume("home", "1Gi")}
-	return &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: extv1beta1.SandboxTemplateSpec{SandboxBlueprint: bp, VolumeClaimTemplatesPolicy: policy}}
-}
-
-func volume(name, size string) agentsv1beta1.PersistentVolumeClaimTemplate {
-	return agentsv1beta1.PersistentVolumeClaimTemplate{
-		EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}},
 	}
 }
 
@@ -201,28 +178,28 @@ func TestConversionV1beta1ClaimVolumeClaimTemplatesFollowTheTemplatePolicy(t *te
 		rejected bool
 		want     map[string]string // volume claim template name -> storage request, on the cold Sandbox
 	}{
-		{"Disallowed (the default) rejects the claim", "", volume("scratch", "2Gi"), true, nil},
-		{"Allowed adds a new volume", extv1beta1.VolumeClaimTemplatesPolicyAllowed, volume("scratch", "2Gi"), false,
+		{"Disallowed (the default) rejects the claim", "", testwrap.MakeVolumeClaim("scratch", "2Gi").ObjV1beta1(), true, nil},
+		{"Allowed adds a new volume", extv1beta1.VolumeClaimTemplatesPolicyAllowed, testwrap.MakeVolumeClaim("scratch", "2Gi").ObjV1beta1(), false,
 			map[string]string{"home": "1Gi", "scratch": "2Gi"}},
-		{"Allowed refuses to replace the template's", extv1beta1.VolumeClaimTemplatesPolicyAllowed, volume("home", "5Gi"), true, nil},
-		{"Overrides replaces the template's", extv1beta1.VolumeClaimTemplatesPolicyOverrides, volume("home", "5Gi"), false,
+		{"Allowed refuses to replace the template's", extv1beta1.VolumeClaimTemplatesPolicyAllowed, testwrap.MakeVolumeClaim("home", "5Gi").ObjV1beta1(), true, nil},
+		{"Overrides replaces the template's", extv1beta1.VolumeClaimTemplatesPolicyOverrides, testwrap.MakeVolumeClaim("home", "5Gi").ObjV1beta1(), false,
 			map[string]string{"home": "5Gi"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
 			startFakeKubelet(t, ns)
-			mustCreateObj(t, betaTemplate(ns, "tpl", tc.policy), aPool(ns, "pool", "tpl", 1))
-			eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
-			claim := betaClaim(ns, "vols", "pool")
-			claim.Spec.VolumeClaimTemplates = []agentsv1beta1.PersistentVolumeClaimTemplate{tc.volume}
-			mustCreateObj(t, claim)
+			tmpl := testwrap.MakeTemplateV1beta1(ns, "tpl").VolumeClaimTemplatesPolicy(tc.policy).
+				VolumeClaimTemplates(testwrap.MakeVolumeClaim("home", "1Gi").ObjV1beta1()).Obj()
+			mustCreateObj(t, tmpl, testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(1).Obj())
+			testwrap.Eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
+			mustCreateObj(t, testwrap.MakeClaimV1beta1(ns, "vols").WarmPool("pool").VolumeClaimTemplates(tc.volume).Obj())
 			if tc.rejected {
-				eventually(t, "Ready=False/VolumeClaimTemplatesError", claimReadyIs(t, ns, "vols", metav1.ConditionFalse, "VolumeClaimTemplatesError"))
+				testwrap.Eventually(t, "Ready=False/VolumeClaimTemplatesError", claimReadyIs(t, ns, "vols", metav1.ConditionFalse, "VolumeClaimTemplatesError"))
 				return
 			}
 			var name string
-			eventually(t, "claim Ready", betaClaimReady(ns, "vols", &name))
+			testwrap.Eventually(t, "claim Ready", betaClaimReady(ns, "vols", &name))
 			sb := getSandbox(t, ns, name)
 			got := map[string]string{}
 			for _, v := range sb.Spec.VolumeClaimTemplates {
@@ -232,7 +209,7 @@ func TestConversionV1beta1ClaimVolumeClaimTemplatesFollowTheTemplatePolicy(t *te
 			if name != "vols" || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("sandbox %s (want the claim's own, cold) volume claim templates %v, want %v", name, got, tc.want)
 			}
-			eventually(t, "the claim's PVC exists", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.volume.Name + "-vols"}}, true))
+			testwrap.Eventually(t, "the claim's PVC exists", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.volume.Name + "-vols"}}, true))
 		})
 	}
 }

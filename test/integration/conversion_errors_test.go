@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 const betaPodTemplate = `
@@ -61,10 +63,9 @@ func TestConversionV1beta1AdmissionRejectsWhatItsSchemaForbids(t *testing.T) {
 
 func TestConversionV1beta1SandboxVolumeClaimTemplatesAreImmutable(t *testing.T) {
 	ns := newNamespace(t)
-	sb := betaSandbox(ns, "immutable")
-	sb.Spec.VolumeClaimTemplates = []agentsv1beta1.PersistentVolumeClaimTemplate{{
+	sb := testwrap.MakeSandboxV1beta1(ns, "immutable").VolumeClaimTemplates(agentsv1beta1.PersistentVolumeClaimTemplate{
 		EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: "home"},
-	}}
+	}).Obj()
 	mustCreateObj(t, sb)
 	sb.Spec.VolumeClaimTemplates[0].Name = "work"
 	err := k8s.Update(context.Background(), sb)
@@ -78,7 +79,7 @@ func TestConversionV1beta1SandboxVolumeClaimTemplatesAreImmutable(t *testing.T) 
 // failed v1beta1 create leaves nothing behind, and everything is there again once it is back.
 func TestConversionWebhookDownLosesNothing(t *testing.T) {
 	ns := newNamespace(t)
-	mustCreateObj(t, aTemplate(ns, "before"))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "before").Obj())
 	getBeta := func() error {
 		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, &extv1beta1.SandboxTemplate{})
 	}
@@ -88,23 +89,22 @@ func TestConversionWebhookDownLosesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "conversion webhook for extensions.agents.x-k8s.io") {
 		t.Errorf("v1beta1 get with the webhook down: error = %v, want the API server's conversion webhook error", err)
 	}
-	during := &extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "during"},
-		Spec: extv1beta1.SandboxTemplateSpec{SandboxBlueprint: betaSandbox(ns, "").Spec.SandboxBlueprint}}
+	during := testwrap.MakeTemplateV1beta1(ns, "during").Obj()
 	if err := k8s.Create(context.Background(), during); err == nil {
 		t.Errorf("v1beta1 create with the webhook down succeeded, want an error")
 	}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, &extv1alpha1.SandboxTemplate{}); err != nil {
 		t.Errorf("v1alpha1 get with the webhook down: %v, want the stored object", err)
 	}
-	eventually(t, "the failed v1beta1 create left nothing", exists(&extv1alpha1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "during"}}, false))
+	testwrap.Eventually(t, "the failed v1beta1 create left nothing", exists(&extv1alpha1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "during"}}, false))
 
 	restore()
 	got := &extv1beta1.SandboxTemplate{}
-	eventually(t, "v1beta1 get once the webhook is back", func() string {
+	testwrap.Eventually(t, "v1beta1 get once the webhook is back", func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, got); err != nil {
-			return err.Error()
+			return err
 		}
-		return ""
+		return nil
 	})
 	if got.Spec.PodTemplate.Spec.Containers[0].Image != "sandbox-runtime:test" {
 		t.Errorf("template after the outage = %+v", got.Spec.PodTemplate.Spec)
@@ -145,11 +145,11 @@ func breakConversion(t *testing.T, name string, probe func() error) func() {
 	}
 	t.Cleanup(restore)
 	// The API server picks up a CRD change asynchronously.
-	eventually(t, "conversion broken", func() string {
+	testwrap.Eventually(t, "conversion broken", func() error {
 		if probe() != nil {
-			return ""
+			return nil
 		}
-		return "v1beta1 still served"
+		return errors.New("v1beta1 still served")
 	})
 	return restore
 }

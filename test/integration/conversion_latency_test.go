@@ -13,6 +13,7 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // unthrottled is a direct client without client-side rate limiting, so that a latency loop
@@ -39,7 +40,7 @@ func TestConversionWebhookLatency(t *testing.T) {
 		t.Skip("set CONVERSION_LATENCY_N to measure")
 	}
 	ns := newNamespace(t)
-	aSandbox(ns, "timed").withHomeVolume().create(t)
+	create(t, testwrap.MakeSandbox(ns, "timed").Volume(homeVolume(), "/home/agent").Obj())
 	c := unthrottled(t)
 	key := client.ObjectKey{Namespace: ns, Name: "timed"}
 	versions := []struct {
@@ -75,7 +76,7 @@ func percentile(d []time.Duration, q float64) time.Duration {
 func BenchmarkGetSandbox(b *testing.B) {
 	ns := "default"
 	name := "bench-get-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	sb := aSandbox(ns, name).sb
+	sb := testwrap.MakeSandbox(ns, name).Obj()
 	if err := k8s.Create(context.Background(), sb); err != nil {
 		b.Fatal(err)
 	}

@@ -6,31 +6,18 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
-
-// betaSandbox is a v1beta1 Sandbox as upstream's clients write it.
-func betaSandbox(ns, name string) *agentsv1beta1.Sandbox {
-	return &agentsv1beta1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: agentsv1beta1.SandboxSpec{SandboxBlueprint: agentsv1beta1.SandboxBlueprint{
-			PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "runtime", Image: "sandbox-runtime:test", Command: []string{"sleep", "infinity"},
-			}}}},
-		}},
-	}
-}
 
 func get(t *testing.T, ns, name string, obj client.Object) {
 	t.Helper()
@@ -59,7 +46,8 @@ func TestConversionCreateInOneVersionReadInTheOther(t *testing.T) {
 		check func(t *testing.T)
 	}{
 		{"v1alpha1 Sandbox replicas 0 reads as v1beta1 Suspended", func(t *testing.T) {
-			aSandbox(ns, "alpha-paused").withReplicas(0).withShutdown(time.Now().Add(time.Hour), agentsv1alpha1.ShutdownPolicyDelete).create(t)
+			create(t, testwrap.MakeSandbox(ns, "alpha-paused").Replicas(0).
+				ShutdownTime(time.Now().Add(time.Hour)).ShutdownPolicy(agentsv1alpha1.ShutdownPolicyDelete).Obj())
 			got := &agentsv1beta1.Sandbox{}
 			get(t, ns, "alpha-paused", got)
 			if got.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeSuspended || got.Spec.ShutdownPolicy == nil ||
@@ -69,8 +57,7 @@ func TestConversionCreateInOneVersionReadInTheOther(t *testing.T) {
 			noConversionState(t, got)
 		}},
 		{"v1beta1 Sandbox defaults to Running and reads as v1alpha1 replicas 1, keeping spec.service", func(t *testing.T) {
-			sb := betaSandbox(ns, "beta-running")
-			sb.Spec.Service = ptr.To(true)
+			sb := testwrap.MakeSandboxV1beta1(ns, "beta-running").Service(true).Obj()
 			mustCreateObj(t, sb)
 			if sb.Spec.OperatingMode != agentsv1beta1.SandboxOperatingModeRunning || *sb.Spec.ShutdownPolicy != agentsv1beta1.ShutdownPolicyRetain {
 				t.Errorf("v1beta1 defaults = %q/%v, want Running/Retain", sb.Spec.OperatingMode, sb.Spec.ShutdownPolicy)
@@ -87,14 +74,7 @@ func TestConversionCreateInOneVersionReadInTheOther(t *testing.T) {
 			noConversionState(t, back)
 		}},
 		{"v1beta1 template keeps volumeClaimTemplatesPolicy; v1alpha1 sees its defaults", func(t *testing.T) {
-			tmpl := &extv1beta1.SandboxTemplate{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "beta-tmpl"},
-				Spec: extv1beta1.SandboxTemplateSpec{
-					SandboxBlueprint:           betaSandbox(ns, "").Spec.SandboxBlueprint,
-					VolumeClaimTemplatesPolicy: extv1beta1.VolumeClaimTemplatesPolicyAllowed,
-				},
-			}
-			mustCreateObj(t, tmpl)
+			mustCreateObj(t, testwrap.MakeTemplateV1beta1(ns, "beta-tmpl").VolumeClaimTemplatesPolicy(extv1beta1.VolumeClaimTemplatesPolicyAllowed).Obj())
 			alpha := &extv1alpha1.SandboxTemplate{}
 			get(t, ns, "beta-tmpl", alpha)
 			if alpha.Spec.EnvVarsInjectionPolicy != extv1alpha1.EnvVarsInjectionPolicyDisallowed || alpha.Spec.NetworkPolicyManagement != extv1alpha1.NetworkPolicyManagementManaged {
@@ -108,9 +88,8 @@ func TestConversionCreateInOneVersionReadInTheOther(t *testing.T) {
 			noConversionState(t, back)
 		}},
 		{"v1alpha1 pool reads as v1beta1 with replicas and strategy", func(t *testing.T) {
-			pool := aPool(ns, "alpha-pool", "missing-template", 3)
-			pool.Spec.UpdateStrategy.Type = extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType
-			mustCreateObj(t, pool)
+			mustCreateObj(t, testwrap.MakeWarmPool(ns, "alpha-pool").Template("missing-template").Replicas(3).
+				UpdateStrategy(extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType).Obj())
 			got := &extv1beta1.SandboxWarmPool{}
 			get(t, ns, "alpha-pool", got)
 			if got.Spec.Replicas == nil || *got.Spec.Replicas != 3 || got.Spec.UpdateStrategy == nil ||
@@ -119,7 +98,7 @@ func TestConversionCreateInOneVersionReadInTheOther(t *testing.T) {
 			}
 		}},
 		{"v1alpha1 claim with the default policy reads as v1beta1 shadow pool of its template", func(t *testing.T) {
-			mustCreateObj(t, aClaim(ns, "alpha-claim", "python"))
+			mustCreateObj(t, testwrap.MakeClaim(ns, "alpha-claim").Template("python").Obj())
 			got := &extv1beta1.SandboxClaim{}
 			get(t, ns, "alpha-claim", got)
 			if got.Spec.WarmPoolRef.Name != extv1alpha1.ShadowPoolPrefix+"python" {
@@ -134,36 +113,36 @@ func TestConversionCreateInOneVersionReadInTheOther(t *testing.T) {
 
 func TestConversionPatchInV1beta1SuspendsAV1alpha1Sandbox(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "patched").withHomeVolume().create(t)
+	create(t, testwrap.MakeSandbox(ns, "patched").Volume(homeVolume(), "/home/agent").Obj())
 	setPodStatus(t, waitForPod(t, ns, "patched"), running("10.0.9.1"))
-	eventually(t, "Ready=True", readyIs(t, ns, "patched", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	testwrap.Eventually(t, "Ready=True", readyIs(t, ns, "patched", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 
 	beta := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "patched"}}
 	patch := []byte(`{"metadata":{"labels":{"tenant":"acme"}},"spec":{"operatingMode":"Suspended"}}`)
 	if err := k8s.Patch(context.Background(), beta, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("merge-patching in v1beta1: %v", err)
 	}
-	eventually(t, "pod deleted on suspend", exists(podOf(ns, "patched"), false))
-	eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "patched", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
+	testwrap.Eventually(t, "pod deleted on suspend", exists(podOf(ns, "patched"), false))
+	testwrap.Eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "patched", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
 	alpha := getSandbox(t, ns, "patched")
 	if alpha.DesiredReplicas() != 0 || alpha.Labels["tenant"] != "acme" || len(alpha.Spec.VolumeClaimTemplates) != 1 {
 		t.Errorf("v1alpha1 after the v1beta1 patch: replicas %d, labels %v, %d volume claim templates; want 0, tenant=acme, 1",
 			alpha.DesiredReplicas(), alpha.Labels, len(alpha.Spec.VolumeClaimTemplates))
 	}
-	eventually(t, "status in v1beta1 shows the suspension", func() string {
+	testwrap.Eventually(t, "status in v1beta1 shows the suspension", func() error {
 		got := &agentsv1beta1.Sandbox{}
 		get(t, ns, "patched", got)
 		c := meta.FindStatusCondition(got.Status.Conditions, agentsv1beta1.SandboxConditionReady)
 		if c == nil || c.Status != metav1.ConditionFalse || len(got.Status.PodIPs) != 0 {
-			return fmt.Sprintf("v1beta1 status = %+v", got.Status)
+			return fmt.Errorf("v1beta1 status = %+v", got.Status)
 		}
-		return ""
+		return nil
 	})
 }
 
 func TestConversionWatchInV1beta1SeesV1alpha1WritesAndControllerStatus(t *testing.T) {
 	ns := newNamespace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testwrap.DefaultTimeout)
 	defer cancel()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
 	if err != nil {
@@ -174,7 +153,7 @@ func TestConversionWatchInV1beta1SeesV1alpha1WritesAndControllerStatus(t *testin
 		t.Fatalf("watching v1beta1 sandboxes: %v", err)
 	}
 	defer w.Stop()
-	aSandbox(ns, "watched").create(t)
+	create(t, testwrap.MakeSandbox(ns, "watched").Obj())
 	setPodStatus(t, waitForPod(t, ns, "watched"), running("10.0.9.2"))
 
 	var sawAdded bool

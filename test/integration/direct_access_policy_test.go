@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // peer is the source of a connection: a pod's namespace and labels.
@@ -88,11 +89,11 @@ func TestTemplateNetworkPolicyAdmitsTheIntegratorsPodsForDirectAccess(t *testing
 		t.Fatalf("decoding the sample: %v", err)
 	}
 	tmpl.Namespace = ns
-	mustCreateObj(t, tmpl, withWarmPool(aClaim(ns, "conv-1", tmpl.Name), "none"))
-	eventually(t, "claim Ready", claimReadyIs(t, ns, "conv-1", metav1.ConditionTrue, ""))
+	mustCreateObj(t, tmpl, testwrap.MakeClaim(ns, "conv-1").Template(tmpl.Name).WarmPool("none").Obj())
+	testwrap.Eventually(t, "claim Ready", claimReadyIs(t, ns, "conv-1", metav1.ConditionTrue, ""))
 	pod := waitForPod(t, ns, "conv-1")
 	np := policyOf(ns, tmpl.Name)
-	eventually(t, "the template's NetworkPolicy", exists(np, true))
+	testwrap.Eventually(t, "the template's NetworkPolicy", exists(np, true))
 
 	if !selects(t, &np.Spec.PodSelector, pod.Labels, false) {
 		t.Fatalf("policy podSelector %v does not select the sandbox pod (labels %v)", np.Spec.PodSelector, pod.Labels)

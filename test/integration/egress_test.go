@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // Seed 002's egress modes on raw Sandboxes: the agents.x-k8s.io/egress annotations become one
@@ -27,11 +29,6 @@ const (
 	egressKey = agentsv1alpha1.EgressAnnotation
 	cidrsKey  = agentsv1alpha1.EgressCIDRsAnnotation
 )
-
-func (b *sandboxBuilder) withAnnotations(kv ...string) *sandboxBuilder {
-	b.sb.Annotations = pairs(kv)
-	return b
-}
 
 func egressPolicyOf(ns, name string) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -58,51 +55,51 @@ func annotate(t *testing.T, ns, name string, kv map[string]*string) {
 func str(s string) *string { return &s }
 
 // egressConditionIs checks the EgressPolicy condition; reason "" means it must be absent.
-func egressConditionIs(t *testing.T, ns, name string, status metav1.ConditionStatus, reason, messagePrefix string) func() string {
-	return func() string {
+func egressConditionIs(t *testing.T, ns, name string, status metav1.ConditionStatus, reason, messagePrefix string) func() error {
+	return func() error {
 		c := meta.FindStatusCondition(getSandbox(t, ns, name).Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
 		switch {
 		case reason == "" && c == nil:
-			return ""
+			return nil
 		case reason == "":
-			return fmt.Sprintf("EgressPolicy condition %s/%s still there", c.Status, c.Reason)
+			return fmt.Errorf("EgressPolicy condition %s/%s still there", c.Status, c.Reason)
 		case c == nil:
-			return "no EgressPolicy condition"
+			return errors.New("no EgressPolicy condition")
 		case c.Status != status || c.Reason != reason || !strings.HasPrefix(c.Message, messagePrefix):
-			return fmt.Sprintf("EgressPolicy=%s/%s %q, want %s/%s %q…", c.Status, c.Reason, c.Message, status, reason, messagePrefix)
+			return fmt.Errorf("EgressPolicy=%s/%s %q, want %s/%s %q…", c.Status, c.Reason, c.Message, status, reason, messagePrefix)
 		}
-		return ""
+		return nil
 	}
 }
 
 // policyIs checks that the Sandbox's policy exists with exactly the spec the mode makes and
 // selects the Sandbox's pod.
-func policyIs(t *testing.T, ns, name string, spec egress.Spec) func() string {
-	return func() string {
+func policyIs(t *testing.T, ns, name string, spec egress.Spec) func() error {
+	return func() error {
 		np := egressPolicyOf(ns, name)
-		if msg := exists(np, true)(); msg != "" {
-			return msg
+		if err := exists(np, true)(); err != nil {
+			return err
 		}
 		sb := getSandbox(t, ns, name)
 		want, _ := spec.PolicySpec(map[string]string{
 			agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(name), agentsv1alpha1.SandboxNameLabel: name})
 		if !equality.Semantic.DeepEqual(np.Spec, want) {
-			return fmt.Sprintf("policy spec %+v, want %+v", np.Spec, want)
+			return fmt.Errorf("policy spec %+v, want %+v", np.Spec, want)
 		}
 		if !metav1.IsControlledBy(np, sb) {
-			return fmt.Sprintf("policy owners %v, want the Sandbox as controller", np.OwnerReferences)
+			return fmt.Errorf("policy owners %v, want the Sandbox as controller", np.OwnerReferences)
 		}
 		if o := metav1.GetControllerOf(np); o == nil || o.BlockOwnerDeletion == nil || !*o.BlockOwnerDeletion {
-			return fmt.Sprintf("policy controller reference %+v, want blockOwnerDeletion", o)
+			return fmt.Errorf("policy controller reference %+v, want blockOwnerDeletion", o)
 		}
 		pod := podOf(ns, name)
-		if exists(pod, true)() == "" {
+		if exists(pod, true)() == nil {
 			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 			if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
-				return fmt.Sprintf("policy selector %v does not select the pod (labels %v)", np.Spec.PodSelector, pod.Labels)
+				return fmt.Errorf("policy selector %v does not select the pod (labels %v)", np.Spec.PodSelector, pod.Labels)
 			}
 		}
-		return ""
+		return nil
 	}
 }
 
@@ -136,22 +133,22 @@ func TestEgressPolicyIsInPlaceBeforeThePodForEachMode(t *testing.T) {
 	ns := newNamespace(t)
 	cases := []struct {
 		name        string
-		annotations []string
+		annotations map[string]string
 		spec        egress.Spec
 	}{
-		{"deny-all blocks all egress, DNS included", []string{egressKey, "deny-all"}, egress.Spec{Mode: egress.DenyAll}},
-		{"restricted allows the CIDRs and DNS", []string{egressKey, "restricted", cidrsKey, "203.0.113.0/24, 198.51.100.7,2001:db8::/32"},
+		{"deny-all blocks all egress, DNS included", map[string]string{egressKey: "deny-all"}, egress.Spec{Mode: egress.DenyAll}},
+		{"restricted allows the CIDRs and DNS", map[string]string{egressKey: "restricted", cidrsKey: "203.0.113.0/24, 198.51.100.7,2001:db8::/32"},
 			egress.Spec{Mode: egress.Restricted, CIDRs: []string{"203.0.113.0/24", "198.51.100.7/32", "2001:db8::/32"}}},
-		{"restricted without CIDRs allows DNS only", []string{egressKey, "restricted"}, egress.Spec{Mode: egress.Restricted}},
+		{"restricted without CIDRs allows DNS only", map[string]string{egressKey: "restricted"}, egress.Spec{Mode: egress.Restricted}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("egress-%d", i)
 			mark := controllerWrites.mark()
-			aSandbox(ns, name).withAnnotations(tc.annotations...).create(t)
+			create(t, testwrap.MakeSandbox(ns, name).Annotations(tc.annotations).Obj())
 			waitForPod(t, ns, name)
-			eventually(t, "policy matches the mode", policyIs(t, ns, name, tc.spec))
-			eventually(t, "EgressPolicy=True", egressConditionIs(t, ns, name, metav1.ConditionTrue,
+			testwrap.Eventually(t, "policy matches the mode", policyIs(t, ns, name, tc.spec))
+			testwrap.Eventually(t, "EgressPolicy=True", egressConditionIs(t, ns, name, metav1.ConditionTrue,
 				agentsv1alpha1.ReasonEgressApplied, tc.spec.Summary()+": NetworkPolicy "+name))
 			// The controller waits for each write's answer before the next, so a policy create
 			// sent before the pod create existed before the pod.
@@ -161,7 +158,7 @@ func TestEgressPolicyIsInPlaceBeforeThePodForEachMode(t *testing.T) {
 			}
 			// Later reconciles (the pod becoming ready) leave a policy that matches alone.
 			setPodStatus(t, podOf(ns, name), running("10.2.0.1"))
-			eventually(t, "Ready=True", readyIs(t, ns, name, metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+			testwrap.Eventually(t, "Ready=True", readyIs(t, ns, name, metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 			var policyWrites []write
 			for _, w := range controllerWrites.since(mark, ns) {
 				if strings.Contains(w.path, "/networkpolicies") {
@@ -177,32 +174,32 @@ func TestEgressPolicyIsInPlaceBeforeThePodForEachMode(t *testing.T) {
 
 func TestEgressAllowAllMakesNoPolicy(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "open").withAnnotations(egressKey, "allow-all", cidrsKey, "10.0.0.0/8").create(t)
+	create(t, testwrap.MakeSandbox(ns, "open").Annotations(map[string]string{egressKey: "allow-all", cidrsKey: "10.0.0.0/8"}).Obj())
 	waitForPod(t, ns, "open")
-	eventually(t, "EgressPolicy=True allow-all", egressConditionIs(t, ns, "open", metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied, "allow-all:"))
-	if msg := exists(egressPolicyOf(ns, "open"), false)(); msg != "" {
-		t.Error(msg)
+	testwrap.Eventually(t, "EgressPolicy=True allow-all", egressConditionIs(t, ns, "open", metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied, "allow-all:"))
+	if err := exists(egressPolicyOf(ns, "open"), false)(); err != nil {
+		t.Error(err)
 	}
 }
 
 func TestSandboxWithoutEgressAnnotationsHasNoPolicyAndNoCondition(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "plain").create(t)
+	create(t, testwrap.MakeSandbox(ns, "plain").Obj())
 	setPodStatus(t, waitForPod(t, ns, "plain"), running("10.1.0.1"))
-	eventually(t, "Ready=True", readyIs(t, ns, "plain", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
-	if msg := egressConditionIs(t, ns, "plain", "", "", "")(); msg != "" {
-		t.Error(msg)
+	testwrap.Eventually(t, "Ready=True", readyIs(t, ns, "plain", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	if err := egressConditionIs(t, ns, "plain", "", "", "")(); err != nil {
+		t.Error(err)
 	}
-	if msg := exists(egressPolicyOf(ns, "plain"), false)(); msg != "" {
-		t.Error(msg)
+	if err := exists(egressPolicyOf(ns, "plain"), false)(); err != nil {
+		t.Error(err)
 	}
 }
 
 func TestEgressPolicyFollowsAnnotationChangesAndKeepsThePod(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "mover").withAnnotations(egressKey, "deny-all").create(t)
+	create(t, testwrap.MakeSandbox(ns, "mover").Annotation(egressKey, "deny-all").Obj())
 	pod := waitForPod(t, ns, "mover")
-	eventually(t, "deny-all policy", policyIs(t, ns, "mover", egress.Spec{Mode: egress.DenyAll}))
+	testwrap.Eventually(t, "deny-all policy", policyIs(t, ns, "mover", egress.Spec{Mode: egress.DenyAll}))
 
 	steps := []struct {
 		name  string
@@ -221,19 +218,19 @@ func TestEgressPolicyFollowsAnnotationChangesAndKeepsThePod(t *testing.T) {
 	for _, s := range steps {
 		annotate(t, ns, "mover", s.patch)
 		if s.spec != nil {
-			eventually(t, s.name+": policy", policyIs(t, ns, "mover", *s.spec))
+			testwrap.Eventually(t, s.name+": policy", policyIs(t, ns, "mover", *s.spec))
 		} else {
-			eventually(t, s.name+": policy gone", exists(egressPolicyOf(ns, "mover"), false))
+			testwrap.Eventually(t, s.name+": policy gone", exists(egressPolicyOf(ns, "mover"), false))
 		}
 		if s.cond == "" {
-			eventually(t, s.name+": no condition", egressConditionIs(t, ns, "mover", "", "", ""))
+			testwrap.Eventually(t, s.name+": no condition", egressConditionIs(t, ns, "mover", "", "", ""))
 		} else {
-			eventually(t, s.name+": condition", egressConditionIs(t, ns, "mover", metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied, s.cond))
+			testwrap.Eventually(t, s.name+": condition", egressConditionIs(t, ns, "mover", metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied, s.cond))
 		}
 	}
 	now := podOf(ns, "mover")
-	if msg := exists(now, true)(); msg != "" || now.UID != pod.UID {
-		t.Errorf("pod replaced or gone across egress changes (%s; uid %s, was %s)", msg, now.UID, pod.UID)
+	if err := exists(now, true)(); err != nil || now.UID != pod.UID {
+		t.Errorf("pod replaced or gone across egress changes (%v; uid %s, was %s)", err, now.UID, pod.UID)
 	}
 }
 
@@ -241,52 +238,52 @@ func TestInvalidEgressCreatesNoPodUntilFixed(t *testing.T) {
 	ns := newNamespace(t)
 	cases := []struct {
 		name        string
-		annotations []string
+		annotations map[string]string
 		wantMsg     []string
 	}{
-		{"unknown mode", []string{egressKey, "none"}, []string{egressKey, `unknown egress mode "none"`, "allow-all, deny-all or restricted"}},
-		{"bad CIDR", []string{egressKey, "restricted", cidrsKey, "10.0.0.0/8,10.1.2.3/8"}, []string{cidrsKey, `"10.1.2.3/8" has host bits set`}},
-		{"CIDRs without a mode", []string{cidrsKey, "10.0.0.0/8"}, []string{egressKey + ": restricted"}},
+		{"unknown mode", map[string]string{egressKey: "none"}, []string{egressKey, `unknown egress mode "none"`, "allow-all, deny-all or restricted"}},
+		{"bad CIDR", map[string]string{egressKey: "restricted", cidrsKey: "10.0.0.0/8,10.1.2.3/8"}, []string{cidrsKey, `"10.1.2.3/8" has host bits set`}},
+		{"CIDRs without a mode", map[string]string{cidrsKey: "10.0.0.0/8"}, []string{egressKey + ": restricted"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("bad-%d", i)
-			aSandbox(ns, name).withAnnotations(tc.annotations...).create(t)
-			eventually(t, "Ready=False/InvalidEgress", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonInvalidEgress))
-			eventually(t, "EgressPolicy=False/InvalidEgress", egressConditionIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonInvalidEgress, "annotation "))
+			create(t, testwrap.MakeSandbox(ns, name).Annotations(tc.annotations).Obj())
+			testwrap.Eventually(t, "Ready=False/InvalidEgress", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonInvalidEgress))
+			testwrap.Eventually(t, "EgressPolicy=False/InvalidEgress", egressConditionIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonInvalidEgress, "annotation "))
 			c := meta.FindStatusCondition(getSandbox(t, ns, name).Status.Conditions, agentsv1alpha1.SandboxConditionReady)
 			if !containsAll(c.Message, tc.wantMsg...) {
 				t.Errorf("Ready message %q, want it to name %v", c.Message, tc.wantMsg)
 			}
-			eventually(t, "Warning event", warningNames(ns, "Sandbox", name, agentsv1alpha1.ReasonInvalidEgress, tc.wantMsg...))
+			testwrap.Eventually(t, "Warning event", warningNames(ns, "Sandbox", name, agentsv1alpha1.ReasonInvalidEgress, tc.wantMsg...))
 			time.Sleep(300 * time.Millisecond) // let any wrongly created pod show up
-			if msg := exists(podOf(ns, name), false)(); msg != "" {
-				t.Fatalf("a pod was created despite invalid egress: %s", msg)
+			if err := exists(podOf(ns, name), false)(); err != nil {
+				t.Fatalf("a pod was created despite invalid egress: %s", err)
 			}
-			if msg := exists(egressPolicyOf(ns, name), false)(); msg != "" {
-				t.Fatalf("a policy was created from invalid egress: %s", msg)
+			if err := exists(egressPolicyOf(ns, name), false)(); err != nil {
+				t.Fatalf("a policy was created from invalid egress: %s", err)
 			}
 
 			annotate(t, ns, name, map[string]*string{egressKey: str("restricted"), cidrsKey: str("10.0.0.0/8")})
 			waitForPod(t, ns, name)
-			eventually(t, "policy once fixed", policyIs(t, ns, name, egress.Spec{Mode: egress.Restricted, CIDRs: []string{"10.0.0.0/8"}}))
-			eventually(t, "Ready no longer InvalidEgress", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending))
+			testwrap.Eventually(t, "policy once fixed", policyIs(t, ns, name, egress.Spec{Mode: egress.Restricted, CIDRs: []string{"10.0.0.0/8"}}))
+			testwrap.Eventually(t, "Ready no longer InvalidEgress", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending))
 		})
 	}
 }
 
 func TestInvalidEgressOnARunningSandboxKeepsTheLastPolicyAndThePod(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "steady").withAnnotations(egressKey, "deny-all").create(t)
+	create(t, testwrap.MakeSandbox(ns, "steady").Annotation(egressKey, "deny-all").Obj())
 	pod := waitForPod(t, ns, "steady")
-	eventually(t, "deny-all policy", policyIs(t, ns, "steady", egress.Spec{Mode: egress.DenyAll}))
+	testwrap.Eventually(t, "deny-all policy", policyIs(t, ns, "steady", egress.Spec{Mode: egress.DenyAll}))
 
 	annotate(t, ns, "steady", map[string]*string{egressKey: str("restricted"), cidrsKey: str("not-a-cidr")})
-	eventually(t, "EgressPolicy=False/InvalidEgress", egressConditionIs(t, ns, "steady", metav1.ConditionFalse, agentsv1alpha1.ReasonInvalidEgress, "annotation "+cidrsKey))
-	if msg := policyIs(t, ns, "steady", egress.Spec{Mode: egress.DenyAll})(); msg != "" {
-		t.Errorf("bad input loosened the policy: %s", msg)
+	testwrap.Eventually(t, "EgressPolicy=False/InvalidEgress", egressConditionIs(t, ns, "steady", metav1.ConditionFalse, agentsv1alpha1.ReasonInvalidEgress, "annotation "+cidrsKey))
+	if err := policyIs(t, ns, "steady", egress.Spec{Mode: egress.DenyAll})(); err != nil {
+		t.Errorf("bad input loosened the policy: %s", err)
 	}
-	if now := podOf(ns, "steady"); exists(now, true)() != "" || now.UID != pod.UID {
+	if now := podOf(ns, "steady"); exists(now, true)() != nil || now.UID != pod.UID {
 		t.Error("bad input on a running sandbox touched its pod")
 	}
 }
@@ -298,11 +295,11 @@ func TestEgressPolicyNameTakenBySomeoneElse(t *testing.T) {
 	if err := k8s.Create(context.Background(), theirs); err != nil {
 		t.Fatal(err)
 	}
-	aSandbox(ns, "taken").withAnnotations(egressKey, "deny-all").create(t)
-	eventually(t, "Ready=False/EgressPolicyConflict", readyIs(t, ns, "taken", metav1.ConditionFalse, agentsv1alpha1.ReasonEgressPolicyConflict))
-	eventually(t, "Warning event", warningNames(ns, "Sandbox", "taken", agentsv1alpha1.ReasonEgressPolicyConflict, "NetworkPolicy taken", "not controlled by this Sandbox"))
-	if msg := exists(podOf(ns, "taken"), false)(); msg != "" {
-		t.Fatalf("a pod was created without its egress policy: %s", msg)
+	create(t, testwrap.MakeSandbox(ns, "taken").Annotation(egressKey, "deny-all").Obj())
+	testwrap.Eventually(t, "Ready=False/EgressPolicyConflict", readyIs(t, ns, "taken", metav1.ConditionFalse, agentsv1alpha1.ReasonEgressPolicyConflict))
+	testwrap.Eventually(t, "Warning event", warningNames(ns, "Sandbox", "taken", agentsv1alpha1.ReasonEgressPolicyConflict, "NetworkPolicy taken", "not controlled by this Sandbox"))
+	if err := exists(podOf(ns, "taken"), false)(); err != nil {
+		t.Fatalf("a pod was created without its egress policy: %s", err)
 	}
 	got := egressPolicyOf(ns, "taken")
 	_ = k8s.Get(context.Background(), client.ObjectKeyFromObject(got), got)
@@ -313,16 +310,16 @@ func TestEgressPolicyNameTakenBySomeoneElse(t *testing.T) {
 	if err := k8s.Delete(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "our policy replaces it", policyIs(t, ns, "taken", egress.Spec{Mode: egress.DenyAll}))
+	testwrap.Eventually(t, "our policy replaces it", policyIs(t, ns, "taken", egress.Spec{Mode: egress.DenyAll}))
 	waitForPod(t, ns, "taken")
 }
 
 func TestEgressPolicyIsRestoredAndGoesWithTheSandbox(t *testing.T) {
 	ns := newNamespace(t)
-	sb := aSandbox(ns, "owned").withAnnotations(egressKey, "deny-all").create(t)
+	sb := create(t, testwrap.MakeSandbox(ns, "owned").Annotation(egressKey, "deny-all").Obj())
 	waitForPod(t, ns, "owned")
 	np := egressPolicyOf(ns, "owned")
-	eventually(t, "policy", policyIs(t, ns, "owned", egress.Spec{Mode: egress.DenyAll}))
+	testwrap.Eventually(t, "policy", policyIs(t, ns, "owned", egress.Spec{Mode: egress.DenyAll}))
 
 	// Edited or deleted behind the controller's back, it comes back as the mode says.
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(np), np); err != nil {
@@ -332,34 +329,34 @@ func TestEgressPolicyIsRestoredAndGoesWithTheSandbox(t *testing.T) {
 	if err := k8s.Update(context.Background(), np); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "edit undone", policyIs(t, ns, "owned", egress.Spec{Mode: egress.DenyAll}))
+	testwrap.Eventually(t, "edit undone", policyIs(t, ns, "owned", egress.Spec{Mode: egress.DenyAll}))
 	uid := np.UID
 	if err := k8s.Delete(context.Background(), np); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "recreated", func() string {
-		if msg := policyIs(t, ns, "owned", egress.Spec{Mode: egress.DenyAll})(); msg != "" {
-			return msg
+	testwrap.Eventually(t, "recreated", func() error {
+		if err := policyIs(t, ns, "owned", egress.Spec{Mode: egress.DenyAll})(); err != nil {
+			return err
 		}
-		if got := egressPolicyOf(ns, "owned"); exists(got, true)() != "" || got.UID == uid {
-			return "still the deleted policy"
+		if got := egressPolicyOf(ns, "owned"); exists(got, true)() != nil || got.UID == uid {
+			return errors.New("still the deleted policy")
 		}
-		return ""
+		return nil
 	})
 
 	if err := k8s.Delete(context.Background(), sb); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "policy garbage-collected with the Sandbox", exists(egressPolicyOf(ns, "owned"), false))
+	testwrap.Eventually(t, "policy garbage-collected with the Sandbox", exists(egressPolicyOf(ns, "owned"), false))
 }
 
 func TestPausedSandboxKeepsFollowingEgress(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "napper").withReplicas(0).withAnnotations(egressKey, "deny-all").create(t)
-	eventually(t, "policy while paused", policyIs(t, ns, "napper", egress.Spec{Mode: egress.DenyAll}))
+	create(t, testwrap.MakeSandbox(ns, "napper").Replicas(0).Annotation(egressKey, "deny-all").Obj())
+	testwrap.Eventually(t, "policy while paused", policyIs(t, ns, "napper", egress.Spec{Mode: egress.DenyAll}))
 	annotate(t, ns, "napper", map[string]*string{egressKey: str("restricted"), cidrsKey: str("192.0.2.0/24")})
-	eventually(t, "updated while paused", policyIs(t, ns, "napper", egress.Spec{Mode: egress.Restricted, CIDRs: []string{"192.0.2.0/24"}}))
-	if msg := exists(podOf(ns, "napper"), false)(); msg != "" {
-		t.Error(msg)
+	testwrap.Eventually(t, "updated while paused", policyIs(t, ns, "napper", egress.Spec{Mode: egress.Restricted, CIDRs: []string{"192.0.2.0/24"}}))
+	if err := exists(podOf(ns, "napper"), false)(); err != nil {
+		t.Error(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // writeCounter wraps a real client and counts every write it makes, status included.
@@ -51,9 +52,9 @@ func (w *writeCounter) wrap(c client.WithWatch) client.WithWatch {
 // controller is level-triggered and status is written only when it changed.
 func TestSandboxReconcileOfSteadyStateWritesNothing(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "steady").withHomeVolume().withPodLabels("x", "y").create(t)
+	create(t, testwrap.MakeSandbox(ns, "steady").Volume(homeVolume(), "/home/agent").PodLabel("x", "y").Obj())
 	setPodStatus(t, waitForPod(t, ns, "steady"), running("10.0.3.1"))
-	eventually(t, "Ready=True", readyIs(t, ns, "steady", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	testwrap.Eventually(t, "Ready=True", readyIs(t, ns, "steady", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 
 	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // holdFinalizer keeps a pod in the API (deletionTimestamp set) until the test lets it go, the
@@ -32,25 +33,15 @@ func setFinalizers(t *testing.T, obj client.Object, finalizers ...string) {
 }
 
 // beingDeleted checks that obj still exists with a deletionTimestamp.
-func beingDeleted(obj client.Object) func() string {
-	return func() string {
+func beingDeleted(obj client.Object) func() error {
+	return func() error {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err.Error()
+			return err
 		}
 		if obj.GetDeletionTimestamp() == nil {
-			return fmt.Sprintf("%T %s has no deletionTimestamp", obj, obj.GetName())
+			return fmt.Errorf("%T %s has no deletionTimestamp", obj, obj.GetName())
 		}
-		return ""
-	}
-}
-
-// stays checks for d that check keeps holding; it fails the test with what changed.
-func stays(t *testing.T, what string, d time.Duration, check func() string) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if msg := check(); msg != "" {
-			t.Fatalf("%s: stopped holding within %s: %s", what, d, msg)
-		}
+		return nil
 	}
 }
 
@@ -66,34 +57,34 @@ func TestClaimDeleteForegroundStaysVisibleUntilItsSandboxAndPodAreGone(t *testin
 		{extv1alpha1.ShutdownPolicyDelete, false},
 	}
 	ns := newNamespace(t)
-	mustCreateObj(t, aTemplate(ns, "tpl"))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj())
 	for i, tc := range cases {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			name := fmt.Sprintf("fg-%d", i)
-			claim := withWarmPool(aClaim(ns, name, "tpl"), "none")
-			claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{ShutdownTime: &metav1.Time{Time: time.Now().Add(3 * time.Second)}, ShutdownPolicy: tc.policy}
+			claim := testwrap.MakeClaim(ns, name).Template("tpl").WarmPool("none").
+				ShutdownTime(time.Now().Add(3 * time.Second)).ShutdownPolicy(tc.policy).Obj()
 			mustCreateObj(t, claim)
 			pod := waitForPod(t, ns, name)
 			setFinalizers(t, pod, holdFinalizer)
 			t.Cleanup(func() { setFinalizersIfExists(pod) })
 
-			eventually(t, "pod being deleted after shutdownTime", beingDeleted(pod))
+			testwrap.Eventually(t, "pod being deleted after shutdownTime", beingDeleted(pod))
 			claimObj := &extv1alpha1.SandboxClaim{ObjectMeta: claim.ObjectMeta}
 			if !tc.claimWaitsForThePod {
-				eventually(t, "claim gone while its pod is still terminating", exists(claimObj, false))
+				testwrap.Eventually(t, "claim gone while its pod is still terminating", exists(claimObj, false))
 				return
 			}
 			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			eventually(t, "sandbox being deleted", beingDeleted(sb))
-			stays(t, "claim visible with a deletionTimestamp while its pod terminates", 2*time.Second, beingDeleted(claimObj))
+			testwrap.Eventually(t, "sandbox being deleted", beingDeleted(sb))
+			testwrap.Consistently(t, "claim visible with a deletionTimestamp while its pod terminates", 2*time.Second, beingDeleted(claimObj))
 
 			setFinalizers(t, pod)
-			eventually(t, "claim gone once its pod and sandbox are", exists(claimObj, false))
-			if msg := exists(sb, false)(); msg != "" {
-				t.Errorf("claim disappeared before its sandbox: %s", msg)
+			testwrap.Eventually(t, "claim gone once its pod and sandbox are", exists(claimObj, false))
+			if err := exists(sb, false)(); err != nil {
+				t.Errorf("claim disappeared before its sandbox: %s", err)
 			}
-			if msg := exists(podOf(ns, name), false)(); msg != "" {
-				t.Errorf("claim disappeared before its pod: %s", msg)
+			if err := exists(podOf(ns, name), false)(); err != nil {
+				t.Errorf("claim disappeared before its pod: %s", err)
 			}
 		})
 	}
@@ -122,18 +113,15 @@ func TestClaimShutdownTimeIsNotCopiedOntoTheSandbox(t *testing.T) {
 	}
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "pool", "tpl", 1))
-	eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(1).Obj())
+	testwrap.Eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("ttl-%d", i)
-			claim := withWarmPool(aClaim(ns, name, "tpl"), tc.warmpool)
-			claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{
-				ShutdownTime:   &metav1.Time{Time: time.Now().Add(time.Hour)},
-				ShutdownPolicy: extv1alpha1.ShutdownPolicyDelete,
-			}
+			claim := testwrap.MakeClaim(ns, name).Template("tpl").WarmPool(tc.warmpool).
+				ShutdownTime(time.Now().Add(time.Hour)).ShutdownPolicy(extv1alpha1.ShutdownPolicyDelete).Obj()
 			mustCreateObj(t, claim)
-			eventually(t, "claim Ready", claimReadyIs(t, ns, name, metav1.ConditionTrue, ""))
+			testwrap.Eventually(t, "claim Ready", claimReadyIs(t, ns, name, metav1.ConditionTrue, ""))
 			sb := getSandbox(t, ns, getClaim(t, ns, name).Status.SandboxStatus.Name)
 			if got := sb.Labels[extv1alpha1.LaunchTypeLabel]; got != tc.launch {
 				t.Fatalf("launch type %q, want %q (the case tests the wrong path)", got, tc.launch)
@@ -161,20 +149,20 @@ func TestSandboxExpiresWhilePaused(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			name := fmt.Sprintf("paused-%d", i)
-			sb := aSandbox(ns, name).withHomeVolume().withReplicas(0).
-				withShutdown(time.Now().Add(3*time.Second), tc.policy).create(t)
-			eventually(t, "Ready=False/SandboxPaused before shutdownTime", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
+			sb := create(t, testwrap.MakeSandbox(ns, name).Volume(homeVolume(), "/home/agent").Replicas(0).
+				ShutdownTime(time.Now().Add(3*time.Second)).ShutdownPolicy(tc.policy).Obj())
+			testwrap.Eventually(t, "Ready=False/SandboxPaused before shutdownTime", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
 
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			eventually(t, "service deleted at shutdownTime", exists(svc, false))
-			eventually(t, "sandbox presence", exists(&agentsv1alpha1.Sandbox{ObjectMeta: sb.ObjectMeta}, tc.wantSandbox))
+			testwrap.Eventually(t, "service deleted at shutdownTime", exists(svc, false))
+			testwrap.Eventually(t, "sandbox presence", exists(&agentsv1alpha1.Sandbox{ObjectMeta: sb.ObjectMeta}, tc.wantSandbox))
 			if !tc.wantSandbox {
 				return
 			}
-			eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
-			eventually(t, "PVC kept (Retain)", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, true))
-			if msg := exists(podOf(ns, name), false)(); msg != "" {
-				t.Errorf("an expired paused sandbox has a pod: %s", msg)
+			testwrap.Eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
+			testwrap.Eventually(t, "PVC kept (Retain)", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, true))
+			if err := exists(podOf(ns, name), false)(); err != nil {
+				t.Errorf("an expired paused sandbox has a pod: %s", err)
 			}
 		})
 	}
@@ -196,12 +184,13 @@ func TestSandboxShutdownTimeRefreshedAfterExpiryBringsItBack(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("refresh-%d", i)
-			b := aSandbox(ns, name).withHomeVolume().withShutdown(time.Now().Add(3*time.Second), agentsv1alpha1.ShutdownPolicyRetain)
+			expiring := testwrap.MakeSandbox(ns, name).Volume(homeVolume(), "/home/agent").
+				ShutdownTime(time.Now().Add(3 * time.Second)).ShutdownPolicy(agentsv1alpha1.ShutdownPolicyRetain)
 			if tc.startPaused {
-				b.withReplicas(0)
+				expiring.Replicas(0)
 			}
-			b.create(t)
-			eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
+			mustCreateObj(t, expiring.Obj())
+			testwrap.Eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
 
 			sb := getSandbox(t, ns, name)
 			before := sb.DeepCopy()
@@ -211,12 +200,12 @@ func TestSandboxShutdownTimeRefreshedAfterExpiryBringsItBack(t *testing.T) {
 			if err := k8s.Patch(context.Background(), sb, client.MergeFrom(before)); err != nil {
 				t.Fatalf("refreshing shutdownTime: %v", err)
 			}
-			eventually(t, "Ready=True after the refresh", readyIs(t, ns, name, metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+			testwrap.Eventually(t, "Ready=True after the refresh", readyIs(t, ns, name, metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 			st := getSandbox(t, ns, name).Status
 			if len(st.PodIPs) == 0 || st.ServiceFQDN == "" {
 				t.Errorf("status after refresh = %+v, want pod IPs and a service again", st)
 			}
-			eventually(t, "PVC still there", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, true))
+			testwrap.Eventually(t, "PVC still there", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, true))
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // A sandbox pod wearing the router's labels would pass the secure-default NetworkPolicy's
@@ -53,14 +54,10 @@ func TestClaimPodMetadataPosingAsTheRouterIsRefusedAtAdmission(t *testing.T) {
 
 func TestTemplateReservedPodMetadataIsLeftOutAndReported(t *testing.T) {
 	ns := newNamespace(t)
-	tmpl := aTemplate(ns, "leaky")
-	tmpl.Spec.PodTemplate.Metadata.Labels = map[string]string{
-		"app":                       "sandbox-router",
-		"agents.x-k8s.io/claim-uid": "forged",
-		"team":                      "a",
-	}
-	tmpl.Spec.PodTemplate.Metadata.Annotations = map[string]string{"kubernetes.io/egress-bandwidth": "1G", "owner": "me"}
-	mustCreateObj(t, tmpl, aClaim(ns, "c", "leaky"))
+	tmpl := testwrap.MakeTemplate(ns, "leaky").
+		PodLabels(map[string]string{"app": "sandbox-router", "agents.x-k8s.io/claim-uid": "forged", "team": "a"}).
+		PodAnnotations(map[string]string{"kubernetes.io/egress-bandwidth": "1G", "owner": "me"}).Obj()
+	mustCreateObj(t, tmpl, testwrap.MakeClaim(ns, "c").Template("leaky").Obj())
 
 	pod := waitForPod(t, ns, "c")
 	if pod.Labels["app"] == "sandbox-router" || pod.Labels[extv1alpha1.ClaimUIDLabel] == "forged" {
@@ -72,23 +69,23 @@ func TestTemplateReservedPodMetadataIsLeftOutAndReported(t *testing.T) {
 	if _, ok := pod.Annotations["kubernetes.io/egress-bandwidth"]; ok {
 		t.Errorf("pod annotations = %v: a reserved annotation got through", pod.Annotations)
 	}
-	eventually(t, "a ReservedPodMetadata warning names every refused key", warningNames(ns, "SandboxTemplate", "leaky",
+	testwrap.Eventually(t, "a ReservedPodMetadata warning names every refused key", warningNames(ns, "SandboxTemplate", "leaky",
 		extv1alpha1.EventReservedPodMetadata, "app=sandbox-router", "agents.x-k8s.io/claim-uid", "kubernetes.io/egress-bandwidth"))
 }
 
 func TestSandboxPodNeverCarriesTheRouterLabels(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "raw").withPodLabels("app", "sandbox-router", "team", "a").create(t)
+	create(t, testwrap.MakeSandbox(ns, "raw").PodLabels(map[string]string{"app": "sandbox-router", "team": "a"}).Obj())
 	pod := waitForPod(t, ns, "raw")
 	if pod.Labels["app"] == "sandbox-router" || pod.Labels["team"] != "a" {
 		t.Fatalf("pod labels = %v, want team=a and no app=sandbox-router", pod.Labels)
 	}
-	eventually(t, "a RouterLabelsRefused warning on the Sandbox", warningNames(ns, "Sandbox", "raw",
+	testwrap.Eventually(t, "a RouterLabelsRefused warning on the Sandbox", warningNames(ns, "Sandbox", "raw",
 		agentsv1alpha1.EventRouterLabelsRefused, "app=sandbox-router"))
 
 	// A tenant allowed to patch Sandboxes (seed 004's Role grants patch, for shutdownTime) adds
 	// the router's recommended label to a running sandbox's pod template.
-	aSandbox(ns, "patched").withPodLabels("team", "b").create(t)
+	create(t, testwrap.MakeSandbox(ns, "patched").PodLabel("team", "b").Obj())
 	waitForPod(t, ns, "patched")
 	patch := []byte(`{"spec":{"podTemplate":{"metadata":{"labels":{"app.kubernetes.io/name":"sandbox-router","extra":"yes"}}}}}`)
 	sb := &agentsv1alpha1.Sandbox{}
@@ -96,35 +93,35 @@ func TestSandboxPodNeverCarriesTheRouterLabels(t *testing.T) {
 	if err := k8s.Patch(context.Background(), sb, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the pod takes the open label and refuses the router's", func() string {
+	testwrap.Eventually(t, "the pod takes the open label and refuses the router's", func() error {
 		p := &corev1.Pod{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "patched"}, p); err != nil {
-			return err.Error()
+			return err
 		}
 		if p.Labels["extra"] != "yes" {
-			return fmt.Sprintf("pod labels %v, waiting for extra=yes", p.Labels)
+			return fmt.Errorf("pod labels %v, waiting for extra=yes", p.Labels)
 		}
 		if _, ok := p.Labels["app.kubernetes.io/name"]; ok {
-			return fmt.Sprintf("pod labels %v carry the router's label", p.Labels)
+			return fmt.Errorf("pod labels %v carry the router's label", p.Labels)
 		}
-		return ""
+		return nil
 	})
 }
 
 // warningNames checks for a Warning event with reason on the object whose message names every
 // one of names.
-func warningNames(ns, kind, name, reason string, names ...string) func() string {
-	return func() string {
+func warningNames(ns, kind, name, reason string, names ...string) func() error {
+	return func() error {
 		events := &corev1.EventList{}
 		sel := fields.SelectorFromSet(fields.Set{"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason})
 		if err := k8s.List(context.Background(), events, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: sel}); err != nil {
-			return err.Error()
+			return err
 		}
 		for _, e := range events.Items {
 			if e.Type == corev1.EventTypeWarning && containsAll(e.Message, names...) {
-				return ""
+				return nil
 			}
 		}
-		return fmt.Sprintf("no %s Warning on %s %s naming %v yet (%d events)", reason, kind, name, names, len(events.Items))
+		return fmt.Errorf("no %s Warning on %s %s naming %v yet (%d events)", reason, kind, name, names, len(events.Items))
 	}
 }

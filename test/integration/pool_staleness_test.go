@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 func editTemplate(t *testing.T, tmpl *extv1alpha1.SandboxTemplate, edit func(*extv1alpha1.SandboxTemplate)) {
@@ -26,18 +28,18 @@ func editTemplate(t *testing.T, tmpl *extv1alpha1.SandboxTemplate, edit func(*ex
 
 // membersFrom checks that the pool has exactly n live members and that all were made from the
 // named template.
-func membersFrom(t *testing.T, ns string, n int, template string) func() string {
-	return func() string {
+func membersFrom(t *testing.T, ns string, n int, template string) func() error {
+	return func() error {
 		live := liveMembers(t, ns)
 		if len(live) != n {
-			return fmt.Sprintf("%d members, want %d", len(live), n)
+			return fmt.Errorf("%d members, want %d", len(live), n)
 		}
 		for _, sb := range sandboxesIn(t, ns) {
 			if live[sb.Name] && sb.Annotations[extv1alpha1.TemplateRefAnnotation] != template {
-				return fmt.Sprintf("member %s made from template %q, want %q", sb.Name, sb.Annotations[extv1alpha1.TemplateRefAnnotation], template)
+				return fmt.Errorf("member %s made from template %q, want %q", sb.Name, sb.Annotations[extv1alpha1.TemplateRefAnnotation], template)
 			}
 		}
-		return ""
+		return nil
 	}
 }
 
@@ -64,19 +66,19 @@ func TestRecreatePoolReplacesMembersOnlyWhenThePodSpecChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
 			startFakeKubelet(t, ns)
-			tmpl := aTemplate(ns, "tpl")
-			pool := aPool(ns, "pool", "tpl", 2)
-			pool.Spec.UpdateStrategy.Type = extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType
+			tmpl := testwrap.MakeTemplate(ns, "tpl").PodLabel("app", "agent").Obj()
+			pool := testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(2).
+				UpdateStrategy(extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType).Obj()
 			mustCreateObj(t, tmpl, pool)
-			eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
+			testwrap.Eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
 			old := liveMembers(t, ns)
 
 			editTemplate(t, tmpl, tc.edit)
 			if tc.wantStale {
-				eventually(t, "both members replaced", func() string {
+				testwrap.Eventually(t, "both members replaced", func() error {
 					for name := range liveMembers(t, ns) {
 						if old[name] {
-							return "stale member " + name + " still in the pool"
+							return errors.New("stale member " + name + " still in the pool")
 						}
 					}
 					return poolReady(t, ns, "pool", 2)()
@@ -86,15 +88,15 @@ func TestRecreatePoolReplacesMembersOnlyWhenThePodSpecChanges(t *testing.T) {
 			// The template edit alone reconciles the pool (template watch); a scale-up after it
 			// proves the pool has seen the edited template.
 			patchPoolReplicas(t, pool, 3)
-			eventually(t, "3 ready", poolReady(t, ns, "pool", 3))
-			stays(t, "the original members stay", 2*time.Second, func() string {
+			testwrap.Eventually(t, "3 ready", poolReady(t, ns, "pool", 3))
+			testwrap.Consistently(t, "the original members stay", 2*time.Second, func() error {
 				now := liveMembers(t, ns)
 				for name := range old {
 					if !now[name] {
-						return "member " + name + " was replaced after a metadata-only edit"
+						return errors.New("member " + name + " was replaced after a metadata-only edit")
 					}
 				}
-				return ""
+				return nil
 			})
 		})
 	}
@@ -114,11 +116,10 @@ func TestPoolWhoseTemplateRefChangesReplacesItsMembers(t *testing.T) {
 		t.Run(string(tc.strategy), func(t *testing.T) {
 			ns := newNamespace(t)
 			startFakeKubelet(t, ns)
-			pool := aPool(ns, "pool", "python", 2)
-			pool.Spec.UpdateStrategy.Type = tc.strategy
-			mustCreateObj(t, aTemplate(ns, "python"), aTemplate(ns, "node"), pool)
-			eventually(t, "2 members from python", membersFrom(t, ns, 2, "python"))
-			eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
+			pool := testwrap.MakeWarmPool(ns, "pool").Template("python").Replicas(2).UpdateStrategy(tc.strategy).Obj()
+			mustCreateObj(t, testwrap.MakeTemplate(ns, "python").Obj(), testwrap.MakeTemplate(ns, "node").Obj(), pool)
+			testwrap.Eventually(t, "2 members from python", membersFrom(t, ns, 2, "python"))
+			testwrap.Eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
 
 			p := &extv1alpha1.SandboxWarmPool{}
 			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pool), p); err != nil {
@@ -129,15 +130,15 @@ func TestPoolWhoseTemplateRefChangesReplacesItsMembers(t *testing.T) {
 				t.Fatalf("changing sandboxTemplateRef: %v", err)
 			}
 			if tc.strategy == extv1alpha1.OnReplenishSandboxWarmPoolUpdateStrategyType {
-				stays(t, "OnReplenish keeps the python members", 2*time.Second, membersFrom(t, ns, 2, "python"))
+				testwrap.Consistently(t, "OnReplenish keeps the python members", 2*time.Second, membersFrom(t, ns, 2, "python"))
 				for _, sb := range sandboxesIn(t, ns) {
 					if err := k8s.Delete(context.Background(), &sb); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			eventually(t, "2 members from node", membersFrom(t, ns, 2, "node"))
-			eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
+			testwrap.Eventually(t, "2 members from node", membersFrom(t, ns, 2, "node"))
+			testwrap.Eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
 		})
 	}
 }

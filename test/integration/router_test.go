@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // The whole control path: the Sandbox controller publishes the pod IP in status, the router's
@@ -56,15 +58,15 @@ func TestRouterRoutesToTheSandboxTheControllerReports(t *testing.T) {
 	}
 	expect := func(what string, code int) {
 		t.Helper()
-		eventually(t, what, func() string {
+		testwrap.Eventually(t, what, func() error {
 			if got, body := call(); got != code {
-				return "status " + http.StatusText(got) + ": " + body
+				return errors.New("status " + http.StatusText(got) + ": " + body)
 			}
-			return ""
+			return nil
 		})
 	}
 
-	sb := aSandbox(ns, "routed").create(t)
+	sb := create(t, testwrap.MakeSandbox(ns, "routed").Obj())
 	expect("503 while the pod is not ready", http.StatusServiceUnavailable)
 	setPodStatus(t, waitForPod(t, ns, "routed"), running("127.0.0.1"))
 	expect("200 once the sandbox is ready", http.StatusOK)

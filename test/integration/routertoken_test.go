@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"testing"
 	"time"
 
@@ -10,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/routertoken"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // A claim annotated agents.x-k8s.io/router-token=true gets a Secret <claim>-router-token with a
@@ -20,18 +21,17 @@ import (
 func TestClaimGetsARouterTokenScopedToItsSandbox(t *testing.T) {
 	ns := newNamespace(t)
 	shutdown := time.Now().Add(2 * time.Hour).Truncate(time.Second)
-	claim := aClaim(ns, "with-token", "tmpl")
-	claim.Annotations = map[string]string{extv1alpha1.RouterTokenAnnotation: "true"}
-	claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{ShutdownTime: &metav1.Time{Time: shutdown}}
-	mustCreateObj(t, aTemplate(ns, "tmpl"), claim, aClaim(ns, "without-token", "tmpl"))
+	claim := testwrap.MakeClaim(ns, "with-token").Template("tmpl").
+		Annotation(extv1alpha1.RouterTokenAnnotation, "true").ShutdownTime(shutdown).Obj()
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tmpl").Obj(), claim, testwrap.MakeClaim(ns, "without-token").Template("tmpl").Obj())
 
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: ns, Name: routertoken.SecretName("with-token")}
-	eventually(t, "the token Secret exists", func() string {
+	testwrap.Eventually(t, "the token Secret exists", func() error {
 		if err := k8s.Get(context.Background(), key, secret); err != nil {
-			return err.Error()
+			return err
 		}
-		return ""
+		return nil
 	})
 	sandbox := getClaim(t, ns, "with-token").Status.SandboxStatus.Name
 	claims, err := scopedSigner.Verify(string(secret.Data[extv1alpha1.RouterTokenKeyToken]), time.Now())
@@ -58,5 +58,5 @@ func TestClaimGetsARouterTokenScopedToItsSandbox(t *testing.T) {
 	if err := k8s.Patch(context.Background(), c, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the Secret is removed once the claim stops asking", exists(secret, false))
+	testwrap.Eventually(t, "the Secret is removed once the claim stops asking", exists(secret, false))
 }

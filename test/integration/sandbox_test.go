@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -16,12 +17,13 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 	ns := newNamespace(t)
-	sb := aSandbox(ns, "agent-1").withHomeVolume().
-		withPodLabels("team", "blue").withPodAnnotations("note", "hello").create(t)
+	sb := create(t, testwrap.MakeSandbox(ns, "agent-1").Volume(homeVolume(), "/home/agent").
+		PodLabel("team", "blue").PodAnnotation("note", "hello").Obj())
 
 	pod := waitForPod(t, ns, "agent-1")
 	if !metav1.IsControlledBy(pod, sb) {
@@ -44,13 +46,13 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 	}
 
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-agent-1"}}
-	eventually(t, "PVC home-agent-1 exists", exists(pvc, true))
+	testwrap.Eventually(t, "PVC home-agent-1 exists", exists(pvc, true))
 	if !metav1.IsControlledBy(pvc, sb) || pvc.Labels["purpose"] != "home" {
 		t.Errorf("PVC owners=%v labels=%v, want owned by the sandbox with the template's labels", pvc.OwnerReferences, pvc.Labels)
 	}
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-1"}}
-	eventually(t, "service exists", exists(svc, true))
+	testwrap.Eventually(t, "service exists", exists(svc, true))
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("service clusterIP = %q, want None (headless)", svc.Spec.ClusterIP)
 	}
@@ -61,9 +63,9 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 		t.Errorf("service ports = %v, want the container port 8888", svc.Spec.Ports)
 	}
 
-	eventually(t, "Ready=False/PodPending before the kubelet reports", readyIs(t, ns, "agent-1", metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending))
+	testwrap.Eventually(t, "Ready=False/PodPending before the kubelet reports", readyIs(t, ns, "agent-1", metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending))
 	setPodStatus(t, pod, running("10.1.2.3"))
-	eventually(t, "Ready=True", readyIs(t, ns, "agent-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	testwrap.Eventually(t, "Ready=True", readyIs(t, ns, "agent-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 
 	got := getSandbox(t, ns, "agent-1").Status
 	want := agentsv1alpha1.SandboxStatus{
@@ -97,42 +99,42 @@ func TestSandboxReadyReasonFollowsPodState(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("state-%d", i)
-			aSandbox(ns, name).create(t)
+			create(t, testwrap.MakeSandbox(ns, name).Obj())
 			setPodStatus(t, waitForPod(t, ns, name), tc.pod)
-			eventually(t, "Ready reason", readyIs(t, ns, name, tc.wantStatus, tc.wantReason))
+			testwrap.Eventually(t, "Ready reason", readyIs(t, ns, name, tc.wantStatus, tc.wantReason))
 		})
 	}
 }
 
 func TestSandboxFinishedConditionWhenPodCompletes(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "done").create(t)
+	create(t, testwrap.MakeSandbox(ns, "done").Obj())
 	setPodStatus(t, waitForPod(t, ns, "done"), podState{phase: corev1.PodSucceeded})
-	eventually(t, "Finished=True/PodSucceeded", func() string {
+	testwrap.Eventually(t, "Finished=True/PodSucceeded", func() error {
 		c := meta.FindStatusCondition(getSandbox(t, ns, "done").Status.Conditions, agentsv1alpha1.SandboxConditionFinished)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != agentsv1alpha1.ReasonPodSucceeded {
-			return fmt.Sprintf("Finished condition = %+v", c)
+			return fmt.Errorf("Finished condition = %+v", c)
 		}
-		return ""
+		return nil
 	})
 }
 
 func TestSandboxPauseAndResumeKeepVolumesAndService(t *testing.T) {
 	ns := newNamespace(t)
-	sb := aSandbox(ns, "persist").withHomeVolume().create(t)
+	sb := create(t, testwrap.MakeSandbox(ns, "persist").Volume(homeVolume(), "/home/agent").Obj())
 	firstPod := waitForPod(t, ns, "persist")
 	setPodStatus(t, firstPod, running("10.0.1.1"))
-	eventually(t, "Ready=True", readyIs(t, ns, "persist", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	testwrap.Eventually(t, "Ready=True", readyIs(t, ns, "persist", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 
 	patchReplicas(t, sb, 0)
-	eventually(t, "pod deleted on pause", exists(podOf(ns, "persist"), false))
-	eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "persist", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
+	testwrap.Eventually(t, "pod deleted on pause", exists(podOf(ns, "persist"), false))
+	testwrap.Eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "persist", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
 	paused := getSandbox(t, ns, "persist").Status
 	if paused.Replicas != 0 || len(paused.PodIPs) != 0 || paused.Service != "persist" {
 		t.Errorf("paused status = %+v, want replicas 0, no pod IPs, service kept", paused)
 	}
-	eventually(t, "PVC kept while paused", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-persist"}}, true))
-	eventually(t, "service kept while paused", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "persist"}}, true))
+	testwrap.Eventually(t, "PVC kept while paused", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-persist"}}, true))
+	testwrap.Eventually(t, "service kept while paused", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "persist"}}, true))
 
 	patchReplicas(t, sb, 1)
 	newPod := waitForPod(t, ns, "persist")
@@ -143,12 +145,12 @@ func TestSandboxPauseAndResumeKeepVolumesAndService(t *testing.T) {
 		t.Errorf("resumed pod volumes = %+v, want the same PVC home-persist", v)
 	}
 	setPodStatus(t, newPod, running("10.0.1.2"))
-	eventually(t, "Ready=True after resume", readyIs(t, ns, "persist", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	testwrap.Eventually(t, "Ready=True after resume", readyIs(t, ns, "persist", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 }
 
 func TestSandboxScaleSubresourcePauses(t *testing.T) {
 	ns := newNamespace(t)
-	sb := aSandbox(ns, "scaled").create(t)
+	sb := create(t, testwrap.MakeSandbox(ns, "scaled").Obj())
 	waitForPod(t, ns, "scaled")
 
 	// What `kubectl scale sandbox scaled --replicas=0` does.
@@ -163,16 +165,16 @@ func TestSandboxScaleSubresourcePauses(t *testing.T) {
 	if err := k8s.SubResource("scale").Update(context.Background(), sb, client.WithSubResourceBody(scale)); err != nil {
 		t.Fatalf("scaling to 0: %v", err)
 	}
-	eventually(t, "pod deleted", exists(podOf(ns, "scaled"), false))
-	eventually(t, "scale reports 0 replicas and the selector", func() string {
+	testwrap.Eventually(t, "pod deleted", exists(podOf(ns, "scaled"), false))
+	testwrap.Eventually(t, "scale reports 0 replicas and the selector", func() error {
 		got := &autoscalingv1.Scale{}
 		if err := k8s.SubResource("scale").Get(context.Background(), sb, got); err != nil {
-			return err.Error()
+			return err
 		}
 		if got.Status.Replicas != 0 || got.Status.Selector != sandbox.Selector("scaled") {
-			return fmt.Sprintf("scale status = %+v", got.Status)
+			return fmt.Errorf("scale status = %+v", got.Status)
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -190,15 +192,16 @@ func TestSandboxExpiry(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("expiring-%d", i)
-			sb := aSandbox(ns, name).withHomeVolume().withShutdown(time.Now().Add(3*time.Second), tc.policy).create(t)
+			sb := create(t, testwrap.MakeSandbox(ns, name).Volume(homeVolume(), "/home/agent").
+				ShutdownTime(time.Now().Add(3*time.Second)).ShutdownPolicy(tc.policy).Obj())
 			setPodStatus(t, waitForPod(t, ns, name), running("10.0.2.1"))
 
-			eventually(t, "pod deleted at shutdownTime", exists(podOf(ns, name), false))
-			eventually(t, "service deleted at shutdownTime", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, false))
-			eventually(t, "sandbox presence", exists(&agentsv1alpha1.Sandbox{ObjectMeta: sb.ObjectMeta}, tc.wantSandbox))
-			eventually(t, "PVC presence", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, tc.wantPVCRemain))
+			testwrap.Eventually(t, "pod deleted at shutdownTime", exists(podOf(ns, name), false))
+			testwrap.Eventually(t, "service deleted at shutdownTime", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, false))
+			testwrap.Eventually(t, "sandbox presence", exists(&agentsv1alpha1.Sandbox{ObjectMeta: sb.ObjectMeta}, tc.wantSandbox))
+			testwrap.Eventually(t, "PVC presence", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-" + name}}, tc.wantPVCRemain))
 			if tc.wantSandbox {
-				eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
+				testwrap.Eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
 				st := getSandbox(t, ns, name).Status
 				if len(st.PodIPs) != 0 || st.Service != "" || st.ServiceFQDN != "" {
 					t.Errorf("expired status = %+v, want no pod IPs and no service", st)
@@ -210,36 +213,36 @@ func TestSandboxExpiry(t *testing.T) {
 
 func TestSandboxAlreadyExpiredNeverStartsAPod(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "late").withShutdown(time.Now().Add(-time.Minute), agentsv1alpha1.ShutdownPolicyRetain).create(t)
-	eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, "late", metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
-	if err := exists(podOf(ns, "late"), false)(); err != "" {
+	create(t, testwrap.MakeSandbox(ns, "late").ShutdownTime(time.Now().Add(-time.Minute)).ShutdownPolicy(agentsv1alpha1.ShutdownPolicyRetain).Obj())
+	testwrap.Eventually(t, "Ready=False/SandboxExpired", readyIs(t, ns, "late", metav1.ConditionFalse, agentsv1alpha1.ReasonExpired))
+	if err := exists(podOf(ns, "late"), false)(); err != nil {
 		t.Errorf("an expired sandbox got a pod: %s", err)
 	}
 }
 
 func TestSandboxDeletionCascadesToChildren(t *testing.T) {
 	ns := newNamespace(t)
-	sb := aSandbox(ns, "cascade").withHomeVolume().create(t)
+	sb := create(t, testwrap.MakeSandbox(ns, "cascade").Volume(homeVolume(), "/home/agent").Obj())
 	waitForPod(t, ns, "cascade")
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cascade"}}
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-cascade"}}
-	eventually(t, "service exists", exists(svc, true))
-	eventually(t, "PVC exists", exists(pvc, true))
+	testwrap.Eventually(t, "service exists", exists(svc, true))
+	testwrap.Eventually(t, "PVC exists", exists(pvc, true))
 
 	if err := k8s.Delete(context.Background(), sb); err != nil {
 		t.Fatalf("deleting sandbox: %v", err)
 	}
-	eventually(t, "pod garbage-collected", exists(podOf(ns, "cascade"), false))
-	eventually(t, "service garbage-collected", exists(svc, false))
-	eventually(t, "PVC garbage-collected", exists(pvc, false))
+	testwrap.Eventually(t, "pod garbage-collected", exists(podOf(ns, "cascade"), false))
+	testwrap.Eventually(t, "service garbage-collected", exists(svc, false))
+	testwrap.Eventually(t, "PVC garbage-collected", exists(pvc, false))
 }
 
 func TestSandboxRecreatesDeletedChildren(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "healer").create(t)
+	create(t, testwrap.MakeSandbox(ns, "healer").Obj())
 	pod := waitForPod(t, ns, "healer")
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "healer"}}
-	eventually(t, "service exists", exists(svc, true))
+	testwrap.Eventually(t, "service exists", exists(svc, true))
 
 	oldPod, oldSvc := pod.UID, svc.UID
 	if err := k8s.Delete(context.Background(), pod); err != nil {
@@ -248,25 +251,25 @@ func TestSandboxRecreatesDeletedChildren(t *testing.T) {
 	if err := k8s.Delete(context.Background(), svc); err != nil {
 		t.Fatalf("deleting service: %v", err)
 	}
-	eventually(t, "pod recreated", func() string {
+	testwrap.Eventually(t, "pod recreated", func() error {
 		p := podOf(ns, "healer")
-		if msg := exists(p, true)(); msg != "" {
-			return msg
+		if err := exists(p, true)(); err != nil {
+			return err
 		}
 		if p.UID == oldPod {
-			return "still the old pod"
+			return errors.New("still the old pod")
 		}
-		return ""
+		return nil
 	})
-	eventually(t, "service recreated", func() string {
+	testwrap.Eventually(t, "service recreated", func() error {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "healer"}}
-		if msg := exists(s, true)(); msg != "" {
-			return msg
+		if err := exists(s, true)(); err != nil {
+			return err
 		}
 		if s.UID == oldSvc {
-			return "still the old service"
+			return errors.New("still the old service")
 		}
-		return ""
+		return nil
 	})
 }
 
@@ -279,14 +282,14 @@ func TestSandboxNeverTouchesAPodItDoesNotOwn(t *testing.T) {
 	if err := k8s.Create(context.Background(), foreign); err != nil {
 		t.Fatalf("creating foreign pod: %v", err)
 	}
-	sb := aSandbox(ns, "taken").create(t)
-	eventually(t, "Ready=False/PodNotOwned", readyIs(t, ns, "taken", metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotOwned))
+	sb := create(t, testwrap.MakeSandbox(ns, "taken").Obj())
+	testwrap.Eventually(t, "Ready=False/PodNotOwned", readyIs(t, ns, "taken", metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotOwned))
 
 	patchReplicas(t, sb, 0) // a pause must not delete someone else's pod either
-	eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "taken", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
+	testwrap.Eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "taken", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
 	after := podOf(ns, "taken")
-	if msg := exists(after, true)(); msg != "" {
-		t.Fatalf("foreign pod: %s", msg)
+	if err := exists(after, true)(); err != nil {
+		t.Fatalf("foreign pod: %s", err)
 	}
 	if after.ResourceVersion != foreign.ResourceVersion || len(after.OwnerReferences) != 0 {
 		t.Errorf("foreign pod changed: resourceVersion %s→%s, owners %v", foreign.ResourceVersion, after.ResourceVersion, after.OwnerReferences)
@@ -295,7 +298,7 @@ func TestSandboxNeverTouchesAPodItDoesNotOwn(t *testing.T) {
 
 func TestSandboxPodMetadataFollowsTemplate(t *testing.T) {
 	ns := newNamespace(t)
-	aSandbox(ns, "meta").withPodLabels("a", "1", "b", "2").create(t)
+	create(t, testwrap.MakeSandbox(ns, "meta").PodLabels(map[string]string{"a": "1", "b": "2"}).Obj())
 	pod := waitForPod(t, ns, "meta")
 
 	// Someone else labels the pod; that label must survive template edits.
@@ -310,21 +313,21 @@ func TestSandboxPodMetadataFollowsTemplate(t *testing.T) {
 	if err := k8s.Update(context.Background(), latest); err != nil {
 		t.Fatalf("updating template labels: %v", err)
 	}
-	eventually(t, "pod labels follow the template", func() string {
+	testwrap.Eventually(t, "pod labels follow the template", func() error {
 		p := podOf(ns, "meta")
-		if msg := exists(p, true)(); msg != "" {
-			return msg
+		if err := exists(p, true)(); err != nil {
+			return err
 		}
 		l := p.Labels
 		if l["a"] != "changed" || l["c"] != "3" || l["external"] != "yes" || l[agentsv1alpha1.SandboxNameHashLabel] == "" {
-			return fmt.Sprintf("labels = %v", l)
+			return fmt.Errorf("labels = %v", l)
 		}
 		if _, stale := l["b"]; stale {
-			return fmt.Sprintf("label b removed from the template is still on the pod: %v", l)
+			return fmt.Errorf("label b removed from the template is still on the pod: %v", l)
 		}
-		return ""
+		return nil
 	})
-	if p := podOf(ns, "meta"); exists(p, true)() == "" && p.UID != pod.UID {
+	if p := podOf(ns, "meta"); exists(p, true)() == nil && p.UID != pod.UID {
 		t.Errorf("metadata change recreated the pod")
 	}
 }

@@ -2,17 +2,18 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 func TestClaimEnvInjectionPolicies(t *testing.T) {
@@ -39,21 +40,19 @@ func TestClaimEnvInjectionPolicies(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tmplName, claimName := fmt.Sprintf("env-%d", i), fmt.Sprintf("env-claim-%d", i)
-			tmpl := aTemplate(ns, tmplName)
-			tmpl.Spec.EnvVarsInjectionPolicy = tc.policy
-			claim := aClaim(ns, claimName, tmplName)
-			claim.Spec.Env = tc.env
+			tmpl := testwrap.MakeTemplate(ns, tmplName).Env("PRESET", "template").EnvInjection(tc.policy).Obj()
+			claim := testwrap.MakeClaim(ns, claimName).Template(tmplName).EnvVars(tc.env...).Obj()
 			mustCreateObj(t, tmpl, claim)
 			if tc.wantReason != "" {
-				eventually(t, "rejected", claimReadyIs(t, ns, claimName, metav1.ConditionFalse, tc.wantReason))
-				if msg := exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName}}, false)(); msg != "" {
-					t.Errorf("a rejected claim got a sandbox: %s", msg)
+				testwrap.Eventually(t, "rejected", claimReadyIs(t, ns, claimName, metav1.ConditionFalse, tc.wantReason))
+				if err := exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName}}, false)(); err != nil {
+					t.Errorf("a rejected claim got a sandbox: %s", err)
 				}
 				return
 			}
-			eventually(t, "Ready", claimReadyIs(t, ns, claimName, metav1.ConditionTrue, ""))
+			testwrap.Eventually(t, "Ready", claimReadyIs(t, ns, claimName, metav1.ConditionTrue, ""))
 			pod := podOf(ns, claimName)
-			eventually(t, "pod", exists(pod, true))
+			testwrap.Eventually(t, "pod", exists(pod, true))
 			got := map[string]string{}
 			for _, e := range pod.Spec.Containers[0].Env {
 				got[e.Name] = e.Value
@@ -69,22 +68,23 @@ func TestClaimEnvInjectionPolicies(t *testing.T) {
 
 func TestClaimWithAnInvalidPodLabelGetsAReason(t *testing.T) {
 	ns := newNamespace(t)
-	claim := aClaim(ns, "bad-label", "tpl")
-	claim.Spec.AdditionalPodMetadata.Labels = map[string]string{"team": "not a valid label value!"}
-	mustCreateObj(t, aTemplate(ns, "tpl"), claim)
-	eventually(t, "Ready=False/InvalidMetadata", claimReadyIs(t, ns, "bad-label", metav1.ConditionFalse, extv1alpha1.ReasonInvalidMetadata))
+	claim := testwrap.MakeClaim(ns, "bad-label").Template("tpl").PodLabel("team", "not a valid label value!").Obj()
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), claim)
+	testwrap.Eventually(t, "Ready=False/InvalidMetadata", claimReadyIs(t, ns, "bad-label", metav1.ConditionFalse, extv1alpha1.ReasonInvalidMetadata))
 }
 
 func TestClaimWarmPoolPolicySelectsPools(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "fast", "tpl", 1), aPool(ns, "secure", "tpl", 1))
-	eventually(t, "fast ready", poolReady(t, ns, "fast", 1))
-	eventually(t, "secure ready", poolReady(t, ns, "secure", 1))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(),
+		testwrap.MakeWarmPool(ns, "fast").Template("tpl").Replicas(1).Obj(), testwrap.MakeWarmPool(ns, "secure").Template("tpl").Replicas(1).Obj())
+	testwrap.Eventually(t, "fast ready", poolReady(t, ns, "fast", 1))
+	testwrap.Eventually(t, "secure ready", poolReady(t, ns, "secure", 1))
 
-	mustCreateObj(t, withWarmPool(aClaim(ns, "fresh", "tpl"), "none"), withWarmPool(aClaim(ns, "picky", "tpl"), "secure"))
-	eventually(t, "fresh Ready", claimReadyIs(t, ns, "fresh", metav1.ConditionTrue, ""))
-	eventually(t, "picky Ready", claimReadyIs(t, ns, "picky", metav1.ConditionTrue, ""))
+	mustCreateObj(t, testwrap.MakeClaim(ns, "fresh").Template("tpl").WarmPool("none").Obj(),
+		testwrap.MakeClaim(ns, "picky").Template("tpl").WarmPool("secure").Obj())
+	testwrap.Eventually(t, "fresh Ready", claimReadyIs(t, ns, "fresh", metav1.ConditionTrue, ""))
+	testwrap.Eventually(t, "picky Ready", claimReadyIs(t, ns, "picky", metav1.ConditionTrue, ""))
 	if got := getClaim(t, ns, "fresh").Status.SandboxStatus.Name; got != "fresh" {
 		t.Errorf("warmpool none got %q, want a fresh sandbox named after the claim", got)
 	}
@@ -105,21 +105,20 @@ func TestClaimShutdownPolicies(t *testing.T) {
 	}
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "tpl"))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj())
 	for i, tc := range cases {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			name := fmt.Sprintf("expiring-%d", i)
-			claim := aClaim(ns, name, "tpl")
-			claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{ShutdownTime: &metav1.Time{Time: time.Now().Add(3 * time.Second)}, ShutdownPolicy: tc.policy}
+			claim := testwrap.MakeClaim(ns, name).Template("tpl").ShutdownTime(time.Now().Add(3 * time.Second)).ShutdownPolicy(tc.policy).Obj()
 			mustCreateObj(t, claim)
-			eventually(t, "Ready before expiry", claimReadyIs(t, ns, name, metav1.ConditionTrue, ""))
+			testwrap.Eventually(t, "Ready before expiry", claimReadyIs(t, ns, name, metav1.ConditionTrue, ""))
 
 			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			eventually(t, "sandbox deleted at shutdownTime", exists(sb, false))
-			eventually(t, "pod deleted", exists(podOf(ns, name), false))
-			eventually(t, "claim presence", exists(&extv1alpha1.SandboxClaim{ObjectMeta: claim.ObjectMeta}, tc.wantClaim))
+			testwrap.Eventually(t, "sandbox deleted at shutdownTime", exists(sb, false))
+			testwrap.Eventually(t, "pod deleted", exists(podOf(ns, name), false))
+			testwrap.Eventually(t, "claim presence", exists(&extv1alpha1.SandboxClaim{ObjectMeta: claim.ObjectMeta}, tc.wantClaim))
 			if tc.wantClaim {
-				eventually(t, "Ready=False/ClaimExpired", claimReadyIs(t, ns, name, metav1.ConditionFalse, extv1alpha1.ReasonClaimExpired))
+				testwrap.Eventually(t, "Ready=False/ClaimExpired", claimReadyIs(t, ns, name, metav1.ConditionFalse, extv1alpha1.ReasonClaimExpired))
 			}
 		})
 	}
@@ -127,45 +126,43 @@ func TestClaimShutdownPolicies(t *testing.T) {
 
 func TestClaimRemovedTTLAfterFinishing(t *testing.T) {
 	ns := newNamespace(t)
-	claim := aClaim(ns, "job", "tpl")
-	claim.Spec.Lifecycle = &extv1alpha1.Lifecycle{TTLSecondsAfterFinished: ptr.To[int32](1)}
-	mustCreateObj(t, aTemplate(ns, "tpl"), claim)
+	claim := testwrap.MakeClaim(ns, "job").Template("tpl").TTLAfterFinished(1).Obj()
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), claim)
 	setPodStatus(t, waitForPod(t, ns, "job"), podState{phase: corev1.PodSucceeded})
-	eventually(t, "claim removed after it finished", exists(&extv1alpha1.SandboxClaim{ObjectMeta: claim.ObjectMeta}, false))
+	testwrap.Eventually(t, "claim removed after it finished", exists(&extv1alpha1.SandboxClaim{ObjectMeta: claim.ObjectMeta}, false))
 }
 
 func TestDeletingAClaimLeavesNothingBehind(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	tmpl := aTemplate(ns, "tpl")
-	tmpl.Spec.VolumeClaimTemplates = aSandbox(ns, "x").withHomeVolume().sb.Spec.VolumeClaimTemplates
-	claim := aClaim(ns, "gone", "tpl")
+	tmpl := testwrap.MakeTemplate(ns, "tpl").Volume(homeVolume(), "").Obj()
+	claim := testwrap.MakeClaim(ns, "gone").Template("tpl").Obj()
 	mustCreateObj(t, tmpl, claim)
-	eventually(t, "Ready", claimReadyIs(t, ns, "gone", metav1.ConditionTrue, ""))
+	testwrap.Eventually(t, "Ready", claimReadyIs(t, ns, "gone", metav1.ConditionTrue, ""))
 	if err := k8s.Delete(context.Background(), claim); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "sandbox gone", exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}, false))
-	eventually(t, "pod gone", exists(podOf(ns, "gone"), false))
-	eventually(t, "service gone", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}, false))
-	eventually(t, "PVC gone", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-gone"}}, false))
+	testwrap.Eventually(t, "sandbox gone", exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}, false))
+	testwrap.Eventually(t, "pod gone", exists(podOf(ns, "gone"), false))
+	testwrap.Eventually(t, "service gone", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}, false))
+	testwrap.Eventually(t, "PVC gone", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-gone"}}, false))
 }
 
 func TestClaimNamingAMissingPoolStartsColdAndSaysSo(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "tpl"), withWarmPool(aClaim(ns, "typo", "tpl"), "fast-pol"))
-	eventually(t, "Ready from a cold start", claimReadyIs(t, ns, "typo", metav1.ConditionTrue, ""))
-	eventually(t, "WarmPoolNotFound event", func() string {
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), testwrap.MakeClaim(ns, "typo").Template("tpl").WarmPool("fast-pol").Obj())
+	testwrap.Eventually(t, "Ready from a cold start", claimReadyIs(t, ns, "typo", metav1.ConditionTrue, ""))
+	testwrap.Eventually(t, "WarmPoolNotFound event", func() error {
 		events := &corev1.EventList{}
 		if err := k8s.List(context.Background(), events, client.InNamespace(ns)); err != nil {
-			return err.Error()
+			return err
 		}
 		for _, e := range events.Items {
 			if e.Reason == extv1alpha1.ReasonWarmPoolNotFound && e.InvolvedObject.Name == "typo" {
-				return ""
+				return nil
 			}
 		}
-		return "no WarmPoolNotFound event on the claim"
+		return errors.New("no WarmPoolNotFound event on the claim")
 	})
 }

@@ -11,19 +11,18 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 func TestClaimColdStartsFromTheTemplate(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	claim := aClaim(ns, "session-1", "python")
-	claim.Labels = map[string]string{"cognition.io/user": "alice"}
-	claim.Spec.AdditionalPodMetadata.Labels = map[string]string{"tenant": "acme"}
-	mustCreateObj(t, aTemplate(ns, "python"))
+	claim := testwrap.MakeClaim(ns, "session-1").Template("python").Label("cognition.io/user", "alice").PodLabel("tenant", "acme").Obj()
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "python").PodLabel("app", "agent").Obj())
 	mark := controllerWrites.mark()
 	mustCreateObj(t, claim)
 
-	eventually(t, "claim Ready with pod IPs", claimReadyIs(t, ns, "session-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	testwrap.Eventually(t, "claim Ready with pod IPs", claimReadyIs(t, ns, "session-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 	var cold []write
 	for _, w := range controllerWrites.since(mark, ns) {
 		if containsAny(w.path, "/sandboxclaims/session-1", "/sandboxes/session-1", "/pods/session-1", "/services/session-1") {
@@ -44,7 +43,7 @@ func TestClaimColdStartsFromTheTemplate(t *testing.T) {
 		t.Errorf("sandbox labels = %v, want the claim's labels and launch-type=cold", sb.Labels)
 	}
 	pod := podOf(ns, "session-1")
-	eventually(t, "pod exists", exists(pod, true))
+	testwrap.Eventually(t, "pod exists", exists(pod, true))
 	if pod.Labels["tenant"] != "acme" || pod.Labels["app"] != "agent" {
 		t.Errorf("pod labels = %v, want template and additionalPodMetadata labels", pod.Labels)
 	}
@@ -60,21 +59,21 @@ func TestClaimColdStartsFromTheTemplate(t *testing.T) {
 func TestClaimProceedsWhenItsTemplateAppearsLater(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aClaim(ns, "early", "later"))
-	eventually(t, "Ready=False/TemplateNotFound", claimReadyIs(t, ns, "early", metav1.ConditionFalse, extv1alpha1.ReasonTemplateNotFound))
-	mustCreateObj(t, aTemplate(ns, "later"))
-	eventually(t, "claim Ready once the template exists", claimReadyIs(t, ns, "early", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	mustCreateObj(t, testwrap.MakeClaim(ns, "early").Template("later").Obj())
+	testwrap.Eventually(t, "Ready=False/TemplateNotFound", claimReadyIs(t, ns, "early", metav1.ConditionFalse, extv1alpha1.ReasonTemplateNotFound))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "later").Obj())
+	testwrap.Eventually(t, "claim Ready once the template exists", claimReadyIs(t, ns, "early", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 }
 
 func TestClaimAdoptsAWarmSandboxAndThePoolRefills(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "pool", "tpl", 2))
-	eventually(t, "pool ready", poolReady(t, ns, "pool", 2))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(2).Obj())
+	testwrap.Eventually(t, "pool ready", poolReady(t, ns, "pool", 2))
 
 	mark := controllerWrites.mark()
-	mustCreateObj(t, aClaim(ns, "warm-1", "tpl"))
-	eventually(t, "claim Ready", claimReadyIs(t, ns, "warm-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+	mustCreateObj(t, testwrap.MakeClaim(ns, "warm-1").Template("tpl").Obj())
+	testwrap.Eventually(t, "claim Ready", claimReadyIs(t, ns, "warm-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 	claim := getClaim(t, ns, "warm-1")
 	name := claim.Status.SandboxStatus.Name
 	if name == "warm-1" || name == "" {
@@ -87,15 +86,15 @@ func TestClaimAdoptsAWarmSandboxAndThePoolRefills(t *testing.T) {
 	if _, still := sb.Labels[extv1alpha1.WarmPoolLabel]; still {
 		t.Errorf("adopted sandbox still carries the pool label")
 	}
-	eventually(t, "pod loses the pool label", func() string {
+	testwrap.Eventually(t, "pod loses the pool label", func() error {
 		p := podOf(ns, name)
-		if msg := exists(p, true)(); msg != "" {
-			return msg
+		if err := exists(p, true)(); err != nil {
+			return err
 		}
 		if _, still := p.Labels[extv1alpha1.WarmPoolLabel]; still || p.Labels[extv1alpha1.ClaimUIDLabel] != string(claim.UID) {
-			return fmt.Sprintf("pod labels = %v", p.Labels)
+			return fmt.Errorf("pod labels = %v", p.Labels)
 		}
-		return ""
+		return nil
 	})
 
 	// The hot path: writes on the claim, the adopted Sandbox and its pod.
@@ -109,18 +108,20 @@ func TestClaimAdoptsAWarmSandboxAndThePoolRefills(t *testing.T) {
 	if len(hot) > 4 {
 		t.Errorf("a warm claim cost %d controller writes %v, want at most 4", len(hot), hot)
 	}
-	eventually(t, "pool refilled", poolReady(t, ns, "pool", 2))
+	testwrap.Eventually(t, "pool refilled", poolReady(t, ns, "pool", 2))
 }
 
 func TestConcurrentClaimsNeverShareASandbox(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	mustCreateObj(t, aTemplate(ns, "tpl"), aPool(ns, "pool", "tpl", 20))
-	eventually(t, "pool of 20 ready", poolReady(t, ns, "pool", 20))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(20).Obj())
+	testwrap.Eventually(t, "pool of 20 ready", poolReady(t, ns, "pool", 20))
 	var wg sync.WaitGroup
 	errs := make([]error, 50)
 	for i := range 50 {
-		wg.Go(func() { errs[i] = k8s.Create(context.Background(), aClaim(ns, fmt.Sprintf("c-%02d", i), "tpl")) })
+		wg.Go(func() {
+			errs[i] = k8s.Create(context.Background(), testwrap.MakeClaim(ns, fmt.Sprintf("c-%02d", i)).Template("tpl").Obj())
+		})
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -132,7 +133,7 @@ func TestConcurrentClaimsNeverShareASandbox(t *testing.T) {
 	warm := 0
 	for i := 0; i < 50; i++ {
 		name := fmt.Sprintf("c-%02d", i)
-		eventually(t, name+" Ready", claimReadyIs(t, ns, name, metav1.ConditionTrue, ""))
+		testwrap.Eventually(t, name+" Ready", claimReadyIs(t, ns, name, metav1.ConditionTrue, ""))
 		sbName := getClaim(t, ns, name).Status.SandboxStatus.Name
 		if other, dup := owners[sbName]; dup {
 			t.Errorf("claims %s and %s share Sandbox %s", other, name, sbName)

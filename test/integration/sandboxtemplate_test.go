@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 func policyOf(ns, template string) *networkingv1.NetworkPolicy {
@@ -20,9 +22,9 @@ func policyOf(ns, template string) *networkingv1.NetworkPolicy {
 
 func TestTemplateSecureDefaultNetworkPolicy(t *testing.T) {
 	ns := newNamespace(t)
-	mustCreateObj(t, aTemplate(ns, "secure"))
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "secure").Obj())
 	np := policyOf(ns, "secure")
-	eventually(t, "default NetworkPolicy exists", exists(np, true))
+	testwrap.Eventually(t, "default NetworkPolicy exists", exists(np, true))
 
 	if len(np.Spec.PolicyTypes) != 2 {
 		t.Errorf("policyTypes = %v, want Ingress and Egress (default deny both ways)", np.Spec.PolicyTypes)
@@ -57,20 +59,19 @@ func TestTemplateSecureDefaultNetworkPolicy(t *testing.T) {
 
 func TestTemplateCustomRulesAndManagementModes(t *testing.T) {
 	ns := newNamespace(t)
-	tmpl := aTemplate(ns, "custom")
-	tmpl.Spec.NetworkPolicy = &extv1alpha1.NetworkPolicySpec{
+	tmpl := testwrap.MakeTemplate(ns, "custom").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{
 		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "203.0.113.0/24"}}}}},
-	}
+	}).Obj()
 	mustCreateObj(t, tmpl)
 	np := policyOf(ns, "custom")
-	eventually(t, "custom policy applied verbatim (no ingress rule = deny all ingress)", func() string {
-		if msg := exists(np, true)(); msg != "" {
-			return msg
+	testwrap.Eventually(t, "custom policy applied verbatim (no ingress rule = deny all ingress)", func() error {
+		if err := exists(np, true)(); err != nil {
+			return err
 		}
 		if len(np.Spec.Ingress) != 0 || len(np.Spec.Egress) != 1 || np.Spec.Egress[0].To[0].IPBlock.CIDR != "203.0.113.0/24" {
-			return fmt.Sprintf("spec = %+v", np.Spec)
+			return fmt.Errorf("spec = %+v", np.Spec)
 		}
-		return ""
+		return nil
 	})
 
 	// An edit of the rules updates the one shared policy.
@@ -82,14 +83,14 @@ func TestTemplateCustomRulesAndManagementModes(t *testing.T) {
 	if err := k8s.Update(context.Background(), latest); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "policy follows the rule edit", func() string {
-		if msg := exists(np, true)(); msg != "" {
-			return msg
+	testwrap.Eventually(t, "policy follows the rule edit", func() error {
+		if err := exists(np, true)(); err != nil {
+			return err
 		}
 		if got := np.Spec.Egress[0].To[0].IPBlock.CIDR; got != "198.51.100.0/24" {
-			return "egress CIDR " + got
+			return errors.New("egress CIDR " + got)
 		}
-		return ""
+		return nil
 	})
 
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tmpl), latest); err != nil {
@@ -99,7 +100,7 @@ func TestTemplateCustomRulesAndManagementModes(t *testing.T) {
 	if err := k8s.Update(context.Background(), latest); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Unmanaged removes our policy", exists(np, false))
+	testwrap.Eventually(t, "Unmanaged removes our policy", exists(np, false))
 }
 
 func TestTemplateNeverOverwritesAPolicyItDoesNotOwn(t *testing.T) {
@@ -107,21 +108,21 @@ func TestTemplateNeverOverwritesAPolicyItDoesNotOwn(t *testing.T) {
 	foreign := policyOf(ns, "taken")
 	foreign.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"mine": "yes"}}
 	mustCreateObj(t, foreign)
-	mustCreateObj(t, aTemplate(ns, "taken"))
-	eventually(t, "conflict reported as an event", func() string {
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "taken").Obj())
+	testwrap.Eventually(t, "conflict reported as an event", func() error {
 		events := &corev1.EventList{}
 		if err := k8s.List(context.Background(), events, client.InNamespace(ns)); err != nil {
-			return err.Error()
+			return err
 		}
 		for _, e := range events.Items {
 			if e.Reason == extv1alpha1.EventPolicyConflict {
-				return ""
+				return nil
 			}
 		}
-		return "no NetworkPolicyConflict event"
+		return errors.New("no NetworkPolicyConflict event")
 	})
 	after := policyOf(ns, "taken")
-	if msg := exists(after, true)(); msg != "" || after.Spec.PodSelector.MatchLabels["mine"] != "yes" || len(after.OwnerReferences) != 0 {
+	if err := exists(after, true)(); err != nil || after.Spec.PodSelector.MatchLabels["mine"] != "yes" || len(after.OwnerReferences) != 0 {
 		t.Errorf("foreign policy changed: %+v", after)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 func liveMembers(t *testing.T, ns string) map[string]bool {
@@ -25,21 +26,21 @@ func liveMembers(t *testing.T, ns string) map[string]bool {
 	return out
 }
 
-func memberCount(t *testing.T, ns string, want int) func() string {
-	return func() string {
+func memberCount(t *testing.T, ns string, want int) func() error {
+	return func() error {
 		if got := len(liveMembers(t, ns)); got != want {
-			return fmt.Sprintf("%d members, want %d", got, want)
+			return fmt.Errorf("%d members, want %d", got, want)
 		}
-		return ""
+		return nil
 	}
 }
 
 func TestPoolKeepsFullSandboxesAndScalesThroughTheScaleSubresource(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	pool := aPool(ns, "pool", "tpl", 2)
-	mustCreateObj(t, aTemplate(ns, "tpl"), pool)
-	eventually(t, "2 ready members", poolReady(t, ns, "pool", 2))
+	pool := testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(2).Obj()
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), pool)
+	testwrap.Eventually(t, "2 ready members", poolReady(t, ns, "pool", 2))
 	for _, sb := range sandboxesIn(t, ns) {
 		if !metav1.IsControlledBy(&sb, pool) {
 			t.Errorf("member %s owners = %v, want the pool", sb.Name, sb.OwnerReferences)
@@ -54,7 +55,7 @@ func TestPoolKeepsFullSandboxesAndScalesThroughTheScaleSubresource(t *testing.T)
 	if err := k8s.SubResource("scale").Update(context.Background(), pool, client.WithSubResourceBody(scale)); err != nil {
 		t.Fatalf("scaling the pool: %v", err)
 	}
-	eventually(t, "4 ready members after kubectl scale", poolReady(t, ns, "pool", 4))
+	testwrap.Eventually(t, "4 ready members after kubectl scale", poolReady(t, ns, "pool", 4))
 	p := &extv1alpha1.SandboxWarmPool{}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pool), p); err != nil {
 		t.Fatal(err)
@@ -69,25 +70,25 @@ func TestPoolKeepsFullSandboxesAndScalesThroughTheScaleSubresource(t *testing.T)
 
 func TestPoolScaleDownRemovesNotReadyMembersFirst(t *testing.T) {
 	ns := newNamespace(t)
-	pool := aPool(ns, "pool", "tpl", 3)
-	mustCreateObj(t, aTemplate(ns, "tpl"), pool)
-	eventually(t, "3 members", memberCount(t, ns, 3))
+	pool := testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(3).Obj()
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), pool)
+	testwrap.Eventually(t, "3 members", memberCount(t, ns, 3))
 	var readyOne string
 	for name := range liveMembers(t, ns) {
 		readyOne = name
 		break
 	}
 	setPodStatus(t, waitForPod(t, ns, readyOne), running("10.9.9.9"))
-	eventually(t, "one ready member", func() string {
+	testwrap.Eventually(t, "one ready member", func() error {
 		p := &extv1alpha1.SandboxWarmPool{}
 		_ = k8s.Get(context.Background(), client.ObjectKeyFromObject(pool), p)
 		if p.Status.ReadyReplicas != 1 {
-			return fmt.Sprintf("readyReplicas %d", p.Status.ReadyReplicas)
+			return fmt.Errorf("readyReplicas %d", p.Status.ReadyReplicas)
 		}
-		return ""
+		return nil
 	})
 	patchPoolReplicas(t, pool, 1)
-	eventually(t, "1 member left", memberCount(t, ns, 1))
+	testwrap.Eventually(t, "1 member left", memberCount(t, ns, 1))
 	if left := liveMembers(t, ns); !left[readyOne] {
 		t.Errorf("scale down kept %v, want the ready member %s", left, readyOne)
 	}
@@ -105,17 +106,16 @@ func TestPoolUpdateStrategies(t *testing.T) {
 		t.Run(string(tc.strategy), func(t *testing.T) {
 			ns := newNamespace(t)
 			startFakeKubelet(t, ns)
-			tmpl := aTemplate(ns, "tpl")
-			pool := aPool(ns, "pool", "tpl", 2)
-			pool.Spec.UpdateStrategy.Type = tc.strategy
+			tmpl := testwrap.MakeTemplate(ns, "tpl").Obj()
+			pool := testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(2).UpdateStrategy(tc.strategy).Obj()
 			mustCreateObj(t, tmpl, pool)
-			eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
+			testwrap.Eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
 			old := liveMembers(t, ns)
 
 			editTemplateImage(t, tmpl, "sandbox-runtime:v2")
 			// Scaling up forces a reconcile after the edit; the new member is built from v2.
 			patchPoolReplicas(t, pool, 3)
-			eventually(t, "3 ready after the edit", poolReady(t, ns, "pool", 3))
+			testwrap.Eventually(t, "3 ready after the edit", poolReady(t, ns, "pool", 3))
 			now := liveMembers(t, ns)
 			kept := 0
 			for name := range old {
@@ -141,20 +141,20 @@ func TestPoolUpdateStrategies(t *testing.T) {
 func TestDeletingAPoolKeepsClaimedSandboxes(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
-	pool := aPool(ns, "pool", "tpl", 1)
-	mustCreateObj(t, aTemplate(ns, "tpl"), pool)
-	eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
-	mustCreateObj(t, aClaim(ns, "keeper", "tpl"))
-	eventually(t, "claim Ready", claimReadyIs(t, ns, "keeper", metav1.ConditionTrue, ""))
+	pool := testwrap.MakeWarmPool(ns, "pool").Template("tpl").Replicas(1).Obj()
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "tpl").Obj(), pool)
+	testwrap.Eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
+	mustCreateObj(t, testwrap.MakeClaim(ns, "keeper").Template("tpl").Obj())
+	testwrap.Eventually(t, "claim Ready", claimReadyIs(t, ns, "keeper", metav1.ConditionTrue, ""))
 	claimed := getClaim(t, ns, "keeper").Status.SandboxStatus.Name
-	eventually(t, "pool refilled", poolReady(t, ns, "pool", 1))
+	testwrap.Eventually(t, "pool refilled", poolReady(t, ns, "pool", 1))
 
 	if err := k8s.Delete(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "unclaimed members garbage-collected", memberCount(t, ns, 0))
-	if msg := exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimed}}, true)(); msg != "" {
-		t.Errorf("claimed sandbox %s: %s", claimed, msg)
+	testwrap.Eventually(t, "unclaimed members garbage-collected", memberCount(t, ns, 0))
+	if err := exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimed}}, true)(); err != nil {
+		t.Errorf("claimed sandbox %s: %s", claimed, err)
 	}
 }
 

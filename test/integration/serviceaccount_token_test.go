@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"k8s.io/utils/ptr"
 )
 
@@ -28,13 +29,10 @@ func TestPodServiceAccountTokenFollowsTheContract(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("token-%d", i)
 			if tc.fromTemplate {
-				tmpl := aTemplate(ns, name)
-				tmpl.Spec.PodTemplate.Spec.AutomountServiceAccountToken = tc.set
-				mustCreateObj(t, tmpl, withWarmPool(aClaim(ns, name, name), "none"))
+				mustCreateObj(t, testwrap.MakeTemplate(ns, name).AutomountServiceAccountToken(tc.set).Obj(),
+					testwrap.MakeClaim(ns, name).Template(name).WarmPool("none").Obj())
 			} else {
-				b := aSandbox(ns, name)
-				b.sb.Spec.PodTemplate.Spec.AutomountServiceAccountToken = tc.set
-				b.create(t)
+				mustCreateObj(t, testwrap.MakeSandbox(ns, name).AutomountServiceAccountToken(tc.set).Obj())
 			}
 			pod := waitForPod(t, ns, name)
 			if got := pod.Spec.AutomountServiceAccountToken; deref(got) != deref(tc.want) {

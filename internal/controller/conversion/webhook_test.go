@@ -34,6 +34,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 var env *testenv.Env
@@ -73,13 +74,15 @@ func TestWebhookCertificates(t *testing.T) {
 			}
 			ready := startManager(t, opts)
 
+			// Certificate rotation and the webhook server's start take their time.
+			wait := testwrap.Wait{Timeout: time.Minute, Interval: 100 * time.Millisecond}
 			var ca []byte
-			eventually(t, "the CRD points at the Service with a caBundle", func() error {
+			wait.Eventually(t, "the CRD points at the Service with a caBundle", func() error {
 				var err error
 				ca, err = crdCABundle(ctx, crd, ns)
 				return err
 			})
-			eventually(t, "the server is ready", func() error { return ready(nil) })
+			wait.Eventually(t, "the server is ready", func() error { return ready(nil) })
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(ca) {
 				t.Fatalf("caBundle is not PEM: %q", ca)
@@ -227,17 +230,4 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: %v", what, err)
 }

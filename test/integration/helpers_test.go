@@ -2,29 +2,26 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 type zapLevelT = zapcore.Level
-
-// waitTimeout bounds every wait so a broken controller fails the test instead of hanging it.
-const waitTimeout = 30 * time.Second
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
 func newNamespace(t *testing.T) string {
@@ -37,89 +34,6 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// sandboxBuilder builds Sandboxes for tests, one option per concern.
-type sandboxBuilder struct{ sb *agentsv1alpha1.Sandbox }
-
-func aSandbox(ns, name string) *sandboxBuilder {
-	return &sandboxBuilder{sb: &agentsv1alpha1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: agentsv1alpha1.SandboxSpec{PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name:    "runtime",
-				Image:   "sandbox-runtime:test",
-				Command: []string{"sleep", "infinity"},
-				Ports:   []corev1.ContainerPort{{Name: "http", ContainerPort: 8888}},
-			}},
-		}}},
-	}}
-}
-
-func (b *sandboxBuilder) withPodLabels(kv ...string) *sandboxBuilder {
-	b.sb.Spec.PodTemplate.Metadata.Labels = pairs(kv)
-	return b
-}
-
-func (b *sandboxBuilder) withPodAnnotations(kv ...string) *sandboxBuilder {
-	b.sb.Spec.PodTemplate.Metadata.Annotations = pairs(kv)
-	return b
-}
-
-func (b *sandboxBuilder) withReplicas(n int32) *sandboxBuilder {
-	b.sb.Spec.Replicas = ptr.To(n)
-	return b
-}
-
-func (b *sandboxBuilder) withShutdown(at time.Time, policy agentsv1alpha1.ShutdownPolicy) *sandboxBuilder {
-	b.sb.Spec.ShutdownTime = &metav1.Time{Time: at}
-	b.sb.Spec.ShutdownPolicy = ptr.To(policy)
-	return b
-}
-
-// withHomeVolume adds a volume claim template "home" mounted at /home/agent.
-func (b *sandboxBuilder) withHomeVolume() *sandboxBuilder {
-	b.sb.Spec.VolumeClaimTemplates = append(b.sb.Spec.VolumeClaimTemplates, agentsv1alpha1.PersistentVolumeClaimTemplate{
-		EmbeddedObjectMetadata: agentsv1alpha1.EmbeddedObjectMetadata{Name: "home", Labels: map[string]string{"purpose": "home"}},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	})
-	c := &b.sb.Spec.PodTemplate.Spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "home", MountPath: "/home/agent"})
-	return b
-}
-
-func (b *sandboxBuilder) create(t *testing.T) *agentsv1alpha1.Sandbox {
-	t.Helper()
-	if err := k8s.Create(context.Background(), b.sb); err != nil {
-		t.Fatalf("creating sandbox %s: %v", b.sb.Name, err)
-	}
-	return b.sb
-}
-
-func pairs(kv []string) map[string]string {
-	m := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
-
-// eventually polls check until it returns "" (success) or the wait times out, then fails the
-// test with the last thing check said was wrong.
-func eventually(t *testing.T, what string, check func() string) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		if last = check(); last == "" {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: still not true after %s: %s", what, waitTimeout, last)
-}
-
 func getSandbox(t *testing.T, ns, name string) *agentsv1alpha1.Sandbox {
 	t.Helper()
 	sb := &agentsv1alpha1.Sandbox{}
@@ -130,36 +44,36 @@ func getSandbox(t *testing.T, ns, name string) *agentsv1alpha1.Sandbox {
 }
 
 // readyIs returns a check that the sandbox's Ready condition has the status and reason.
-func readyIs(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) func() string {
-	return func() string {
+func readyIs(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) func() error {
+	return func() error {
 		sb := getSandbox(t, ns, name)
 		c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
 		if c == nil {
-			return "no Ready condition"
+			return errors.New("no Ready condition")
 		}
 		if c.Status != status || c.Reason != reason {
-			return fmt.Sprintf("Ready=%s/%s (%q), want %s/%s", c.Status, c.Reason, c.Message, status, reason)
+			return fmt.Errorf("Ready=%s/%s (%q), want %s/%s", c.Status, c.Reason, c.Message, status, reason)
 		}
 		if c.ObservedGeneration != sb.Generation {
-			return fmt.Sprintf("observedGeneration %d, want %d", c.ObservedGeneration, sb.Generation)
+			return fmt.Errorf("observedGeneration %d, want %d", c.ObservedGeneration, sb.Generation)
 		}
-		return ""
+		return nil
 	}
 }
 
 // exists returns a check that obj exists (want=true) or is gone (want=false).
-func exists(obj client.Object, want bool) func() string {
-	return func() string {
+func exists(obj client.Object, want bool) func() error {
+	return func() error {
 		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
 		switch {
 		case err == nil && want, apierrors.IsNotFound(err) && !want:
-			return ""
+			return nil
 		case err == nil:
-			return fmt.Sprintf("%T %s still exists", obj, obj.GetName())
+			return fmt.Errorf("%T %s still exists", obj, obj.GetName())
 		case apierrors.IsNotFound(err):
-			return fmt.Sprintf("%T %s does not exist", obj, obj.GetName())
+			return fmt.Errorf("%T %s does not exist", obj, obj.GetName())
 		default:
-			return err.Error()
+			return err
 		}
 	}
 }
@@ -172,7 +86,7 @@ func podOf(ns, name string) *corev1.Pod {
 func waitForPod(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
 	pod := podOf(ns, name)
-	eventually(t, "pod "+name+" exists", exists(pod, true))
+	testwrap.Eventually(t, "pod "+name+" exists", exists(pod, true))
 	return pod
 }
 
@@ -230,4 +144,79 @@ func containsAll(haystack string, needles ...string) bool {
 		}
 	}
 	return true
+}
+
+func mustCreateObj(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k8s.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// create creates obj and returns it as the API server stored it.
+func create[T client.Object](t *testing.T, obj T) T {
+	t.Helper()
+	mustCreateObj(t, obj)
+	return obj
+}
+
+// homeVolume is a 1Gi volume claim template "home" whose PVCs carry purpose=home.
+func homeVolume() agentsv1alpha1.PersistentVolumeClaimTemplate {
+	return testwrap.MakeVolumeClaim("home", "1Gi").Label("purpose", "home").Obj()
+}
+
+func getClaim(t *testing.T, ns, name string) *extv1alpha1.SandboxClaim {
+	t.Helper()
+	c := &extv1alpha1.SandboxClaim{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, c); err != nil {
+		t.Fatalf("getting claim %s: %v", name, err)
+	}
+	return c
+}
+
+// claimReadyIs checks the claim's Ready condition; for True it also wants podIPs, the signal
+// integrators poll.
+func claimReadyIs(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) func() error {
+	return func() error {
+		c := &extv1alpha1.SandboxClaim{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, c); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, extv1alpha1.ClaimConditionReady)
+		if cond == nil {
+			return errors.New("no Ready condition")
+		}
+		if cond.Status != status || (reason != "" && cond.Reason != reason) {
+			return fmt.Errorf("Ready=%s/%s (%q), want %s/%s", cond.Status, cond.Reason, cond.Message, status, reason)
+		}
+		if status == metav1.ConditionTrue && len(c.Status.SandboxStatus.PodIPs) == 0 {
+			return errors.New("Ready but status.sandbox.podIPs is empty")
+		}
+		return nil
+	}
+}
+
+// poolReady waits until the pool reports n ready members.
+func poolReady(t *testing.T, ns, name string, n int32) func() error {
+	return func() error {
+		p := &extv1alpha1.SandboxWarmPool{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
+			return err
+		}
+		if p.Status.ReadyReplicas != n || p.Status.Replicas != n {
+			return fmt.Errorf("pool status replicas=%d ready=%d, want %d", p.Status.Replicas, p.Status.ReadyReplicas, n)
+		}
+		return nil
+	}
+}
+
+func sandboxesIn(t *testing.T, ns string) []agentsv1alpha1.Sandbox {
+	t.Helper()
+	list := &agentsv1alpha1.SandboxList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
 }

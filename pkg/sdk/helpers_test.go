@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
@@ -24,29 +23,6 @@ func testCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-// claimBuilder builds SandboxClaims for tests.
-type claimBuilder struct{ cl *extv1alpha1.SandboxClaim }
-
-func aClaim(name string) *claimBuilder {
-	return &claimBuilder{cl: &extv1alpha1.SandboxClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec:       extv1alpha1.SandboxClaimSpec{TemplateRef: extv1alpha1.SandboxTemplateRef{Name: "tmpl"}},
-	}}
-}
-
-func (b *claimBuilder) inNamespace(ns string) *claimBuilder { b.cl.Namespace = ns; return b }
-func (b *claimBuilder) template(t string) *claimBuilder     { b.cl.Spec.TemplateRef.Name = t; return b }
-func (b *claimBuilder) labels(l map[string]string) *claimBuilder {
-	b.cl.Labels = l
-	return b
-}
-func (b *claimBuilder) ready(sandboxName string, ips ...string) *claimBuilder {
-	b.cl.Status.SandboxStatus = extv1alpha1.SandboxStatus{Name: sandboxName, PodIPs: ips}
-	b.cl.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DependenciesReady"}}
-	return b
-}
-func (b *claimBuilder) build() *extv1alpha1.SandboxClaim { return b.cl.DeepCopy() }
 
 // plane is a data plane without a cluster: a real sandboxd (and router)
 // and a handle on a claim whose pod is 127.0.0.1.
@@ -78,7 +54,7 @@ func newPlane(t *testing.T, mode Mode, mods ...func(*Options)) *plane {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	sb, err := c.HandleFor(aClaim("claim-1").ready("sb-1", "127.0.0.1").build())
+	sb, err := c.HandleFor(testwrap.MakeClaim("default", "claim-1").Template("tmpl").ReadyWith("sb-1", "127.0.0.1").Obj())
 	if err != nil {
 		t.Fatal(err)
 	}
