@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -153,16 +154,20 @@ func TestSandboxScaleSubresourcePauses(t *testing.T) {
 	sb := create(t, testwrap.MakeSandbox(ns, "scaled").Obj())
 	waitForPod(t, ns, "scaled")
 
-	// What `kubectl scale sandbox scaled --replicas=0` does.
-	scale := &autoscalingv1.Scale{}
-	if err := k8s.SubResource("scale").Get(context.Background(), sb, scale); err != nil {
-		t.Fatalf("reading scale subresource: %v", err)
-	}
-	if scale.Spec.Replicas != 1 {
-		t.Errorf("scale spec.replicas = %d, want the default 1", scale.Spec.Replicas)
-	}
-	scale.Spec.Replicas = 0
-	if err := k8s.SubResource("scale").Update(context.Background(), sb, client.WithSubResourceBody(scale)); err != nil {
+	// What `kubectl scale sandbox scaled --replicas=0` does: read the scale, write it back, and
+	// read again when a status write of the controller's came in between.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale := &autoscalingv1.Scale{}
+		if err := k8s.SubResource("scale").Get(context.Background(), sb, scale); err != nil {
+			return err
+		}
+		if scale.Spec.Replicas != 1 {
+			t.Errorf("scale spec.replicas = %d, want the default 1", scale.Spec.Replicas)
+		}
+		scale.Spec.Replicas = 0
+		return k8s.SubResource("scale").Update(context.Background(), sb, client.WithSubResourceBody(scale))
+	})
+	if err != nil {
 		t.Fatalf("scaling to 0: %v", err)
 	}
 	testwrap.Eventually(t, "pod deleted", exists(podOf(ns, "scaled"), false))
