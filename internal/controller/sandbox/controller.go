@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
@@ -59,7 +61,13 @@ type Reconciler struct {
 	gate          *pacer.Gate
 	podRules      podmeta.Rules
 	clock         clock.PassiveClock
+	// createdPods remember, per Sandbox (and its UID), the pod this process created until the
+	// cache shows it, so a reconcile woken by another child's event does not create it twice.
+	createdPods *expectations.Store[types.UID, *corev1.Pod]
 }
+
+// cacheLagTTL bounds how long a create is trusted over the cache.
+const cacheLagTTL = 30 * time.Second
 
 // New returns a Sandbox reconciler that reads through c (the cache) and, for objects the cache
 // does not hold, apiReader.
@@ -80,6 +88,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
+	r.createdPods = expectations.New[types.UID, *corev1.Pod](r.clock, cacheLagTTL)
 	return r
 }
 
@@ -97,6 +106,9 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sb := &agentsv1alpha1.Sandbox{}
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.createdPods.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sb.DeletionTimestamp.IsZero() {

@@ -44,8 +44,13 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 	if err != nil || notOwned {
 		return nil, notOwned, 0, err
 	}
+	key := client.ObjectKeyFromObject(sb)
+	if pod != nil {
+		r.createdPods.Observed(key, sb.UID) // the cache shows our create
+	}
 
 	if sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas {
+		r.createdPods.Forget(key)
 		if pod != nil && pod.DeletionTimestamp.IsZero() {
 			if err := r.deletePod(ctx, pod); err != nil {
 				return pod, false, 0, err
@@ -66,6 +71,11 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 	if !mayCreate {
 		return nil, false, 0, nil
 	}
+	if mine, ok := r.createdPods.Get(key, sb.UID); ok {
+		// Created moments ago and not in the cache yet (another child's event came first):
+		// creating it again would only earn an AlreadyExists.
+		return mine.DeepCopy(), false, 0, nil
+	}
 
 	pod, refused := buildPod(sb, r.podRules)
 	if err := controllerutil.SetControllerReference(sb, pod, r.client.Scheme()); err != nil {
@@ -80,6 +90,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		pod, notOwned, err = r.getPodLive(ctx, sb)
 		return pod, notOwned, 0, err
 	}
+	r.createdPods.Expect(key, sb.UID, pod.DeepCopy())
 	return pod, false, 0, nil
 }
 
