@@ -1,0 +1,211 @@
+package sandboxwarmpool
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
+	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+)
+
+func TestSurplusRemovesNotReadyMembersFirstThenTheNewest(t *testing.T) {
+	active := []*agentsv1alpha1.Sandbox{
+		ready("ready-old", time.Hour), starting("starting-old", 3*time.Minute), ready("ready-new", time.Minute),
+		starting("starting-new", time.Second), ready("ready-mid", 10*time.Minute),
+	}
+	cases := []struct {
+		n    int
+		want []string
+	}{
+		{0, []string{}},
+		{1, []string{"starting-new"}},
+		{2, []string{"starting-new", "starting-old"}},
+		{3, []string{"starting-new", "starting-old", "ready-new"}},
+		{5, []string{"starting-new", "starting-old", "ready-new", "ready-mid", "ready-old"}},
+		{9, []string{"starting-new", "starting-old", "ready-new", "ready-mid", "ready-old"}},
+	}
+	for _, tc := range cases {
+		m := membership{active: active}
+		got := names(m.surplus(tc.n))
+		if got == nil {
+			got = []string{}
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("surplus(%d) (-want +got):\n%s", tc.n, d)
+		}
+	}
+	if names(active)[0] != "ready-old" {
+		t.Error("surplus reordered the pool's members")
+	}
+}
+
+func TestCountIncludesCreatesNotYetSeen(t *testing.T) {
+	m := membership{active: []*agentsv1alpha1.Sandbox{ready("a", time.Minute)}, pending: 2}
+	if got := m.count(); got != 3 {
+		t.Errorf("count = %d, want 1 member plus 2 creates in flight", got)
+	}
+}
+
+// poolAndTemplate is a pool of three and its template python.
+func poolAndTemplate() (*extv1alpha1.SandboxWarmPool, *extv1alpha1.SandboxTemplate) {
+	return testwrap.MakeWarmPool("ns", "pool").Template("python").Replicas(3).Obj(), testwrap.MakeTemplate("ns", "python").Obj()
+}
+
+// built is a member made from tmpl (fresh), with the given name, UID and readiness.
+func built(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name string, isReady bool) agentsv1alpha1.Sandbox {
+	sb := NewMember(pool, tmpl, podmeta.Rules{})
+	sb.Name, sb.UID = name, types.UID(name+"-uid")
+	if isReady {
+		sb.Status.Conditions = ready(name, 0).Status.Conditions
+	}
+	return *sb
+}
+
+func TestClassify(t *testing.T) {
+	pool, tmpl := poolAndTemplate()
+	edited := testwrap.MakeTemplate("ns", "python").Image("sandbox-runtime:v2").Obj()
+	other := testwrap.MakeTemplate("ns", "node").Obj()
+	deleting := built(pool, tmpl, "deleting", true)
+	deleting.DeletionTimestamp = &metav1.Time{Time: testNow}
+	cases := []struct {
+		name       string
+		members    []agentsv1alpha1.Sandbox
+		tmpl       *extv1alpha1.SandboxTemplate
+		wantActive []string
+		wantStale  []string
+		wantReady  int
+	}{
+		{"fresh members, ready counted", []agentsv1alpha1.Sandbox{built(pool, tmpl, "a", true), built(pool, tmpl, "b", false)}, tmpl,
+			[]string{"a", "b"}, nil, 1},
+		{"a member being deleted is not active", []agentsv1alpha1.Sandbox{built(pool, tmpl, "a", true), deleting}, tmpl,
+			[]string{"a"}, nil, 1},
+		{"members of an older pod spec are stale", []agentsv1alpha1.Sandbox{built(pool, tmpl, "old", true), built(pool, edited, "new", false)}, edited,
+			[]string{"old", "new"}, []string{"old"}, 1},
+		{"members of another template are stale", []agentsv1alpha1.Sandbox{built(pool, other, "node", true)}, tmpl,
+			[]string{"node"}, []string{"node"}, 1},
+		{"without the template nothing is stale", []agentsv1alpha1.Sandbox{built(pool, other, "node", true)}, nil,
+			[]string{"node"}, nil, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := classify(pool, tc.members, tc.tmpl, &expectations{})
+			if d := cmp.Diff(tc.wantActive, names(m.active)); d != "" {
+				t.Errorf("active (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.wantStale, names(m.stale)); d != "" {
+				t.Errorf("stale (-want +got):\n%s", d)
+			}
+			if m.ready != tc.wantReady || m.pending != 0 {
+				t.Errorf("ready %d pending %d, want %d and 0", m.ready, m.pending, tc.wantReady)
+			}
+		})
+	}
+}
+
+// The writes this controller made but the cache does not show yet still count.
+func TestClassifyCountsWritesNotYetSeen(t *testing.T) {
+	pool, tmpl := poolAndTemplate()
+	key := client.ObjectKeyFromObject(pool)
+	exp := &expectations{}
+	exp.created(key, "pool-new")
+	exp.deleted(key, "gone-uid")
+	members := []agentsv1alpha1.Sandbox{built(pool, tmpl, "kept", true), built(pool, tmpl, "gone", true)}
+	m := classify(pool, members, tmpl, exp)
+	if d := cmp.Diff([]string{"kept"}, names(m.active)); d != "" {
+		t.Errorf("active (-want +got), a member we deleted is not active while the cache lags:\n%s", d)
+	}
+	if m.pending != 1 || m.count() != 2 {
+		t.Errorf("pending %d count %d, want the unseen create counted: 1 and 2", m.pending, m.count())
+	}
+}
+
+func TestNewMember(t *testing.T) {
+	pool, tmpl := poolAndTemplate()
+	sb := NewMember(pool, tmpl, podmeta.Rules{})
+	if sb.GenerateName != "pool-" || sb.Name != "" || sb.Namespace != "ns" {
+		t.Errorf("member %s/%s generateName %q, want an unnamed member of ns named after the pool", sb.Namespace, sb.Name, sb.GenerateName)
+	}
+	if got := sb.Labels[extv1alpha1.WarmPoolLabel]; got == "" || got != poolHash(pool) {
+		t.Errorf("label %s = %q, want the pool's hash %q", extv1alpha1.WarmPoolLabel, got, poolHash(pool))
+	}
+	other := testwrap.MakeWarmPool("ns", "other").Template("python").Obj()
+	if poolHash(other) == poolHash(pool) {
+		t.Errorf("pools pool and other share the label value %s", poolHash(pool))
+	}
+	fromTemplate := blueprint.NewSandbox(tmpl, podmeta.Rules{})
+	for k, v := range fromTemplate.Labels {
+		if sb.Labels[k] != v {
+			t.Errorf("label %s = %q, want the blueprint's %q", k, sb.Labels[k], v)
+		}
+	}
+	if isStale(sb, pool, blueprint.Hash(tmpl)) {
+		t.Error("a new member is stale")
+	}
+}
+
+func TestForEachParallel(t *testing.T) {
+	t.Run("runs every index once, at most 8 at a time", func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[int]int{}
+		var running, most atomic.Int32
+		err := forEachParallel(context.Background(), 30, func(i int) error {
+			now := running.Add(1)
+			for {
+				m := most.Load()
+				if now <= m || most.CompareAndSwap(m, now) {
+					break
+				}
+			}
+			time.Sleep(time.Millisecond)
+			running.Add(-1)
+			mu.Lock()
+			seen[i]++
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 30; i++ {
+			if seen[i] != 1 {
+				t.Errorf("index %d ran %d times, want once", i, seen[i])
+			}
+		}
+		if most.Load() > 8 {
+			t.Errorf("%d calls ran at once, want at most 8", most.Load())
+		}
+	})
+	t.Run("returns an error of a call", func(t *testing.T) {
+		boom := errors.New("create failed")
+		err := forEachParallel(context.Background(), 5, func(i int) error {
+			if i == 3 {
+				return boom
+			}
+			return nil
+		})
+		if !errors.Is(err, boom) {
+			t.Errorf("err = %v, want %v", err, boom)
+		}
+	})
+	t.Run("starts nothing once the context is done", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var calls atomic.Int32
+		err := forEachParallel(ctx, 5, func(int) error { calls.Add(1); return nil })
+		if !errors.Is(err, context.Canceled) || calls.Load() != 0 {
+			t.Errorf("err = %v after %d calls, want context.Canceled and none", err, calls.Load())
+		}
+	})
+}
