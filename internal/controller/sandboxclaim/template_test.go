@@ -45,7 +45,7 @@ func TestTemplateOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(s).WithObjects(python, pool, orphanPool).Build()}
+			r := New(fake.NewClientBuilder().WithScheme(s).WithObjects(python, pool, orphanPool).Build(), nil, Options{})
 			got, err := r.templateOf(context.Background(), tc.claim)
 			if tc.wantReason != "" {
 				var ue *userError
@@ -63,7 +63,7 @@ func TestTemplateOf(t *testing.T) {
 
 func TestTemplateOfPassesOnOtherErrors(t *testing.T) {
 	// A scheme without the extension types: every read fails, and not with NotFound.
-	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build()}
+	r := New(fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build(), nil, Options{})
 	_, err := r.templateOf(context.Background(), testwrap.MakeClaim("ns", "c").Template("python").Obj())
 	var ue *userError
 	if err == nil || errors.As(err, &ue) {

@@ -64,8 +64,8 @@ func TestClaimVolumes(t *testing.T) {
 			got, err := claimVolumes(claim, tmpl)
 			if tc.wantReject != "" {
 				var ue *userError
-				if !errors.As(err, &ue) || ue.reason != ReasonVolumeClaimTemplatesError || !strings.Contains(ue.message, tc.wantReject) {
-					t.Fatalf("err = %v, want a %s user error containing %q", err, ReasonVolumeClaimTemplatesError, tc.wantReject)
+				if !errors.As(err, &ue) || ue.reason != extv1alpha1.ReasonVolumeClaimTemplatesError || !strings.Contains(ue.message, tc.wantReject) {
+					t.Fatalf("err = %v, want a %s user error containing %q", err, extv1alpha1.ReasonVolumeClaimTemplatesError, tc.wantReject)
 				}
 				return
 			}

@@ -41,7 +41,7 @@ func TestDesiredSpecSelectsTheTemplatesPods(t *testing.T) {
 		testwrap.MakeTemplate("ns", "python").Obj(),
 		testwrap.MakeTemplate("ns", "python").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{}).Obj(),
 	} {
-		spec := (&Reconciler{}).desiredSpec(tmpl)
+		spec := New(nil, Options{}).desiredSpec(tmpl)
 		pod := blueprint.NewSandbox(tmpl, podmeta.Rules{}).Spec.PodTemplate.Metadata.Labels
 		sel, err := metav1.LabelSelectorAsSelector(&spec.PodSelector)
 		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod)) {
@@ -71,7 +71,7 @@ func TestDesiredSpecSecureDefault(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := (&Reconciler{Router: tc.router}).desiredSpec(testwrap.MakeTemplate("ns", "t").Obj())
+			spec := New(nil, Options{Router: tc.router}).desiredSpec(testwrap.MakeTemplate("ns", "t").Obj())
 			want := []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: tc.wantNS}},
 				PodSelector:       &metav1.LabelSelector{MatchLabels: tc.wantLabels},
@@ -84,7 +84,7 @@ func TestDesiredSpecSecureDefault(t *testing.T) {
 }
 
 func TestDesiredSpecSecureDefaultEgressIsPublicOnly(t *testing.T) {
-	spec := (&Reconciler{}).desiredSpec(testwrap.MakeTemplate("ns", "t").Obj())
+	spec := New(nil, Options{}).desiredSpec(testwrap.MakeTemplate("ns", "t").Obj())
 	blocks := map[string][]string{}
 	for _, rule := range spec.Egress {
 		if len(rule.Ports) != 0 {
@@ -111,7 +111,7 @@ func TestDesiredSpecTakesCustomRulesVerbatimAndCopied(t *testing.T) {
 		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "203.0.113.0/24"}}}}},
 	}
 	tmpl := testwrap.MakeTemplate("ns", "t").NetworkPolicy(rules).Obj()
-	spec := (&Reconciler{}).desiredSpec(tmpl)
+	spec := New(nil, Options{}).desiredSpec(tmpl)
 	if spec.Ingress != nil {
 		t.Errorf("ingress %+v, want none (deny all ingress) when the rules give none", spec.Ingress)
 	}
@@ -137,7 +137,7 @@ func TestPodRulesRefuseTheConfiguredRoutersLabels(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := (&Reconciler{Router: tc.router}).PodRules().LabelProblem(tc.label[0], tc.label[1]) != ""
+			got := New(nil, Options{Router: tc.router}).PodRules().LabelProblem(tc.label[0], tc.label[1]) != ""
 			if got != tc.refuse {
 				t.Errorf("label %s=%s refused = %v, want %v", tc.label[0], tc.label[1], got, tc.refuse)
 			}
@@ -170,7 +170,7 @@ func TestReconcile(t *testing.T) {
 	s := newScheme(t)
 	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Obj()
 	unmanaged := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Obj()
-	desired := (&Reconciler{}).desiredSpec(tmpl)
+	desired := New(nil, Options{}).desiredSpec(tmpl)
 	drifted := desired.DeepCopy()
 	drifted.Egress = []networkingv1.NetworkPolicyEgressRule{{}} // allow everything
 	foreign := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: PolicyName("t")},
@@ -185,7 +185,7 @@ func TestReconcile(t *testing.T) {
 		{"creates the policy, controlled by the template", []client.Object{tmpl}, &desired, true, ""},
 		{"puts back a policy edited behind its back", []client.Object{tmpl, ownPolicy(t, s, tmpl, *drifted)}, &desired, true, ""},
 		{"leaves a policy it does not own alone and says so", []client.Object{tmpl, foreign.DeepCopy()}, &foreign.Spec, false,
-			"Warning " + ReasonPolicyConflict + " NetworkPolicy t-network-policy exists and is not owned by this template"},
+			"Warning " + extv1alpha1.EventPolicyConflict + " NetworkPolicy t-network-policy exists and is not owned by this template"},
 		{"Unmanaged removes its policy", []client.Object{unmanaged, ownPolicy(t, s, unmanaged, desired)}, nil, false, ""},
 		{"Unmanaged without a policy does nothing", []client.Object{unmanaged}, nil, false, ""},
 		{"a template being deleted is left to garbage collection",
@@ -199,7 +199,7 @@ func TestReconcile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(s).WithObjects(tc.objs...).Build()
 			events := record.NewFakeRecorder(10)
-			r := &Reconciler{Client: c, Recorder: events}
+			r := New(c, Options{Recorder: events})
 			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "t"}}); err != nil {
 				t.Fatalf("Reconcile: %v", err)
 			}

@@ -1,6 +1,7 @@
 package sandboxwarmpool
 
 import (
+	clocktesting "k8s.io/utils/clock/testing"
 	"testing"
 	"time"
 
@@ -130,22 +131,22 @@ func TestMemberReadyTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := testwrap.MakeWarmPool("ns", "pool")
 			if tc.annotation != "" {
-				w.Annotation(MemberReadyTimeoutAnnotation, tc.annotation)
+				w.Annotation(extv1alpha1.MemberReadyTimeoutAnnotation, tc.annotation)
 			}
-			r := &Reconciler{MemberReadyTimeout: tc.configured}
-			if got := r.memberReadyTimeout(w.Obj()); got != tc.want {
+			r := New(nil, Options{MemberReadyTimeout: tc.configured})
+			if got := r.readyTimeoutOf(w.Obj()); got != tc.want {
 				t.Errorf("timeout %s, want %s", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestNowIsTheReconcilersClock(t *testing.T) {
-	r := &Reconciler{Now: func() time.Time { return testNow }}
-	if got := r.now(); !got.Equal(testNow) {
+func TestTheClockIsInjected(t *testing.T) {
+	r := New(nil, Options{Clock: clocktesting.NewFakePassiveClock(testNow)})
+	if got := r.clock.Now(); !got.Equal(testNow) {
 		t.Errorf("now = %s, want the injected clock's %s", got, testNow)
 	}
-	if got := (&Reconciler{}).now(); time.Since(got) > time.Minute {
+	if got := New(nil, Options{}).clock.Now(); time.Since(got) > time.Minute {
 		t.Errorf("now without a clock = %s, want the wall clock", got)
 	}
 }

@@ -3,6 +3,7 @@ package sandboxwarmpool
 import (
 	"context"
 	"errors"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -100,7 +101,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := classify(pool, tc.members, tc.tmpl, &expectations{})
+			m := classify(pool, tc.members, tc.tmpl, newMemberWrites(clocktesting.NewFakePassiveClock(testNow)))
 			if d := cmp.Diff(tc.wantActive, names(m.active)); d != "" {
 				t.Errorf("active (-want +got):\n%s", d)
 			}
@@ -118,7 +119,7 @@ func TestClassify(t *testing.T) {
 func TestClassifyCountsWritesNotYetSeen(t *testing.T) {
 	pool, tmpl := poolAndTemplate()
 	key := client.ObjectKeyFromObject(pool)
-	exp := &expectations{}
+	exp := newMemberWrites(clocktesting.NewFakePassiveClock(testNow))
 	exp.created(key, "pool-new")
 	exp.deleted(key, "gone-uid")
 	members := []agentsv1alpha1.Sandbox{built(pool, tmpl, "kept", true), built(pool, tmpl, "gone", true)}
