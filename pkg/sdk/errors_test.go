@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -89,16 +90,17 @@ func TestRouterLag(t *testing.T) {
 				_, err := sb.Run(testCtx(t), Shell("cat >/dev/null; true"), opts...)
 				done <- err
 			}()
-			// Polled often: the router catches up the moment it has said "not found" once.
+			// The router catches up only after three "not found"s: every retry replays the request
+			// (and its body) in full.
 			quick := testwrap.Wait{Interval: 5 * time.Millisecond}
-			quick.Eventually(t, "the router to answer that it does not know the sandbox", func() error {
+			quick.Eventually(t, "the router to answer three times that it does not know the sandbox", func() error {
 				select {
 				case err := <-done:
 					t.Fatalf("Run ended (%v) before the router was asked, want it retrying the router's 404", err)
 				default:
 				}
-				if r.Misses() == 0 {
-					return errors.New("no 404 from the router yet")
+				if n := r.Misses(); n < 3 {
+					return fmt.Errorf("%d 404s from the router so far", n)
 				}
 				return nil
 			})

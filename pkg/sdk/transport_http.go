@@ -183,31 +183,31 @@ func (r *request) op() string { return r.method + " " + r.path }
 // moment (routerLag), when the body can be replayed.
 func (t *httpTransport) do(ctx context.Context, r *request) (*http.Response, error) {
 	var lag routerLag
+	// The first request's body source replays the body on every retry (r.body itself is read
+	// once).
+	var getBody func() (io.ReadCloser, error)
+	var contentLength int64
 	for attempt := 0; ; attempt++ {
 		req, err := t.newRequest(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-		rewind := func() error {
-			if req.GetBody != nil {
-				b, err := req.GetBody()
-				if err != nil {
-					return err
-				}
-				r.body = b
+		if attempt == 0 {
+			getBody, contentLength = req.GetBody, req.ContentLength
+		} else if getBody != nil {
+			body, err := getBody()
+			if err != nil {
+				return nil, err
 			}
-			return nil
+			req.Body, req.GetBody, req.ContentLength = body, getBody, contentLength
 		}
+		replayable := req.Body == nil || req.Body == http.NoBody || getBody != nil
 		resp, err := t.c.http.api.Do(req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			if attempt == 0 && isDialError(err) && replayable && t.ep.dialFailed(ctx) {
-				if err := rewind(); err != nil {
-					return nil, err
-				}
 				continue
 			}
 			return nil, fmt.Errorf("sandbox API %s: %w", r.op(), err)
@@ -218,9 +218,6 @@ func (t *httpTransport) do(ctx context.Context, r *request) (*http.Response, err
 		apiErr := readAPIError(resp, r.op())
 		resp.Body.Close()
 		if replayable && lag.retry(ctx, t.ep, apiErr) {
-			if err := rewind(); err != nil {
-				return nil, err
-			}
 			continue
 		}
 		return nil, apiErr

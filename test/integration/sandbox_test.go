@@ -130,10 +130,14 @@ func TestSandboxPauseAndResumeKeepVolumesAndService(t *testing.T) {
 	patchReplicas(t, sb, 0)
 	testwrap.Eventually(t, "pod deleted on pause", exists(podOf(ns, "persist"), false))
 	testwrap.Eventually(t, "Ready=False/SandboxPaused", readyIs(t, ns, "persist", metav1.ConditionFalse, agentsv1alpha1.ReasonPaused))
-	paused := getSandbox(t, ns, "persist").Status
-	if paused.Replicas != 0 || len(paused.PodIPs) != 0 || paused.Service != "persist" {
-		t.Errorf("paused status = %+v, want replicas 0, no pod IPs, service kept", paused)
-	}
+	// SandboxPaused is the reason from the moment the pod starts terminating; the counts follow
+	// once it is gone.
+	testwrap.Eventually(t, "paused status: replicas 0, no pod IPs, service kept", func() error {
+		if paused := getSandbox(t, ns, "persist").Status; paused.Replicas != 0 || len(paused.PodIPs) != 0 || paused.Service != "persist" {
+			return fmt.Errorf("paused status = %+v", paused)
+		}
+		return nil
+	})
 	testwrap.Eventually(t, "PVC kept while paused", exists(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "home-persist"}}, true))
 	testwrap.Eventually(t, "service kept while paused", exists(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "persist"}}, true))
 
