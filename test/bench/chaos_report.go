@@ -119,7 +119,7 @@ func (r *ChaosReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "  claims                 %d created, %d ready in time, %d create calls refused\n", r.Claims, r.Ready, r.CreateErrors)
 	fmt.Fprintf(w, "  double adoptions       %d Sandboxes, %d claims\n", len(r.DoubleOwnedSandboxes), len(r.DoubleBoundClaims))
 	fmt.Fprintf(w, "  lost claims            %d\n", r.Lost)
-	fmt.Fprintf(w, "  worst create→podIPs    %s; every claim ready %s after the last fault\n", r.WorstClaimLatency, r.AllReadyAfterFault)
+	fmt.Fprintf(w, "  worst create→podIPs    %s (claims ready in time); the last of them ready %s after the last fault\n", r.WorstClaimLatency, r.AllReadyAfterFault)
 	fmt.Fprintf(w, "  pool back at size      %s after the last fault\n", r.PoolRestored)
 	fmt.Fprintf(w, "  leaks after cleanup    %v\n", r.Leaks)
 	fmt.Fprintf(w, "  writes per claim       %v\n", r.WritesPerClaim)
