@@ -57,3 +57,9 @@ func TestNilGateNeverHolds(t *testing.T) {
 		t.Errorf("a nil gate held work")
 	}
 }
+
+func TestANilPacerRecordsNothing(t *testing.T) {
+	var p *Pacer
+	done := p.ClaimStarted() // must not panic: reconcilers built without a pacer still serve claims
+	done()
+}
