@@ -15,6 +15,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// CacheLag is how long a write is trusted over the cache unless a store needs otherwise; an
+// informer normally shows a controller's own write within milliseconds.
+const CacheLag = 30 * time.Second
+
 // Store holds, per owner object, expectations keyed by K with a value V each. An expectation
 // older than the store's TTL is dropped as if observed: a lost watch event must not freeze the
 // controller. It is safe for concurrent use.

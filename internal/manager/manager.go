@@ -134,11 +134,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 
 // addReconcilers registers every reconciler, sharing the claim pacer and the pod metadata rules.
 func addReconcilers(mgr ctrl.Manager, opts Options) error {
-	quiet := opts.RefillQuiet
-	if quiet == 0 {
-		quiet = pacer.DefaultQuiet
-	}
-	claims := pacer.NewPacer(quiet)
+	claims := pacer.NewPacer(opts.RefillQuiet)
 	// One set of pod metadata rules for every controller that builds sandbox pods.
 	templates := sandboxtemplate.New(mgr.GetClient(), sandboxtemplate.Options{
 		Recorder: mgr.GetEventRecorderFor("sandboxtemplate-controller"),

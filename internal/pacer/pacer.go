@@ -23,8 +23,11 @@ type Pacer struct {
 const DefaultQuiet = 250 * time.Millisecond
 
 // NewPacer returns a pacer that reports claims busy while one is being served and for quiet
-// after the last one.
+// (DefaultQuiet when not positive) after the last one.
 func NewPacer(quiet time.Duration) *Pacer {
+	if quiet <= 0 {
+		quiet = DefaultQuiet
+	}
 	return &Pacer{quiet: quiet, now: time.Now}
 }
 

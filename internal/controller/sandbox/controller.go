@@ -66,9 +66,6 @@ type Reconciler struct {
 	createdPods *expectations.Store[types.UID, *corev1.Pod]
 }
 
-// cacheLagTTL bounds how long a create is trusted over the cache.
-const cacheLagTTL = 30 * time.Second
-
 // New returns a Sandbox reconciler that reads through c (the cache) and, for objects the cache
 // does not hold, apiReader.
 func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
@@ -88,7 +85,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
-	r.createdPods = expectations.New[types.UID, *corev1.Pod](r.clock, cacheLagTTL)
+	r.createdPods = expectations.New[types.UID, *corev1.Pod](r.clock, expectations.CacheLag)
 	return r
 }
 

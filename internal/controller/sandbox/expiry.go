@@ -94,7 +94,5 @@ func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1
 }
 
 func (r *Reconciler) event(sb *agentsv1alpha1.Sandbox, eventType, reason, message string) {
-	if r.recorder != nil {
-		r.recorder.Event(sb, eventType, reason, message)
-	}
+	r.recorder.Event(sb, eventType, reason, message)
 }

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -135,7 +135,7 @@ func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
 // warnRefused tells the Sandbox's owner which pod labels were left out because they would make
 // the pod look like the router.
 func (r *Reconciler) warnRefused(sb *agentsv1alpha1.Sandbox, refused []string) {
-	if len(refused) > 0 && r.recorder != nil {
+	if len(refused) > 0 {
 		r.recorder.Eventf(sb, corev1.EventTypeWarning, agentsv1alpha1.EventRouterLabelsRefused,
 			"pod labels %s identify the sandbox router and were not applied to the pod", strings.Join(refused, ", "))
 	}

@@ -31,10 +31,6 @@ import (
 // DefaultWorkers is how many claims are reconciled in parallel unless Options say otherwise.
 const DefaultWorkers = 32
 
-// cacheLagTTL bounds how long a binding or status this process wrote is trusted over the
-// cache; the cache normally catches up within milliseconds.
-const cacheLagTTL = 30 * time.Second
-
 // Options configure a Reconciler; a zero field takes its default.
 type Options struct {
 	// Recorder receives events (default: dropped).
@@ -92,8 +88,8 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
-	r.bindings = expectations.New[types.UID, *agentsv1alpha1.Sandbox](r.clock, cacheLagTTL)
-	r.written = expectations.New[types.UID, *extv1alpha1.SandboxClaimStatus](r.clock, cacheLagTTL)
+	r.bindings = expectations.New[types.UID, *agentsv1alpha1.Sandbox](r.clock, expectations.CacheLag)
+	r.written = expectations.New[types.UID, *extv1alpha1.SandboxClaimStatus](r.clock, expectations.CacheLag)
 	return r
 }
 

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 )
 
 func TestCatchUpStatusStartsFromTheLastWrite(t *testing.T) {
@@ -38,7 +39,7 @@ func TestCatchUpStatusStartsFromTheLastWrite(t *testing.T) {
 		{name: "the cache shows the write: forget it",
 			written: &readyStatus, cached: claimWith(readyStatus), wantStatus: readyStatus},
 		{name: "a write the cache never showed is trusted no longer than the TTL",
-			written: &readyStatus, wait: cacheLagTTL + time.Second, cached: claimWith(extv1alpha1.SandboxClaimStatus{}),
+			written: &readyStatus, wait: expectations.CacheLag + time.Second, cached: claimWith(extv1alpha1.SandboxClaimStatus{}),
 			wantStatus: extv1alpha1.SandboxClaimStatus{}},
 	}
 	for _, tt := range tests {
