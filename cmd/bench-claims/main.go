@@ -133,6 +133,11 @@ func printSpread(rs []*bench.Report) {
 		{"create→podIPs p90 ms", func(r *bench.Report) float64 { return r.PodIPs.P90 }},
 		{"create→podIPs p99 ms", func(r *bench.Report) float64 { return r.PodIPs.P99 }},
 		{"controller hot-path writes/warm claim", func(r *bench.Report) float64 { return r.HotPathWrites }},
+		{"kube-apiserver CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["kube-apiserver"].MsPerClaim }},
+		{"controller CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["controller"].MsPerClaim }},
+		{"etcd CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["etcd"].MsPerClaim }},
+		{"loadgen CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["loadgen"].MsPerClaim }},
+		{"controller RSS MiB", func(r *bench.Report) float64 { return r.ControllerRSSMB }},
 	} {
 		lo, med, hi := pick(m.f)
 		fmt.Printf("%-40s median %8.1f  (range %.1f–%.1f over %d runs)\n", m.name, med, lo, hi, len(rs))

@@ -12,6 +12,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 )
 
 // controllerProc is the agent-sandbox controller running as its own process, so its CPU and
@@ -113,13 +117,7 @@ func (p *controllerProc) profile(d time.Duration, path string) error {
 		return err
 	}
 	defer resp.Body.Close()
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = io.Copy(f, resp.Body)
-	return err
+	return saveProfile(resp, path)
 }
 
 func (p *controllerProc) stop() {
@@ -139,4 +137,38 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// apiServerProfile records a CPU profile of kube-apiserver for d into path (its /debug/pprof,
+// on by default, asked as an admin).
+func apiServerProfile(ctx context.Context, env *testenv.Env, d time.Duration, path string) error {
+	hc, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", env.Config.Host, int(d.Seconds())), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return saveProfile(resp, path)
+}
+
+// saveProfile writes a pprof response's body to path.
+func saveProfile(resp *http.Response, path string) error {
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("profile: %s: %s", resp.Status, body)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }

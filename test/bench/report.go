@@ -32,11 +32,10 @@ type Report struct {
 	WritesPerClaim  map[string]float64 `json:"writesPerClaimByClient"`
 	HotPathWrites   float64            `json:"controllerHotPathWritesPerWarmClaim"`
 	RefillWrites    float64            `json:"controllerRefillWritesPerClaim"`
-	ControllerCPU   float64            `json:"controllerCPUCores"`
 	ControllerRSSMB float64            `json:"controllerRSSMiB"`
-	APIServerCPU    float64            `json:"apiserverCPUCores"`
-	EtcdCPU         float64            `json:"etcdCPUCores"`
-	Errors          []string           `json:"errors,omitempty"`
+	// CPU is what each process on the machine used during the run, by name (loadgen: this one).
+	CPU    map[string]ProcessCPU `json:"cpu"`
+	Errors []string              `json:"errors,omitempty"`
 }
 
 // Latency summarises a set of durations in milliseconds.
@@ -83,9 +82,13 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "controller hot-path writes/warm claim\t%.2f\n", r.HotPathWrites)
 	fmt.Fprintf(tw, "controller refill writes/claim\t%.2f\n", r.RefillWrites)
-	fmt.Fprintf(tw, "controller CPU (cores, during run)\t%.2f\n", r.ControllerCPU)
 	fmt.Fprintf(tw, "controller RSS (MiB)\t%.0f\n", r.ControllerRSSMB)
-	fmt.Fprintf(tw, "kube-apiserver / etcd CPU (cores)\t%.2f / %.2f\n", r.APIServerCPU, r.EtcdCPU)
+	fmt.Fprintf(tw, "CPU during the run\tcores\tms/claim\n")
+	for _, name := range measuredProcesses {
+		if p, ok := r.CPU[name]; ok {
+			fmt.Fprintf(tw, "  %s\t%.2f\t%.1f\n", name, p.Cores, p.MsPerClaim)
+		}
+	}
 	if r.PoolFill != "" {
 		fmt.Fprintf(tw, "pool fill\t%s\n", r.PoolFill)
 	}

@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	cc.WaitForCacheSync(ctx)
-	if err := burst(ctx, cfg, c, ctrlProc, rec, auditPath, report); err != nil {
+	if err := burst(ctx, cfg, env, c, ctrlProc, rec, report); err != nil {
 		return nil, err
 	}
 	return report, nil
@@ -115,15 +115,17 @@ func prepareLoad(ctx context.Context, c client.Client, pool int, report *Report)
 
 // burst fires the claims, waits until they have pod IPs (or cfg.Settle passed) and reports
 // latencies, CPU and memory used meanwhile, and the writes counted in the audit log.
-func burst(ctx context.Context, cfg Config, c client.Client, ctrlProc *controllerProc, rec *recorder, auditPath string, report *Report) error {
+func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, ctrlProc *controllerProc, rec *recorder, report *Report) error {
 	n := int(cfg.Rate * cfg.Duration.Seconds())
 	rec.expect(n)
 	before := sampleCPU(ctrlProc)
 	start := time.Now()
-	profileDone := make(chan error, 1)
+	profileDone := make(chan error, 2)
 	if cfg.Profile {
+		seconds := cfg.Duration + 2*time.Second
+		go func() { profileDone <- ctrlProc.profile(seconds, filepath.Join(cfg.Dir, "controller-cpu.pprof")) }()
 		go func() {
-			profileDone <- ctrlProc.profile(cfg.Duration+2*time.Second, filepath.Join(cfg.Dir, "controller-cpu.pprof"))
+			profileDone <- apiServerProfile(ctx, env, seconds, filepath.Join(cfg.Dir, "apiserver-cpu.pprof"))
 		}()
 	}
 	logf("firing %d claims at %.0f/s", n, cfg.Rate)
@@ -139,40 +141,26 @@ func burst(ctx context.Context, cfg Config, c client.Client, ctrlProc *controlle
 		return ctx.Err()
 	}
 	end := time.Now()
-	sampleCPU(ctrlProc).since(before, end.Sub(start), report)
+	after := sampleCPU(ctrlProc)
 	report.ControllerRSSMB, _ = rssMiB(ctrlProc.pid())
 	report.Claims = n
 	report.AchievedRate = float64(n) / sendTime.Seconds()
 	adopted := summarizeClaims(rec, report)
+	report.CPU = after.since(before, end.Sub(start), report.Completed)
 
 	// Let the audit log's batch flush, then count writes made during the run.
 	time.Sleep(2 * time.Second)
-	if err := countWrites(auditPath, start, end, adopted, report); err != nil {
+	if err := countWrites(filepath.Join(cfg.Dir, "audit.log"), start, end, adopted, report); err != nil {
 		report.Errors = append(report.Errors, "audit log: "+err.Error())
 	}
 	if cfg.Profile {
-		if err := <-profileDone; err != nil {
-			report.Errors = append(report.Errors, "profile: "+err.Error())
+		for range 2 {
+			if err := <-profileDone; err != nil {
+				report.Errors = append(report.Errors, "profile: "+err.Error())
+			}
 		}
 	}
 	return nil
-}
-
-// cpuSample is the CPU time (seconds) the controller, the API server and etcd have used so far.
-type cpuSample struct{ controller, apiServer, etcd float64 }
-
-func sampleCPU(ctrlProc *controllerProc) cpuSample {
-	var s cpuSample
-	s.controller, _ = cpuSeconds(ctrlProc.pid())
-	s.apiServer, s.etcd = childCPUSeconds("kube-apiserver"), childCPUSeconds("etcd")
-	return s
-}
-
-// since reports the cores each used on average over the elapsed time since before.
-func (s cpuSample) since(before cpuSample, elapsed time.Duration, r *Report) {
-	r.ControllerCPU = (s.controller - before.controller) / elapsed.Seconds()
-	r.APIServerCPU = (s.apiServer - before.apiServer) / elapsed.Seconds()
-	r.EtcdCPU = (s.etcd - before.etcd) / elapsed.Seconds()
 }
 
 // summarizeClaims fills latency and warm-hit figures; it returns the adopted Sandboxes' names.
