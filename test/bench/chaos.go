@@ -41,6 +41,10 @@ func DefaultChaos() ChaosConfig {
 		Recovery: 10 * time.Second, LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
 }
 
+// nodeAgentStuckAfter is how long a bound pod may stay Pending before the simulated node is
+// asked to look at it again (a kubelet syncs pod status every 10 s).
+const nodeAgentStuckAfter = 15 * time.Second
+
 // RunChaos runs the scenario and checks its invariants; the report says which broke.
 func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	quietLibraryLogs()
@@ -94,8 +98,9 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	start := time.Now()
 	faultsDone := make(chan []Fault, 1)
 	go func() { faultsDone <- injectFaults(ctx, cfg, env, replicas, start) }()
-	stopChurn := make(chan struct{})
+	stopChurn, stopResync := make(chan struct{}), make(chan struct{})
 	go churn(ctx, c, rec, cfg.DeleteAfter, stopChurn)
+	resyncs := nodeAgentResync(ctx, c, nodeAgentStuckAfter, stopResync)
 	logf("chaos: firing %d claims at %.0f/s with faults", n, cfg.Rate)
 	fire(ctx, c, namespace, template, n, cfg.Rate, "chaos", rec)
 	report.Faults = <-faultsDone
@@ -115,6 +120,8 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	report.DoubleOwnedSandboxes, report.DoubleBoundClaims = own.doubles()
 	report.ControllerProcesses = replicas.total()
 	report.PoolRestored = waitPoolSize(ctx, c, cfg.Pool, lastFault)
+	close(stopResync)
+	report.NodeAgentResyncs = resyncs()
 	report.Leaks = cleanUpAndFindLeaks(ctx, c)
 	time.Sleep(2 * time.Second) // let the audit log's batch flush
 	report.countWrites(auditPath, start, end)

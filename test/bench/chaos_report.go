@@ -26,7 +26,10 @@ type ChaosReport struct {
 	PoolRestored         string             `json:"poolBackAtSizeAfterLastFault"`
 	Leaks                map[string]int     `json:"leaks"`
 	WritesPerClaim       map[string]float64 `json:"writesPerClaimByClient"`
-	Errors               []string           `json:"errors,omitempty"`
+	// NodeAgentResyncs counts the pods the harness nudged because kwok dropped their status
+	// write (nodeAgentResync): a fault of the simulated node that a kubelet would retry.
+	NodeAgentResyncs int      `json:"nodeAgentResyncs"`
+	Errors           []string `json:"errors,omitempty"`
 }
 
 // judgeClaims finds lost claims: existing claims without pod IPs by recovery after the last
@@ -122,6 +125,7 @@ func (r *ChaosReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "  worst create→podIPs    %s (claims ready in time); the last of them ready %s after the last fault\n", r.WorstClaimLatency, r.AllReadyAfterFault)
 	fmt.Fprintf(w, "  pool back at size      %s after the last fault\n", r.PoolRestored)
 	fmt.Fprintf(w, "  leaks after cleanup    %v\n", r.Leaks)
+	fmt.Fprintf(w, "  simulated-node retries %d pods nudged after kwok dropped a failed status write (a kubelet retries it)\n", r.NodeAgentResyncs)
 	fmt.Fprintf(w, "  writes per claim       %v\n", r.WritesPerClaim)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "  error: %s\n", e)

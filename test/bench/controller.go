@@ -120,6 +120,16 @@ func (p *controllerProc) profile(d time.Duration, path string) error {
 	return saveProfile(resp, path)
 }
 
+// heapProfile saves the controller's heap profile (live objects after a GC) into path.
+func (p *controllerProc) heapProfile(path string) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", p.pprofAddr))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return saveProfile(resp, path)
+}
+
 func (p *controllerProc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {

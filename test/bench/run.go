@@ -143,6 +143,11 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 	end := time.Now()
 	after := sampleCPU(ctrlProc)
 	report.ControllerRSSMB, _ = rssMiB(ctrlProc.pid())
+	if cfg.Profile {
+		if err := ctrlProc.heapProfile(filepath.Join(cfg.Dir, "controller-heap.pprof")); err != nil {
+			report.Errors = append(report.Errors, "heap profile: "+err.Error())
+		}
+	}
 	report.Claims = n
 	report.AchievedRate = float64(n) / sendTime.Seconds()
 	adopted := summarizeClaims(rec, report)
