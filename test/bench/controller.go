@@ -156,7 +156,7 @@ func apiServerProfile(ctx context.Context, env *testenv.Env, d time.Duration, pa
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", env.Config.Host, int(d.Seconds())), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(env.Config.Host, "/"), int(d.Seconds())), nil)
 	if err != nil {
 		return err
 	}
