@@ -36,6 +36,7 @@ func main() {
 	settle := flag.Duration("settle", 2*time.Minute, "how long to wait for the last claims after sending stops")
 	runs := flag.Int("runs", 1, "independent runs (fresh control plane each); the table shows each and the JSON holds all")
 	out := flag.String("out", "bin/bench", "folder for the JSON report, logs and profiles")
+	memLimit := flag.String("controller-memory-limit", "", "the controller's soft Go memory limit (GOMEMLIMIT, e.g. 230MiB), as a container memory limit sets it in an install")
 	profile := flag.Bool("profile", false, "record a CPU profile of the controller during the burst (controller-cpu.pprof)")
 	flag.Parse()
 
@@ -63,7 +64,7 @@ func main() {
 	if *deleteAfter >= 0 {
 		cfg.DeleteAfter = *deleteAfter
 	}
-	cfg.Settle, cfg.Profile = *settle, *profile
+	cfg.Settle, cfg.Profile, cfg.ControllerMemoryLimit = *settle, *profile, *memLimit
 	root, err := os.Getwd()
 	if err != nil {
 		fail(err)

@@ -4,10 +4,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -66,6 +68,14 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	// A soft Go memory limit at 90% of the container's memory limit (GOMEMLIMIT, when set, wins):
+	// the garbage collector works harder as the heap nears it, instead of letting RSS grow to
+	// twice the live heap and the pod be OOM-killed. No container limit, no soft limit.
+	if limit, err := memlimit.Set(memlimit.WithRatio(0.9)); err != nil {
+		log.Info("no Go memory limit from the container's", "reason", err.Error())
+	} else if limit < math.MaxInt64 {
+		log.Info("Go memory limit", "bytes", limit)
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

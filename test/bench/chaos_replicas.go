@@ -56,7 +56,7 @@ func (rs *replicaSet) launch() error {
 		return nil
 	}
 	rs.started++
-	p, err := launchController(rs.bin, filepath.Join(rs.dir, fmt.Sprintf("controller-%d.log", rs.started)), rs.kubeconfig, rs.args...)
+	p, err := launchController(rs.bin, filepath.Join(rs.dir, fmt.Sprintf("controller-%d.log", rs.started)), rs.kubeconfig, nil, rs.args...)
 	if err != nil {
 		return err
 	}

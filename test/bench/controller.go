@@ -28,13 +28,18 @@ type controllerProc struct {
 	logPath     string
 }
 
-// startController builds cmd/controller and runs it against kubeconfig.
-func startController(ctx context.Context, repoRoot, dir, kubeconfig string) (*controllerProc, error) {
+// startController builds cmd/controller and runs it against kubeconfig, with a soft Go memory
+// limit (GOMEMLIMIT) when memoryLimit is set.
+func startController(ctx context.Context, repoRoot, dir, kubeconfig, memoryLimit string) (*controllerProc, error) {
 	bin, err := buildController(ctx, repoRoot, dir)
 	if err != nil {
 		return nil, err
 	}
-	return launchController(bin, filepath.Join(dir, "controller.log"), kubeconfig)
+	var env []string
+	if memoryLimit != "" {
+		env = []string{"GOMEMLIMIT=" + memoryLimit}
+	}
+	return launchController(bin, filepath.Join(dir, "controller.log"), kubeconfig, env)
 }
 
 // buildController builds cmd/controller into dir.
@@ -49,8 +54,9 @@ func buildController(ctx context.Context, repoRoot, dir string) (string, error) 
 }
 
 // launchController starts one controller process logging to logPath (appended: a replica
-// restarted after a kill writes on in the same file); extra flags come last and win.
-func launchController(bin, logPath, kubeconfig string, extra ...string) (*controllerProc, error) {
+// restarted after a kill writes on in the same file), with env added to this process's
+// environment; extra flags come last and win.
+func launchController(bin, logPath, kubeconfig string, env []string, extra ...string) (*controllerProc, error) {
 	pprofAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -70,6 +76,7 @@ func launchController(bin, logPath, kubeconfig string, extra ...string) (*contro
 		// The benchmarks speak v1alpha1 (the storage version) only: no conversion webhook.
 		"--enable-webhook=false"}, extra...)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -35,7 +35,10 @@ type Config struct {
 	Settle      time.Duration // how long to wait for the last claims
 	Dir         string        // logs, audit log, profile; a temp dir when empty
 	Profile     bool          // record a CPU profile of the controller during the burst
-	RepoRoot    string
+	// ControllerMemoryLimit is the controller's GOMEMLIMIT (as a container memory limit would
+	// set it, cmd/controller); empty: none.
+	ControllerMemoryLimit string
+	RepoRoot              string
 }
 
 const (
@@ -67,7 +70,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	logf("building and starting the controller")
-	ctrlProc, err := startController(ctx, cfg.RepoRoot, cfg.Dir, ctrlKubeconfig)
+	ctrlProc, err := startController(ctx, cfg.RepoRoot, cfg.Dir, ctrlKubeconfig, cfg.ControllerMemoryLimit)
 	if err != nil {
 		return nil, err
 	}
