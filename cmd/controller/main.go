@@ -72,7 +72,7 @@ func main() {
 	// the garbage collector works harder as the heap nears it, instead of letting RSS grow to
 	// twice the live heap and the pod be OOM-killed. No container limit, no soft limit.
 	if limit, err := memlimit.Set(memlimit.WithRatio(0.9)); err != nil {
-		log.Info("no Go memory limit from the container's", "reason", err.Error())
+		log.Info("could not read the container's memory limit; no Go memory limit set", "reason", err.Error())
 	} else if limit < math.MaxInt64 {
 		log.Info("Go memory limit", "bytes", limit)
 	}

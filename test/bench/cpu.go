@@ -31,7 +31,8 @@ type ProcessCPU struct {
 	MsPerClaim float64 `json:"msPerClaim"`
 }
 
-// cpuSince is each process's use between before and s, over elapsed and per completed claim.
+// since is each process's use between before and s: cores over elapsed, and ms per claim (or per
+// pool member, for a fill).
 func (s cpuSample) since(before cpuSample, elapsed time.Duration, claims int) map[string]ProcessCPU {
 	out := make(map[string]ProcessCPU, len(s))
 	for name, secs := range s {

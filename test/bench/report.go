@@ -34,8 +34,10 @@ type Report struct {
 	RefillWrites    float64            `json:"controllerRefillWritesPerClaim"`
 	ControllerRSSMB float64            `json:"controllerRSSMiB"`
 	// CPU is what each process on the machine used during the run, by name (loadgen: this one).
-	CPU    map[string]ProcessCPU `json:"cpu"`
-	Errors []string              `json:"errors,omitempty"`
+	CPU map[string]ProcessCPU `json:"cpu"`
+	// FillCPU is the same for the pool fill before the claims; MsPerClaim is per member there.
+	FillCPU map[string]ProcessCPU `json:"poolFillCPU,omitempty"`
+	Errors  []string              `json:"errors,omitempty"`
 }
 
 // Latency summarises a set of durations in milliseconds.
@@ -83,19 +85,25 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(tw, "controller hot-path writes/warm claim\t%.2f\n", r.HotPathWrites)
 	fmt.Fprintf(tw, "controller refill writes/claim\t%.2f\n", r.RefillWrites)
 	fmt.Fprintf(tw, "controller RSS (MiB)\t%.0f\n", r.ControllerRSSMB)
-	fmt.Fprintf(tw, "CPU during the run\tcores\tms/claim\n")
-	for _, name := range measuredProcesses {
-		if p, ok := r.CPU[name]; ok {
-			fmt.Fprintf(tw, "  %s\t%.2f\t%.1f\n", name, p.Cores, p.MsPerClaim)
-		}
-	}
+	printCPU(tw, "CPU during the run\tcores\tms/claim", r.CPU)
 	if r.PoolFill != "" {
 		fmt.Fprintf(tw, "pool fill\t%s\n", r.PoolFill)
+		printCPU(tw, "CPU during the fill\tcores\tms/member", r.FillCPU)
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(tw, "error\t%s\n", e)
 	}
 	_ = tw.Flush()
+}
+
+// printCPU writes a heading and one row per measured process.
+func printCPU(w io.Writer, heading string, cpu map[string]ProcessCPU) {
+	fmt.Fprintln(w, heading)
+	for _, name := range measuredProcesses {
+		if p, ok := cpu[name]; ok {
+			fmt.Fprintf(w, "  %s\t%.2f\t%.1f\n", name, p.Cores, p.MsPerClaim)
+		}
+	}
 }
 
 // WriteJSON writes the report to path.

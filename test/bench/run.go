@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	report := &Report{Scenario: cfg.Scenario, Rate: cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool, Nodes: cfg.Nodes, WritesPerClaim: map[string]float64{}}
-	if err := prepareLoad(ctx, c, cfg.Pool, report); err != nil {
+	if err := prepareLoad(ctx, c, ctrlProc, cfg.Pool, report); err != nil {
 		return nil, err
 	}
 
@@ -99,18 +99,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return report, nil
 }
 
-// prepareLoad creates the namespace and the template and, with a pool, fills it.
-func prepareLoad(ctx context.Context, c client.Client, pool int, report *Report) error {
+// prepareLoad creates the namespace and the template and, with a pool, fills it, measuring
+// what the fill cost each process.
+func prepareLoad(ctx context.Context, c client.Client, ctrlProc *controllerProc, pool int, report *Report) error {
 	if err := createNamespaceAndTemplate(ctx, c); err != nil {
 		return err
 	}
 	if pool == 0 {
 		return nil
 	}
+	before := sampleCPU(ctrlProc)
 	fill, err := fillPool(ctx, c, pool)
 	if err != nil {
 		return err
 	}
+	report.FillCPU = sampleCPU(ctrlProc).since(before, fill, pool)
 	report.PoolFill = fill.Round(time.Millisecond).String()
 	logf("pool of %d ready in %s", pool, report.PoolFill)
 	return nil
