@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -81,17 +82,12 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 		return nil, err
 	}
 
-	rec, own := newRecorder(), newOwnership()
 	cacheCtx, stopCache := context.WithCancel(ctx)
 	defer stopCache()
-	go func() { _ = cc.Start(cacheCtx) }()
-	if err := watchClaims(ctx, cc, rec); err != nil {
+	rec, own, err := watchRun(cacheCtx, cc)
+	if err != nil {
 		return nil, err
 	}
-	if err := own.watch(ctx, cc); err != nil {
-		return nil, err
-	}
-	cc.WaitForCacheSync(ctx)
 
 	report := &ChaosReport{Config: cfg.describe()}
 	n := int(cfg.Rate * cfg.Duration.Seconds())
@@ -126,6 +122,21 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	time.Sleep(2 * time.Second) // let the audit log's batch flush
 	report.countWrites(auditPath, start, end)
 	return report, nil
+}
+
+// watchRun starts the load generator's cache (stopped with ctx) and records, from watches, when
+// each claim got pod IPs and which claim ever owned which Sandbox.
+func watchRun(ctx context.Context, cc cache.Cache) (*recorder, *ownership, error) {
+	rec, own := newRecorder(), newOwnership()
+	go func() { _ = cc.Start(ctx) }()
+	if err := watchClaims(ctx, cc, rec); err != nil {
+		return nil, nil, err
+	}
+	if err := own.watch(ctx, cc); err != nil {
+		return nil, nil, err
+	}
+	cc.WaitForCacheSync(ctx)
+	return rec, own, nil
 }
 
 // claimsWithPodIPs asks the API server which claims have pod IPs right now.

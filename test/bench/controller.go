@@ -118,23 +118,13 @@ func (p *controllerProc) kill() {
 func (p *controllerProc) pid() int { return p.cmd.Process.Pid }
 
 // profile records a CPU profile of the controller for d into path.
-func (p *controllerProc) profile(d time.Duration, path string) error {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.pprofAddr, int(d.Seconds())))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return saveProfile(resp, path)
+func (p *controllerProc) profile(ctx context.Context, d time.Duration, path string) error {
+	return fetchProfile(ctx, http.DefaultClient, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.pprofAddr, int(d.Seconds())), path)
 }
 
 // heapProfile saves the controller's heap profile (live objects after a GC) into path.
-func (p *controllerProc) heapProfile(path string) error {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", p.pprofAddr))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return saveProfile(resp, path)
+func (p *controllerProc) heapProfile(ctx context.Context, path string) error {
+	return fetchProfile(ctx, http.DefaultClient, fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", p.pprofAddr), path)
 }
 
 func (p *controllerProc) stop() {
@@ -163,7 +153,12 @@ func apiServerProfile(ctx context.Context, env *testenv.Env, d time.Duration, pa
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(env.Config.Host, "/"), int(d.Seconds())), nil)
+	return fetchProfile(ctx, hc, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(env.Config.Host, "/"), int(d.Seconds())), path)
+}
+
+// fetchProfile GETs a pprof endpoint and writes the profile to path.
+func fetchProfile(ctx context.Context, hc *http.Client, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}

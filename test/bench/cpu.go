@@ -14,10 +14,13 @@ type cpuSample map[string]float64
 
 func sampleCPU(ctrlProc *controllerProc) cpuSample {
 	s := cpuSample{}
-	s["controller"], _ = cpuSeconds(ctrlProc.pid())
-	s["loadgen"], _ = cpuSeconds(os.Getpid())
 	for _, name := range measuredProcesses {
-		if _, done := s[name]; !done {
+		switch name {
+		case "controller":
+			s[name], _ = cpuSeconds(ctrlProc.pid())
+		case "loadgen":
+			s[name], _ = cpuSeconds(os.Getpid())
+		default: // control-plane processes this one started
 			s[name] = childCPUSeconds(name)
 		}
 	}

@@ -129,7 +129,7 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 	profileDone := make(chan error, 2)
 	if cfg.Profile {
 		seconds := cfg.Duration + 2*time.Second
-		go func() { profileDone <- ctrlProc.profile(seconds, filepath.Join(cfg.Dir, "controller-cpu.pprof")) }()
+		go func() { profileDone <- ctrlProc.profile(ctx, seconds, filepath.Join(cfg.Dir, "controller-cpu.pprof")) }()
 		go func() {
 			profileDone <- apiServerProfile(ctx, env, seconds, filepath.Join(cfg.Dir, "apiserver-cpu.pprof"))
 		}()
@@ -150,7 +150,7 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 	after := sampleCPU(ctrlProc)
 	report.ControllerRSSMB, _ = rssMiB(ctrlProc.pid())
 	if cfg.Profile {
-		if err := ctrlProc.heapProfile(filepath.Join(cfg.Dir, "controller-heap.pprof")); err != nil {
+		if err := ctrlProc.heapProfile(ctx, filepath.Join(cfg.Dir, "controller-heap.pprof")); err != nil {
 			report.Errors = append(report.Errors, "heap profile: "+err.Error())
 		}
 	}
