@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"syscall"
 	"time"
@@ -64,6 +65,10 @@ func main() {
 	if *deleteAfter >= 0 {
 		cfg.DeleteAfter = *deleteAfter
 	}
+	if *memLimit != "" && !goMemLimit.MatchString(*memLimit) {
+		fmt.Fprintf(os.Stderr, "--controller-memory-limit %q: want a byte count with an optional unit B, KiB, MiB, GiB or TiB (e.g. 230MiB)\n", *memLimit)
+		os.Exit(2)
+	}
 	cfg.Settle, cfg.Profile, cfg.ControllerMemoryLimit = *settle, *profile, *memLimit
 	root, err := os.Getwd()
 	if err != nil {
@@ -106,6 +111,9 @@ func main() {
 		printSpread(reports)
 	}
 }
+
+// goMemLimit is the form GOMEMLIMIT accepts; anything else makes the controller exit at start.
+var goMemLimit = regexp.MustCompile(`^[0-9]+(B|KiB|MiB|GiB|TiB)?$`)
 
 func medianP99(rs []*bench.Report) float64 {
 	v := make([]float64, len(rs))
