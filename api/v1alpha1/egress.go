@@ -12,6 +12,15 @@ const (
 	// ("10.0.0.0/8,2001:db8::/32"; a bare address means that one host). Read only when the mode
 	// is restricted.
 	EgressCIDRsAnnotation = "agents.x-k8s.io/egress-cidrs"
+	// IngressFromPodsAnnotation declares, as a label selector ("app=ax"), pods of the Sandbox's
+	// namespace that may open connections to it besides the router (seed 001's direct mode).
+	IngressFromPodsAnnotation = "agents.x-k8s.io/ingress-from-pods"
+	// NetworkPolicyManagementAnnotation set to NetworkPolicyUnmanaged opts the Sandbox out of
+	// the NetworkPolicy the controller keeps for it (ingress from the router only, its egress
+	// mode). Sandboxes made from an Unmanaged template carry it.
+	NetworkPolicyManagementAnnotation = "agents.x-k8s.io/network-policy-management"
+	// NetworkPolicyUnmanaged is the one value NetworkPolicyManagementAnnotation acts on.
+	NetworkPolicyUnmanaged = "Unmanaged"
 )
 
 // Values of EgressAnnotation.
