@@ -5,8 +5,8 @@ package v1alpha1
 // owned by it, selecting only its pod, and written before the pod is created. docs/egress.md
 // gives the exact policy of each mode.
 const (
-	// EgressAnnotation asks for an egress mode: allow-all, deny-all or restricted. Without it
-	// the controller makes no egress policy (the pod's egress is whatever the namespace allows).
+	// EgressAnnotation asks for an egress mode: allow-all, deny-all or restricted. Without it a
+	// raw Sandbox gets allow-all, and a Sandbox made from a template its template's policy.
 	EgressAnnotation = "agents.x-k8s.io/egress"
 	// EgressCIDRsAnnotation lists, comma-separated, the destinations restricted mode allows
 	// ("10.0.0.0/8,2001:db8::/32"; a bare address means that one host). Read only when the mode
@@ -25,12 +25,13 @@ const (
 
 // Values of EgressAnnotation.
 const (
-	// EgressAllowAll: no egress policy; an existing one is deleted.
+	// EgressAllowAll: every destination but link-local addresses (cloud metadata) an admin has
+	// not opened.
 	EgressAllowAll = "allow-all"
 	// EgressDenyAll: a policy that allows no egress at all, DNS included.
 	EgressDenyAll = "deny-all"
-	// EgressRestricted: a policy that allows the listed CIDRs, and DNS (UDP and TCP port 53) to
-	// any destination.
+	// EgressRestricted: a policy that allows the listed CIDRs (no link-local ones unless an
+	// admin opened them), and DNS (UDP and TCP port 53) to the cluster DNS only.
 	EgressRestricted = "restricted"
 )
 
@@ -50,4 +51,8 @@ const (
 	// ReasonEgressPolicyConflict (False): a NetworkPolicy named after the Sandbox exists and is
 	// not controlled by it; it is left alone and no pod is created.
 	ReasonEgressPolicyConflict = "EgressPolicyConflict"
+	// ReasonEgressIgnored (False): the annotations are valid but not in force: the Sandbox was
+	// made from a template that does not allow them (its own NetworkPolicy governs egress), or
+	// the Sandbox's NetworkPolicy is Unmanaged. The pod runs.
+	ReasonEgressIgnored = "EgressIgnored"
 )

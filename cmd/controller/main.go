@@ -41,6 +41,10 @@ func main() {
 	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", pacer.DefaultQuiet, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
 	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")
 	routerLabels := fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods.")
+	fs.StringVar(&opts.Network.DNSNamespace, "dns-namespace", "kube-system", "Namespace of the cluster DNS pods, the only DNS servers a Sandbox in restricted egress mode reaches.")
+	dnsLabels := fs.String("dns-pod-labels", "k8s-app=kube-dns", "Labels (k=v,k2=v2) of the cluster DNS pods.")
+	dnsIPs := fs.String("dns-service-ips", "", "Addresses of the cluster DNS Service (comma-separated); empty: those of the kube-dns Service in --dns-namespace, read at start.")
+	linkLocal := fs.String("egress-allowed-link-local", "", "Link-local prefixes (comma-separated, e.g. 169.254.20.10/32 for a node-local DNS cache) that Sandbox egress may reach; every other 169.254.0.0/16 and fe80::/10 address (cloud metadata servers) stays closed to every Sandbox.")
 	scopedSecret := fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off.")
 	qps := fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies).")
 	burst := fs.Int("kube-api-burst", 400, "Client-side burst of API requests.")
@@ -58,6 +62,10 @@ func main() {
 		os.Exit(2)
 	}
 	opts.Router.PodLabels = routerPodLabels
+	if err := parseNetworkFlags(&opts, *dnsLabels, *dnsIPs, *linkLocal); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	if opts.ScopedTokens, err = loadScopedSigner(*scopedSecret); err != nil {
 		fmt.Fprintln(os.Stderr, "--scoped-token-secret-file:", err)
 		os.Exit(2)

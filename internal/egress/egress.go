@@ -6,15 +6,8 @@ package egress
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"strings"
-
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
@@ -163,44 +156,14 @@ func (s Spec) Summary() string {
 func (s Spec) AppliedMessage(policy string) string {
 	switch s.Mode {
 	case AllowAll:
-		return s.Summary() + ": no egress NetworkPolicy; the Sandbox puts no limit on egress"
+		return s.Summary() + fmt.Sprintf(": NetworkPolicy %s allows egress anywhere but link-local addresses (cloud metadata) an admin has not opened", policy)
 	case DenyAll:
 		return s.Summary() + fmt.Sprintf(": NetworkPolicy %s allows no egress, DNS included", policy)
 	}
-	return s.Summary() + fmt.Sprintf(": NetworkPolicy %s allows egress to these CIDRs and DNS (UDP and TCP port %d) to any address", policy, DNSPort)
+	return s.Summary() + fmt.Sprintf(": NetworkPolicy %s allows egress to these CIDRs and DNS (UDP and TCP port %d) to the cluster DNS only", policy, DNSPort)
 }
 
 // Applied reports whether an EgressPolicy condition message says spec is in force.
 func (s Spec) Applied(message string) bool {
 	return strings.HasPrefix(message, s.Summary()+":")
-}
-
-// PolicySpec is the NetworkPolicy that enforces s on the pods with podLabels; false for
-// allow-all, which has none. Only egress is governed (policyTypes [Egress]): ingress is left to
-// whatever else selects the pod.
-func (s Spec) PolicySpec(podLabels map[string]string) (networkingv1.NetworkPolicySpec, bool) {
-	if s.Mode != DenyAll && s.Mode != Restricted {
-		return networkingv1.NetworkPolicySpec{}, false
-	}
-	ps := networkingv1.NetworkPolicySpec{
-		PodSelector: metav1.LabelSelector{MatchLabels: maps.Clone(podLabels)},
-		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
-	}
-	if s.Mode == DenyAll {
-		return ps, true
-	}
-	if len(s.CIDRs) > 0 {
-		// Never a rule with an empty "to": that would allow every destination.
-		to := make([]networkingv1.NetworkPolicyPeer, 0, len(s.CIDRs))
-		for _, c := range s.CIDRs {
-			to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
-		}
-		ps.Egress = append(ps.Egress, networkingv1.NetworkPolicyEgressRule{To: to})
-	}
-	dns := intstr.FromInt32(DNSPort)
-	ps.Egress = append(ps.Egress, networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{
-		{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
-		{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
-	}})
-	return ps, true
 }

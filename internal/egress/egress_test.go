@@ -1,92 +1,16 @@
 package egress
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
-	networkingv1 "k8s.io/api/networking/v1"
-	"sigs.k8s.io/yaml"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var pod = map[string]string{agentsv1alpha1.SandboxNameHashLabel: "0a1b2c3d", agentsv1alpha1.SandboxNameLabel: "fp-1"}
-
-// policyYAML renders the policy spec the way docs/egress.md shows it.
-func policyYAML(t *testing.T, s Spec) string {
-	t.Helper()
-	ps, ok := s.PolicySpec(pod)
-	if !ok {
-		return "none"
-	}
-	out, err := yaml.Marshal(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
-}
-
-func TestPolicySpecPerMode(t *testing.T) {
-	const selector = `podSelector:
-  matchLabels:
-    agents.x-k8s.io/sandbox-name: fp-1
-    agents.x-k8s.io/sandbox-name-hash: 0a1b2c3d
-policyTypes:
-- Egress
-`
-	const dns = `- ports:
-  - port: 53
-    protocol: UDP
-  - port: 53
-    protocol: TCP
-`
-	cases := []struct {
-		name string
-		spec Spec
-		want string
-	}{
-		{"allow-all has no policy", Spec{Mode: AllowAll}, "none"},
-		{"deny-all isolates egress with no rule, DNS included", Spec{Mode: DenyAll}, selector},
-		{"restricted allows the CIDRs on every port, then DNS anywhere", Spec{Mode: Restricted, CIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}},
-			"egress:\n- to:\n  - ipBlock:\n      cidr: 10.0.0.0/8\n  - ipBlock:\n      cidr: 2001:db8::/32\n" + dns + selector},
-		{"restricted without CIDRs allows DNS only, never an empty 'to'", Spec{Mode: Restricted}, "egress:\n" + dns + selector},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := policyYAML(t, tc.spec); got != tc.want {
-				t.Errorf("policy:\n%s\nwant:\n%s", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestPolicySpecSelectsExactlyTheGivenLabelsAndOwnsThem(t *testing.T) {
-	labels := map[string]string{"a": "1"}
-	ps, _ := Spec{Mode: DenyAll}.PolicySpec(labels)
-	labels["a"] = "2"
-	if ps.PodSelector.MatchLabels["a"] != "1" || len(ps.PodSelector.MatchLabels) != 1 {
-		t.Errorf("selector %v follows the caller's map, want a copy of {a: 1}", ps.PodSelector.MatchLabels)
-	}
-	if len(ps.PodSelector.MatchExpressions) != 0 {
-		t.Errorf("selector has expressions %v", ps.PodSelector.MatchExpressions)
-	}
-}
-
-func TestRestrictedRulesNeverAllowEverything(t *testing.T) {
-	for _, s := range []Spec{{Mode: Restricted}, {Mode: Restricted, CIDRs: []string{"192.0.2.1/32"}}} {
-		ps, _ := s.PolicySpec(pod)
-		for i, r := range ps.Egress {
-			if len(r.To) == 0 && len(r.Ports) == 0 {
-				t.Errorf("%s: rule %d allows every destination on every port", s.Summary(), i)
-			}
-		}
-	}
-}
 
 func TestNew(t *testing.T) {
 	cases := []struct {
@@ -216,22 +140,5 @@ func TestAppliedMatchesOnlyItsOwnMessage(t *testing.T) {
 				t.Errorf("%q.Applied(message of %q) = %v", b.Summary(), a.Summary(), got)
 			}
 		}
-	}
-}
-
-func TestPolicySpecSurvivesJSON(t *testing.T) {
-	// The controller compares the cached policy with the desired spec; a spec that reads back
-	// differently from JSON would be rewritten on every reconcile.
-	ps, _ := Spec{Mode: Restricted, CIDRs: []string{"10.0.0.0/8"}}.PolicySpec(pod)
-	data, err := json.Marshal(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back networkingv1.NetworkPolicySpec
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back, ps) {
-		t.Errorf("spec after JSON = %+v, want %+v", back, ps)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
+	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
@@ -53,6 +54,10 @@ type Options struct {
 	SkipNameValidation                        bool // tests start several managers in one process
 	// Router is who may reach sandboxes under a template's default NetworkPolicy.
 	Router sandboxtemplate.RouterPeer
+	// Network names the cluster DNS and the link-local prefixes admins open in every Sandbox's
+	// NetworkPolicy; its router fields are taken from Router. Zero DNS fields take
+	// egress.DefaultPeers'; no DNSServiceIPs: the kube-dns Service's, looked up at start.
+	Network egress.Peers
 	// MemberReadyTimeout is how long a warm pool member may stay not Ready before it is
 	// replaced (default sandboxwarmpool.DefaultMemberReadyTimeout).
 	MemberReadyTimeout time.Duration
@@ -145,6 +150,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		Router:   opts.Router,
 	})
 	podRules := templates.PodRules()
+	peers := networkPeers(mgr, opts)
 	// Background work yields to claims, but at most this long at a stretch.
 	const maxHold = 2 * time.Second
 	if err := sandbox.New(mgr.GetClient(), mgr.GetAPIReader(), sandbox.Options{
@@ -153,6 +159,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		Workers:       opts.SandboxWorkers,
 		Gate:          pacer.NewGate(claims, maxHold),
 		PodRules:      podRules,
+		Peers:         &peers,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}

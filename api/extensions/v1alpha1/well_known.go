@@ -26,6 +26,12 @@ const (
 	// RouterTokenAnnotation on a SandboxClaim, set to "true", asks for a scoped router token
 	// (kept in the Secret <claim>-router-token).
 	RouterTokenAnnotation = "agents.x-k8s.io/router-token"
+	// SandboxEgressAnnotation on a template, set to SandboxEgressAllowed, lets the egress
+	// annotations of Sandboxes made from it take effect (they add to the template's
+	// NetworkPolicy); without it they are ignored there, so a claim's user cannot widen what the
+	// template's author allows.
+	SandboxEgressAnnotation = "agents.x-k8s.io/sandbox-egress"
+	SandboxEgressAllowed    = "allowed"
 )
 
 // The router token Secret: its label and the keys of its data.

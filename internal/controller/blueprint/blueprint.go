@@ -69,6 +69,10 @@ func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv
 		extv1alpha1.TemplateHashLabel:    Hash(tmpl),
 	}
 	sb.Annotations = map[string]string{extv1alpha1.TemplateRefAnnotation: tmpl.Name}
+	if tmpl.Spec.NetworkPolicyManagement == extv1alpha1.NetworkPolicyManagementUnmanaged {
+		// The template's author opened its Sandboxes to the cluster: no policy of their own either.
+		sb.Annotations[agentsv1alpha1.NetworkPolicyManagementAnnotation] = agentsv1alpha1.NetworkPolicyUnmanaged
+	}
 	sb.Spec.PodTemplate = *tmpl.Spec.PodTemplate.DeepCopy()
 	for _, v := range tmpl.Spec.VolumeClaimTemplates {
 		sb.Spec.VolumeClaimTemplates = append(sb.Spec.VolumeClaimTemplates, *v.DeepCopy())

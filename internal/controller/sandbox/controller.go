@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
@@ -44,6 +45,9 @@ type Options struct {
 	Gate *pacer.Gate
 	// PodRules keep the router's identifying labels off sandbox pods.
 	PodRules podmeta.Rules
+	// Peers are the router, cluster DNS and allowed link-local ranges every Sandbox's
+	// NetworkPolicy names (default egress.DefaultPeers()).
+	Peers *egress.Peers
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
 }
@@ -60,6 +64,7 @@ type Reconciler struct {
 	workers       int
 	gate          *pacer.Gate
 	podRules      podmeta.Rules
+	peers         egress.Peers
 	clock         clock.PassiveClock
 	// createdPods remember, per Sandbox (and its UID), the pod this process created until the
 	// cache shows it, so a reconcile woken by another child's event does not create it twice.
@@ -84,6 +89,10 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
+	}
+	r.peers = egress.DefaultPeers()
+	if opts.Peers != nil {
+		r.peers = *opts.Peers
 	}
 	r.createdPods = expectations.New[types.UID, *corev1.Pod](r.clock, expectations.CacheLag)
 	return r
@@ -159,7 +168,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.S
 		return obs, fmt.Errorf("service: %w", err)
 	}
 	obs.service, obs.serviceProblem = svc, problem
-	// The egress policy comes before the pod, so the pod never sends a packet without it.
+	// The NetworkPolicy comes before the pod, so the pod never takes or sends a packet without it.
 	eg, err := r.reconcileEgress(ctx, sb)
 	obs.egress = eg
 	if err != nil {

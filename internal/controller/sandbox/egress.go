@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
@@ -21,31 +22,32 @@ import (
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 
-// EgressPolicyName is the name of the NetworkPolicy that enforces a Sandbox's egress mode: the
-// Sandbox's own, like its pod and Service.
+// EgressPolicyName is the name of the Sandbox's NetworkPolicy (ingress from the router, its
+// egress mode): the Sandbox's own, like its pod and Service.
 func EgressPolicyName(sandboxName string) string { return sandboxName }
 
-// egressState is what reconcileEgress made of the Sandbox's egress annotations.
+// egressState is what reconcileEgress made of the Sandbox's network annotations.
 type egressState struct {
 	requested bool // an egress annotation is set
 	spec      egress.Spec
-	applied   bool // the policy (or its absence, for allow-all) matches spec
+	applied   bool // the policy matches spec
+	// ignored says why valid egress annotations are not in force (the pod still runs).
+	ignored string
 	// reason and message name a problem that keeps a pod from being created.
 	reason, message string
 }
 
-// blocksPod reports whether no pod may be created: the mode asked for cannot be put in force.
+// blocksPod reports whether no pod may be created: the policy asked for cannot be put in force.
 func (s egressState) blocksPod() bool { return s.reason != "" }
 
-// reconcileEgress makes the Sandbox's egress NetworkPolicy match its annotations. It runs
-// before the pod is created, so a pod never starts without the policy it asked for. Bad
-// annotations and someone else's policy in the way leave every policy as it is (never looser)
-// and are reported for the caller to keep the pod from being created.
+// reconcileEgress keeps the Sandbox's NetworkPolicy: ingress from the router alone (and the pods
+// the Sandbox declares), and for a raw Sandbox its egress mode (allow-all when it asks for
+// none). It runs before the pod is created, so a pod never starts unprotected. Bad annotations
+// and someone else's policy in the way leave every policy as it is (never looser) and are
+// reported for the caller to keep the pod from being created.
 func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.Sandbox) (egressState, error) {
-	spec, requested, err := egress.FromAnnotations(sb.Annotations)
-	st := egressState{requested: requested, spec: spec}
-	if err != nil {
-		st.reason, st.message = agentsv1alpha1.ReasonInvalidEgress, err.Error()+"; no pod is created until it is fixed"
+	st, pol, managed := r.desiredPolicy(ctx, sb)
+	if st.blocksPod() {
 		r.warnEgress(sb, st)
 		return st, nil
 	}
@@ -54,20 +56,22 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 		return st, err
 	}
 	if current != nil && !metav1.IsControlledBy(current, sb) {
-		if requested {
+		if managed {
 			st.reason, st.message = conflictMessage(current.Name)
 			r.warnEgress(sb, st)
 		}
 		return st, nil
 	}
-	desired, want := spec.PolicySpec(trackingLabels(sb))
-	switch {
-	case !want && current == nil:
-	case !want:
-		// allow-all, or the annotations were removed.
-		if err := r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
-			return st, fmt.Errorf("deleting NetworkPolicy %s: %w", current.Name, err)
+	if !managed {
+		if current != nil {
+			if err := r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
+				return st, fmt.Errorf("deleting NetworkPolicy %s: %w", current.Name, err)
+			}
 		}
+		return st, nil
+	}
+	desired := r.peers.PolicySpec(trackingLabels(sb), pol)
+	switch {
 	case current == nil:
 		return r.createEgressPolicy(ctx, sb, st, desired)
 	case !equality.Semantic.DeepEqual(current.Spec, desired):
@@ -77,8 +81,71 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", current.Name, err)
 		}
 	}
-	st.applied = requested
+	st.applied = st.requested && st.ignored == ""
 	return st, nil
+}
+
+// desiredPolicy reads the Sandbox's network annotations. managed is false when the Sandbox
+// opted out of its NetworkPolicy (an admin's choice: admission guards the annotation).
+func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox) (st egressState, pol egress.Policy, managed bool) {
+	spec, requested, err := egress.FromAnnotations(sb.Annotations)
+	st = egressState{requested: requested, spec: spec}
+	if err == nil && requested {
+		err = r.peers.CheckLinkLocal(spec)
+	}
+	if err == nil {
+		pol.IngressFrom, err = egress.ParseIngressFrom(sb.Annotations)
+	}
+	switch v, set := sb.Annotations[agentsv1alpha1.NetworkPolicyManagementAnnotation]; {
+	case err != nil:
+	case set && v == agentsv1alpha1.NetworkPolicyUnmanaged:
+		st.ignored = "the Sandbox's NetworkPolicy is Unmanaged (annotation " + agentsv1alpha1.NetworkPolicyManagementAnnotation + ")"
+		return st, pol, false
+	case set:
+		err = fmt.Errorf("annotation %s: %q is not a value it takes; the only one is %s",
+			agentsv1alpha1.NetworkPolicyManagementAnnotation, v, agentsv1alpha1.NetworkPolicyUnmanaged)
+	}
+	if err != nil {
+		st.reason, st.message = agentsv1alpha1.ReasonInvalidEgress, err.Error()+"; no pod is created until it is fixed"
+		return st, pol, true
+	}
+	if _, fromTemplate := sb.Labels[extv1alpha1.TemplateRefHashLabel]; !fromTemplate {
+		if !requested {
+			spec = egress.Spec{Mode: egress.AllowAll}
+		}
+		pol.Egress = &spec
+		return st, pol, true
+	}
+	// The template's own policy governs egress; an annotation could only widen it (policies
+	// add up), so it counts only where the template's author allows it.
+	if requested {
+		if why := r.templateForbidsEgress(ctx, sb); why != "" {
+			st.ignored = why
+		} else {
+			pol.Egress = &spec
+		}
+	}
+	return st, pol, true
+}
+
+// templateForbidsEgress says why the egress annotations of a Sandbox made from a template do
+// not count; "" when its template allows them. The template is the one whose name hash the
+// Sandbox's label carries (admission keeps that label the controller's).
+func (r *Reconciler) templateForbidsEgress(ctx context.Context, sb *agentsv1alpha1.Sandbox) string {
+	name := sb.Annotations[extv1alpha1.TemplateRefAnnotation]
+	denied := fmt.Sprintf("egress annotations are ignored on a Sandbox made from SandboxTemplate %q: its NetworkPolicy "+
+		"governs egress, unless the template is annotated %s: %s", name, extv1alpha1.SandboxEgressAnnotation, extv1alpha1.SandboxEgressAllowed)
+	if name == "" || naming.NameHash(name) != sb.Labels[extv1alpha1.TemplateRefHashLabel] {
+		return denied
+	}
+	tmpl := &extv1alpha1.SandboxTemplate{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, tmpl); err != nil {
+		return denied
+	}
+	if tmpl.Annotations[extv1alpha1.SandboxEgressAnnotation] != extv1alpha1.SandboxEgressAllowed {
+		return denied
+	}
+	return ""
 }
 
 func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox, st egressState,
@@ -98,7 +165,7 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 	if err != nil {
 		return st, fmt.Errorf("creating NetworkPolicy %s: %w", np.Name, err)
 	}
-	st.applied = true
+	st.applied = st.requested && st.ignored == ""
 	return st, nil
 }
 
@@ -120,7 +187,7 @@ func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", live.Name, err)
 		}
 	}
-	st.applied = true
+	st.applied = st.requested && st.ignored == ""
 	return st, nil
 }
 
@@ -161,6 +228,8 @@ func setEgressCondition(sb *agentsv1alpha1.Sandbox, st egressState) {
 	case !st.requested:
 		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
 		return
+	case st.ignored != "":
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, agentsv1alpha1.ReasonEgressIgnored, st.ignored
 	case st.applied:
 		cond.Status, cond.Reason = metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied
 		cond.Message = st.spec.AppliedMessage(EgressPolicyName(sb.Name))

@@ -86,9 +86,14 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, false, 0, err
 		}
-		// The cache holds only tracked pods; look at the one in the way directly.
+		// The cache holds only tracked pods; look at the one in the way directly. Ours without
+		// its tracking label (someone edited it) gets its labels back.
 		pod, notOwned, err = r.getPodLive(ctx, sb)
-		return pod, notOwned, 0, err
+		if err != nil || pod == nil || notOwned {
+			return pod, notOwned, 0, err
+		}
+		retryAfter, err = r.syncPodMetadata(ctx, sb, pod)
+		return pod, false, retryAfter, err
 	}
 	r.createdPods.Expect(key, sb.UID, pod.DeepCopy())
 	return pod, false, 0, nil
@@ -207,6 +212,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 	wantLabels, wantAnnotations, refused := podMetadata(sb, r.podRules)
 	updated := pod.DeepCopy()
 	updated.Labels = mergeTracked(pod.Labels, wantLabels, splitKeys(pod.Annotations[propagatedLabelsAnnotation]))
+	updated.Labels = r.withoutForeignReserved(updated.Labels, wantLabels)
 	prevAnnotations := splitKeys(pod.Annotations[propagatedAnnotationsAnnotation])
 	prevAnnotations = append(prevAnnotations, propagatedLabelsAnnotation, propagatedAnnotationsAnnotation)
 	updated.Annotations = mergeTracked(pod.Annotations, wantAnnotations, prevAnnotations)
@@ -225,6 +231,29 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 	*pod = *updated
 	return 0, nil
 }
+
+// withoutForeignReserved drops the labels only the controller may put on a sandbox pod and that
+// it does not want there (someone patched the pod): keys of the agents.x-k8s.io domain, which
+// Services, NetworkPolicies and pools select on, and the router's identity, which other
+// sandboxes' policies admit.
+func (r *Reconciler) withoutForeignReserved(labels, want map[string]string) map[string]string {
+	for k, v := range labels {
+		if _, wanted := want[k]; wanted {
+			continue
+		}
+		domain, _, _ := strings.Cut(k, "/")
+		if domain == agentsDomain || strings.HasSuffix(domain, "."+agentsDomain) || r.podRules.PosesAsRouter(k, v) {
+			delete(labels, k)
+		}
+	}
+	if len(labels) == 0 {
+		return nil
+	}
+	return labels
+}
+
+// agentsDomain is the label domain of this system.
+const agentsDomain = "agents.x-k8s.io"
 
 // mergeTracked returns current with previously propagated keys that are no longer wanted
 // removed and every wanted key set.

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+)
+
+// parseNetworkFlags reads --dns-pod-labels, --dns-service-ips and --egress-allowed-link-local.
+func parseNetworkFlags(opts *manager.Options, dnsLabels, dnsIPs, linkLocal string) error {
+	var err error
+	if opts.Network.DNSPodLabels, err = parseLabels(dnsLabels); err != nil {
+		return fmt.Errorf("--dns-pod-labels: %w", err)
+	}
+	for _, s := range splitComma(dnsIPs) {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return fmt.Errorf("--dns-service-ips: %q is not an IP address", s)
+		}
+		opts.Network.DNSServiceIPs = append(opts.Network.DNSServiceIPs, a)
+	}
+	for _, s := range splitComma(linkLocal) {
+		c, err := egress.ParseCIDR(s)
+		if err != nil {
+			return fmt.Errorf("--egress-allowed-link-local: %w", err)
+		}
+		p := netip.MustParsePrefix(c)
+		if !insideLinkLocal(p) {
+			return fmt.Errorf("--egress-allowed-link-local: %s is not inside %v", c, egress.LinkLocal)
+		}
+		opts.Network.AllowedLinkLocal = append(opts.Network.AllowedLinkLocal, p)
+	}
+	return nil
+}
+
+func insideLinkLocal(p netip.Prefix) bool {
+	for _, ll := range egress.LinkLocal {
+		if ll.Contains(p.Addr()) && p.Bits() >= ll.Bits() {
+			return true
+		}
+	}
+	return false
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+package manager
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+)
+
+// kubeDNSService is the conventional name of the cluster DNS Service.
+const kubeDNSService = "kube-dns"
+
+// networkPeers completes opts.Network for the Sandbox controller: the router as the templates
+// see it, the defaults for DNS, and the DNS Service's addresses when none were given (a policy
+// may see a Service address before it is translated to a DNS pod's).
+func networkPeers(mgr ctrl.Manager, opts Options) egress.Peers {
+	def := egress.DefaultPeers()
+	p := opts.Network
+	p.RouterNamespace, p.RouterPodLabels = opts.Router.Namespace, opts.Router.PodLabels
+	if p.RouterNamespace == "" {
+		p.RouterNamespace = def.RouterNamespace
+	}
+	if len(p.RouterPodLabels) == 0 {
+		p.RouterPodLabels = def.RouterPodLabels
+	}
+	if p.DNSNamespace == "" {
+		p.DNSNamespace = def.DNSNamespace
+	}
+	if len(p.DNSPodLabels) == 0 {
+		p.DNSPodLabels = def.DNSPodLabels
+	}
+	if len(p.DNSServiceIPs) == 0 {
+		p.DNSServiceIPs = lookupDNSServiceIPs(mgr, p.DNSNamespace)
+	}
+	return p
+}
+
+// lookupDNSServiceIPs reads the kube-dns Service's cluster IPs once, directly from the API; a
+// cluster without one (or a controller not allowed to read it) gets a policy naming the DNS
+// pods alone.
+func lookupDNSServiceIPs(mgr ctrl.Manager, namespace string) []netip.Addr {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	svc := &corev1.Service{}
+	log := ctrl.Log.WithName("setup")
+	if err := mgr.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: namespace, Name: kubeDNSService}, svc); err != nil {
+		log.Info("no cluster DNS Service address for sandbox policies; they name the DNS pods alone",
+			"service", namespace+"/"+kubeDNSService, "reason", err.Error())
+		return nil
+	}
+	var ips []netip.Addr
+	for _, s := range append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...) {
+		if a, err := netip.ParseAddr(s); err == nil && !slices.Contains(ips, a) {
+			ips = append(ips, a)
+		}
+	}
+	return ips
+}
