@@ -81,8 +81,9 @@ func policyIs(t *testing.T, ns, name string, spec egress.Spec) func() error {
 			return err
 		}
 		sb := getSandbox(t, ns, name)
-		want, _ := spec.PolicySpec(map[string]string{
-			agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(name), agentsv1alpha1.SandboxNameLabel: name})
+		want := egress.DefaultPeers().PolicySpec(map[string]string{
+			agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(name), agentsv1alpha1.SandboxNameLabel: name},
+			egress.Policy{Egress: &spec})
 		if !equality.Semantic.DeepEqual(np.Spec, want) {
 			return fmt.Errorf("policy spec %+v, want %+v", np.Spec, want)
 		}
@@ -172,17 +173,17 @@ func TestEgressPolicyIsInPlaceBeforeThePodForEachMode(t *testing.T) {
 	}
 }
 
-func TestEgressAllowAllMakesNoPolicy(t *testing.T) {
+func TestEgressAllowAllClosesOnlyLinkLocal(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, testwrap.MakeSandbox(ns, "open").Annotations(map[string]string{egressKey: "allow-all", cidrsKey: "10.0.0.0/8"}).Obj())
 	waitForPod(t, ns, "open")
 	testwrap.Eventually(t, "EgressPolicy=True allow-all", egressConditionIs(t, ns, "open", metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied, "allow-all:"))
-	if err := exists(egressPolicyOf(ns, "open"), false)(); err != nil {
-		t.Error(err)
-	}
+	testwrap.Eventually(t, "allow-all policy", policyIs(t, ns, "open", egress.Spec{Mode: egress.AllowAll}))
 }
 
-func TestSandboxWithoutEgressAnnotationsHasNoPolicyAndNoCondition(t *testing.T) {
+// A raw Sandbox that asks for nothing is still reachable only from the router, and reaches
+// everything but link-local addresses (the cloud's metadata server).
+func TestSandboxWithoutEgressAnnotationsGetsTheDefaultPolicyAndNoCondition(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, testwrap.MakeSandbox(ns, "plain").Obj())
 	setPodStatus(t, waitForPod(t, ns, "plain"), running("10.1.0.1"))
@@ -190,9 +191,7 @@ func TestSandboxWithoutEgressAnnotationsHasNoPolicyAndNoCondition(t *testing.T) 
 	if err := egressConditionIs(t, ns, "plain", "", "", "")(); err != nil {
 		t.Error(err)
 	}
-	if err := exists(egressPolicyOf(ns, "plain"), false)(); err != nil {
-		t.Error(err)
-	}
+	testwrap.Eventually(t, "default policy", policyIs(t, ns, "plain", egress.Spec{Mode: egress.AllowAll}))
 }
 
 func TestEgressPolicyFollowsAnnotationChangesAndKeepsThePod(t *testing.T) {
@@ -211,9 +210,10 @@ func TestEgressPolicyFollowsAnnotationChangesAndKeepsThePod(t *testing.T) {
 			&egress.Spec{Mode: egress.Restricted, CIDRs: []string{"10.0.0.0/8"}}, "restricted to 10.0.0.0/8:"},
 		{"other CIDRs", map[string]*string{cidrsKey: str("192.0.2.0/24,10.0.0.0/8")},
 			&egress.Spec{Mode: egress.Restricted, CIDRs: []string{"192.0.2.0/24", "10.0.0.0/8"}}, "restricted to 192.0.2.0/24,10.0.0.0/8:"},
-		{"to allow-all deletes the policy", map[string]*string{egressKey: str("allow-all"), cidrsKey: nil}, nil, "allow-all:"},
+		{"to allow-all closes link-local alone", map[string]*string{egressKey: str("allow-all"), cidrsKey: nil},
+			&egress.Spec{Mode: egress.AllowAll}, "allow-all:"},
 		{"back to deny-all makes it again", map[string]*string{egressKey: str("deny-all")}, &egress.Spec{Mode: egress.DenyAll}, "deny-all:"},
-		{"removing the annotation deletes the policy", map[string]*string{egressKey: nil}, nil, ""},
+		{"removing the annotation leaves the default", map[string]*string{egressKey: nil}, &egress.Spec{Mode: egress.AllowAll}, ""},
 	}
 	for _, s := range steps {
 		annotate(t, ns, "mover", s.patch)
@@ -244,6 +244,10 @@ func TestInvalidEgressCreatesNoPodUntilFixed(t *testing.T) {
 		{"unknown mode", map[string]string{egressKey: "none"}, []string{egressKey, `unknown egress mode "none"`, "allow-all, deny-all or restricted"}},
 		{"bad CIDR", map[string]string{egressKey: "restricted", cidrsKey: "10.0.0.0/8,10.1.2.3/8"}, []string{cidrsKey, `"10.1.2.3/8" has host bits set`}},
 		{"CIDRs without a mode", map[string]string{cidrsKey: "10.0.0.0/8"}, []string{egressKey + ": restricted"}},
+		{"the cloud metadata server", map[string]string{egressKey: "restricted", cidrsKey: "169.254.169.254"},
+			[]string{cidrsKey, "egress CIDR 169.254.169.254/32 is link-local", "--egress-allowed-link-local"}},
+		{"undeclarable ingress sources", map[string]string{agentsv1alpha1.IngressFromPodsAnnotation: "app in (ax"},
+			[]string{agentsv1alpha1.IngressFromPodsAnnotation, "is not a label selector"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -264,7 +268,8 @@ func TestInvalidEgressCreatesNoPodUntilFixed(t *testing.T) {
 				t.Fatalf("a policy was created from invalid egress: %s", err)
 			}
 
-			annotate(t, ns, name, map[string]*string{egressKey: str("restricted"), cidrsKey: str("10.0.0.0/8")})
+			annotate(t, ns, name, map[string]*string{egressKey: str("restricted"), cidrsKey: str("10.0.0.0/8"),
+				agentsv1alpha1.IngressFromPodsAnnotation: nil})
 			waitForPod(t, ns, name)
 			testwrap.Eventually(t, "policy once fixed", policyIs(t, ns, name, egress.Spec{Mode: egress.Restricted, CIDRs: []string{"10.0.0.0/8"}}))
 			testwrap.Eventually(t, "Ready no longer InvalidEgress", readyIs(t, ns, name, metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending))

@@ -91,7 +91,9 @@ func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1alpha1.Sandb
 	spec, requested, err := egress.FromAnnotations(sb.Annotations)
 	st = egressState{requested: requested, spec: spec}
 	if err == nil && requested {
-		err = r.peers.CheckLinkLocal(spec)
+		if err = r.peers.CheckLinkLocal(spec); err != nil {
+			err = fmt.Errorf("annotation %s: %w", agentsv1alpha1.EgressCIDRsAnnotation, err)
+		}
 	}
 	if err == nil {
 		pol.IngressFrom, err = egress.ParseIngressFrom(sb.Annotations)
