@@ -9,8 +9,9 @@ import (
 )
 
 // A warm pool member is the price of every warm claim, paid again at each refill: its writes
-// are held to a budget as the hot path's are.
-func TestAWarmMemberCostsFourControllerWrites(t *testing.T) {
+// are held to a budget as the hot path's are. Five: the Sandbox, its NetworkPolicy (ingress from
+// the router alone, in place before the pod), Service and Pod, and one status write.
+func TestAWarmMemberCostsFiveControllerWrites(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
 	mark := controllerWrites.mark()
@@ -27,6 +28,8 @@ func TestAWarmMemberCostsFourControllerWrites(t *testing.T) {
 			perKind["Pod create"]++
 		case w.method == http.MethodPost && strings.HasSuffix(w.path, "/services"):
 			perKind["Service create"]++
+		case w.method == http.MethodPost && strings.HasSuffix(w.path, "/networkpolicies"):
+			perKind["NetworkPolicy create"]++
 		case strings.Contains(w.path, "/sandboxes/") && strings.HasSuffix(w.path, "/status"):
 			parts := strings.Split(w.path, "/")
 			statusWrites[parts[len(parts)-2]]++
@@ -40,6 +43,11 @@ func TestAWarmMemberCostsFourControllerWrites(t *testing.T) {
 		}
 		delete(perKind, kind)
 	}
+	// One per member and the template's own.
+	if perKind["NetworkPolicy create"] != 4 {
+		t.Errorf("NetworkPolicy create: %d writes for 3 members and their template, want 4 (all member writes: %v)", perKind["NetworkPolicy create"], perKind)
+	}
+	delete(perKind, "NetworkPolicy create")
 	if len(perKind) > 0 {
 		t.Errorf("members cost writes beyond their objects and one status each: %v", perKind)
 	}
