@@ -154,8 +154,9 @@ func (c *Client) ensureEgress(ctx context.Context, sb *agentsv1alpha1.Sandbox, e
 const reasonWaitingForEgress = "WaitingForEgressPolicy"
 
 // egressInForce: ready once the EgressPolicy condition says spec is in
-// force. Invalid annotations are final; someone else's policy in the way
-// may still be removed, so it is waited out.
+// force. Invalid annotations, and annotations the Sandbox's template does
+// not allow, are final; someone else's policy in the way may still be
+// removed, so it is waited out.
 func egressInForce(sb *agentsv1alpha1.Sandbox, spec egress.Spec) readiness {
 	r := readiness{sandboxName: sb.Name, podIPs: sb.Status.PodIPs}
 	cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
@@ -166,7 +167,7 @@ func egressInForce(sb *agentsv1alpha1.Sandbox, spec egress.Spec) readiness {
 		r.ready = true
 	case cond != nil && cond.Status == metav1.ConditionFalse:
 		r.reason, r.message = cond.Reason, cond.Message
-		r.final = cond.Reason == agentsv1alpha1.ReasonInvalidEgress
+		r.final = cond.Reason == agentsv1alpha1.ReasonInvalidEgress || cond.Reason == agentsv1alpha1.ReasonEgressIgnored
 	default:
 		r.reason, r.message = reasonWaitingForEgress, "the controller has not reported egress "+spec.Summary()+" in force yet"
 	}
