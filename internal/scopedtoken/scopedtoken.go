@@ -1,7 +1,9 @@
 // Package scopedtoken mints and verifies router tokens scoped to one Sandbox: an HMAC-SHA256
-// signature over (namespace, name, expiry) with a secret the controller and the router share.
-// The router accepts such a token for that Sandbox alone, without asking the API server, which
-// lets a platform hand one sandbox to a party that has no Kubernetes identity.
+// signature over (namespace, name, UID, issue time, expiry) with a secret the controller and the
+// router share. The router accepts such a token for that Sandbox object alone, without asking the
+// API server, which lets a platform hand one sandbox to a party that has no Kubernetes identity.
+// The UID ties the token to one incarnation of the name: a later Sandbox of the same name (the
+// claim gone, the name reused) is not opened by it.
 //
 // Wire form: "sbx1." + base64url(JSON claims) + "." + base64url(signature).
 package scopedtoken
@@ -23,11 +25,17 @@ const Prefix = "sbx1."
 // MinSecretLen is the shortest secret accepted (256 bits).
 const MinSecretLen = 32
 
-// Claims are what a token grants: one Sandbox until Expires.
+// Claims are what a token grants: one Sandbox, the object with UID, until Expires.
 type Claims struct {
 	Namespace string `json:"ns"`
 	Name      string `json:"name"`
-	Expires   int64  `json:"exp"` // Unix seconds
+	// UID is the Sandbox's metadata.uid. Tokens minted before it was bound carry none; Verify
+	// refuses them.
+	UID string `json:"uid"`
+	// IssuedAt (Unix seconds) is when the token was minted; its holder renews it when a third of
+	// its lifetime, IssuedAt to Expires, is left. Zero when unknown.
+	IssuedAt int64 `json:"iat,omitempty"`
+	Expires  int64 `json:"exp"` // Unix seconds
 }
 
 // Errors of Verify; none of them carries the token.
@@ -35,6 +43,9 @@ var (
 	ErrMalformed = errors.New("malformed scoped token")
 	ErrSignature = errors.New("scoped token signature does not match")
 	ErrExpired   = errors.New("scoped token expired")
+	// ErrUnbound: a validly signed token that names no Sandbox UID, minted before tokens were
+	// bound to one; it could open any later Sandbox of its name, so it opens none.
+	ErrUnbound = errors.New("scoped token binds no Sandbox UID")
 )
 
 // Signer mints and verifies tokens with one secret.
@@ -50,8 +61,11 @@ func NewSigner(secret []byte) (*Signer, error) {
 
 // Mint returns a token for c.
 func (s *Signer) Mint(c Claims) (string, error) {
-	if c.Namespace == "" || c.Name == "" || c.Expires == 0 {
-		return "", errors.New("scoped token claims need a namespace, a name and an expiry")
+	if c.Namespace == "" || c.Name == "" || c.UID == "" || c.Expires == 0 {
+		return "", errors.New("scoped token claims need a namespace, a name, a Sandbox UID and an expiry")
+	}
+	if c.IssuedAt != 0 && c.IssuedAt >= c.Expires {
+		return "", errors.New("scoped token must be issued before it expires")
 	}
 	payload, err := json.Marshal(c)
 	if err != nil {
@@ -86,6 +100,9 @@ func (s *Signer) Verify(token string, now time.Time) (Claims, error) {
 	var c Claims
 	if err := json.Unmarshal(payload, &c); err != nil || c.Namespace == "" || c.Name == "" {
 		return Claims{}, ErrMalformed
+	}
+	if c.UID == "" {
+		return Claims{}, ErrUnbound
 	}
 	if !now.Before(time.Unix(c.Expires, 0)) {
 		return Claims{}, ErrExpired

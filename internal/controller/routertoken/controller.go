@@ -1,7 +1,8 @@
 // Package routertoken keeps, for each SandboxClaim that asks for one, a Secret holding a router
 // token scoped to the claim's Sandbox: whoever can read that Secret (the claim's owner) can
 // reach that one sandbox through the router, and nothing else, without a Kubernetes identity
-// of its own. It stays off the claim hot path: it acts only on claims carrying the annotation,
+// of its own. The token binds the Sandbox's UID, so it never opens a later Sandbox that reuses
+// the name. It stays off the claim hot path: it acts only on claims carrying the annotation,
 // after their status names a Sandbox.
 package routertoken
 
@@ -23,13 +24,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
 // SecretName is the Secret holding a claim's token.
 func SecretName(claim string) string { return claim + "-router-token" }
 
-// DefaultValidity is how long a minted token lives; it is renewed when a third is left.
+// DefaultValidity is how long a minted token lives at most; it is renewed when a third of its
+// lifetime is left.
 const DefaultValidity = 24 * time.Hour
 
 // Reconciler mints and renews the tokens.
@@ -64,7 +67,12 @@ func New(c client.Client, apiReader client.Reader, signer *scopedtoken.Signer, o
 	return r
 }
 
+// sandboxLag is how soon a claim whose Sandbox is not in the manager's cache yet is looked at
+// again: the claim's status can name a Sandbox a moment before the watch delivers it.
+const sandboxLag = time.Second
+
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
+// +kubebuilder:rbac:groups=agents.x-k8s.io,resources=sandboxes,verbs=get;list;watch
 
 // Reconcile keeps the claim's token Secret current, or removes it once the claim stops asking.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -89,17 +97,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, nil
 	}
+	// The token binds the Sandbox's UID, so that it never opens a later Sandbox of the same name.
+	sb := &agentsv1alpha1.Sandbox{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: sandbox}, sb); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{RequeueAfter: sandboxLag}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	want := scopedtoken.Claims{Namespace: claim.Namespace, Name: sandbox, UID: string(sb.UID)}
 	now := r.clock.Now()
-	if found && string(current.Data[extv1alpha1.RouterTokenKeySandbox]) == sandbox {
-		if renewAt, ok := r.renewAt(current); ok && now.Before(renewAt) {
-			return ctrl.Result{RequeueAfter: renewAt.Sub(now)}, nil
+	expires := r.expiry(claim, now)
+	if found {
+		if held, ok := r.held(current, want, now); ok {
+			if renewAt := renewAt(held); now.Before(renewAt) {
+				return ctrl.Result{RequeueAfter: renewAt.Sub(now)}, nil
+			}
+			if !expires.After(time.Unix(held.Expires, 0)) {
+				// Due, but a new token could not outlive this one (both end at the claim's
+				// shutdownTime): rewriting it gains nothing. A later shutdownTime is a claim update,
+				// which brings the claim back here.
+				return ctrl.Result{}, nil
+			}
 		}
 	}
-	expires := r.expiry(claim, now)
 	if !expires.After(now) {
 		return ctrl.Result{}, nil // the claim is at its end; its expiry handles the rest
 	}
-	tok, err := r.signer.Mint(scopedtoken.Claims{Namespace: claim.Namespace, Name: sandbox, Expires: expires.Unix()})
+	want.IssuedAt, want.Expires = now.Unix(), expires.Unix()
+	tok, err := r.signer.Mint(want)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -121,8 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing router token Secret %s: %w", key.Name, err)
 	}
-	renew, _ := r.renewAt(desired)
-	return ctrl.Result{RequeueAfter: max(renew.Sub(now), time.Second)}, nil
+	return ctrl.Result{RequeueAfter: max(renewAt(want).Sub(now), time.Second)}, nil
 }
 
 // expiry is the token's end: the validity from now, but never past the claim's shutdownTime.
@@ -134,13 +159,26 @@ func (r *Reconciler) expiry(claim *extv1alpha1.SandboxClaim, now time.Time) time
 	return exp
 }
 
-// renewAt is when a Secret's token has a third of the validity left (at once when unreadable).
-func (r *Reconciler) renewAt(s *corev1.Secret) (time.Time, bool) {
-	exp, err := time.Parse(time.RFC3339, string(s.Data[extv1alpha1.RouterTokenKeyExpires]))
-	if err != nil {
-		return time.Time{}, false
+// held returns the claims of the Secret's token when it still verifies and opens the Sandbox
+// want names (the same object, by UID). A token signed with a rotated secret, expired, minted
+// before tokens bound a UID, or for another Sandbox is replaced at once.
+func (r *Reconciler) held(s *corev1.Secret, want scopedtoken.Claims, now time.Time) (scopedtoken.Claims, bool) {
+	c, err := r.signer.Verify(string(s.Data[extv1alpha1.RouterTokenKeyToken]), now)
+	if err != nil || c.Namespace != want.Namespace || c.Name != want.Name || c.UID != want.UID {
+		return scopedtoken.Claims{}, false
 	}
-	return exp.Add(-r.validity / 3), true
+	return c, true
+}
+
+// renewAt is when a third of the token's own lifetime, from its issue to its expiry, is left.
+// The lifetime is shorter than the validity when the claim's shutdownTime caps it; a token
+// without an issue time is due at once.
+func renewAt(c scopedtoken.Claims) time.Time {
+	exp := time.Unix(c.Expires, 0)
+	if c.IssuedAt == 0 || c.IssuedAt >= c.Expires {
+		return time.Time{}
+	}
+	return exp.Add(-exp.Sub(time.Unix(c.IssuedAt, 0)) / 3)
 }
 
 // asksOrAsked passes claims that carry the annotation, or carried it before this update (so

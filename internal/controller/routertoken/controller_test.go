@@ -1,0 +1,295 @@
+package routertoken
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	testNS      = "team-a"
+	testClaim   = "c"
+	testSandbox = "c-sb"
+	testUID     = types.UID("0b7e5f5e-uid-1")
+)
+
+var testSecret = []byte(strings.Repeat("k", scopedtoken.MinSecretLen))
+
+var testSigner = func() *scopedtoken.Signer {
+	s, err := scopedtoken.NewSigner(testSecret)
+	if err != nil {
+		panic(err) // a constant secret of the minimum length
+	}
+	return s
+}()
+
+// epoch is the fake clock's start, on a whole second as token expiries are.
+var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type rig struct {
+	t     *testing.T
+	r     *Reconciler
+	c     client.Client
+	clock *clocktesting.FakeClock
+}
+
+func newRig(t *testing.T, objs ...client.Object) *rig {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&extv1alpha1.SandboxClaim{}).Build()
+	clk := clocktesting.NewFakeClock(epoch)
+	return &rig{t: t, c: c, clock: clk, r: New(c, c, testSigner, Options{Clock: clk})}
+}
+
+// claim asks for a token and names testSandbox; shutdown is its shutdownTime (zero: none).
+func claim(shutdown time.Time) *extv1alpha1.SandboxClaim {
+	w := testwrap.MakeClaim(testNS, testClaim).Template("tmpl").
+		Annotation(extv1alpha1.RouterTokenAnnotation, "true").SandboxStatus(testSandbox)
+	if !shutdown.IsZero() {
+		w = w.ShutdownTime(shutdown)
+	}
+	return w.Obj()
+}
+
+func sandboxObj(uid types.UID) *agentsv1alpha1.Sandbox {
+	sb := testwrap.MakeSandbox(testNS, testSandbox).Obj()
+	sb.UID = uid
+	return sb
+}
+
+func (g *rig) reconcile() ctrl.Result {
+	g.t.Helper()
+	res, err := g.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: testNS, Name: testClaim}})
+	if err != nil {
+		g.t.Fatalf("Reconcile: %v", err)
+	}
+	return res
+}
+
+// secret returns the token Secret, or nil when there is none.
+func (g *rig) secret() *corev1.Secret {
+	g.t.Helper()
+	s := &corev1.Secret{}
+	err := g.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: SecretName(testClaim)}, s)
+	if err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil
+		}
+		g.t.Fatal(err)
+	}
+	return s
+}
+
+// The renewal is due when a third of the token's own lifetime is left, from its issue to its
+// expiry, which the claim's shutdownTime may bring closer than the validity. Measuring the third
+// against the full validity put the renewal of a token capped under 16 h before its issue, and
+// the controller rewrote the Secret every second.
+func TestRenewalWaitsForAThirdOfTheTokensOwnLifetime(t *testing.T) {
+	tests := []struct {
+		name     string
+		shutdown time.Duration // from epoch; 0: no shutdownTime
+		// wantRequeue is the wait after the first mint: until a third of the lifetime is left.
+		wantRequeue time.Duration
+	}{
+		{"no shutdownTime: 24 h token, renewed after 16 h", 0, 16 * time.Hour},
+		{"shutdown in 30 h: the validity is the cap", 30 * time.Hour, 16 * time.Hour},
+		{"shutdown in 2 h: 2 h token, renewed after 80 min", 2 * time.Hour, 80 * time.Minute},
+		{"shutdown in 6 min: renewed after 4 min", 6 * time.Minute, 4 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var shutdown time.Time
+			if tt.shutdown > 0 {
+				shutdown = epoch.Add(tt.shutdown)
+			}
+			g := newRig(t, claim(shutdown), sandboxObj(testUID))
+			if got := g.reconcile().RequeueAfter; got != tt.wantRequeue {
+				t.Fatalf("after minting, requeue in %v, want %v (when a third of the token's lifetime is left)", got, tt.wantRequeue)
+			}
+			first := g.secret()
+			if first == nil {
+				t.Fatal("no token Secret was written")
+			}
+			g.clock.Step(time.Second)
+			if got := g.reconcile().RequeueAfter; got != tt.wantRequeue-time.Second {
+				t.Errorf("a second later, requeue in %v, want %v", got, tt.wantRequeue-time.Second)
+			}
+			if again := g.secret(); again.ResourceVersion != first.ResourceVersion {
+				t.Errorf("the Secret was rewritten a second after it was minted (resourceVersion %s -> %s), want it left alone until the renewal",
+					first.ResourceVersion, again.ResourceVersion)
+			}
+		})
+	}
+}
+
+// tokenIn returns the claims of the Secret's token, verified at the fake clock's time.
+func (g *rig) tokenIn(s *corev1.Secret) scopedtoken.Claims {
+	g.t.Helper()
+	c, err := testSigner.Verify(string(s.Data[extv1alpha1.RouterTokenKeyToken]), g.clock.Now())
+	if err != nil {
+		g.t.Fatalf("the Secret's token does not verify: %v", err)
+	}
+	return c
+}
+
+// setToken overwrites the Secret's token, as an older controller or another secret left it.
+func (g *rig) setToken(tok string) {
+	g.t.Helper()
+	s := g.secret()
+	s.Data[extv1alpha1.RouterTokenKeyToken] = []byte(tok)
+	if err := g.c.Update(context.Background(), s); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// replaceSandbox deletes the Sandbox and makes a new one of the same name with uid.
+func (g *rig) replaceSandbox(uid types.UID) {
+	g.t.Helper()
+	if err := g.c.Delete(context.Background(), sandboxObj(testUID)); err != nil {
+		g.t.Fatal(err)
+	}
+	if err := g.c.Create(context.Background(), sandboxObj(uid)); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func TestTokenBindsTheSandboxObject(t *testing.T) {
+	oldSigner, _ := scopedtoken.NewSigner([]byte(strings.Repeat("o", scopedtoken.MinSecretLen)))
+	tests := []struct {
+		name string
+		// change runs after the first mint (nil: nothing changes) and before the next reconcile.
+		change      func(g *rig)
+		wantRewrite bool
+		wantUID     types.UID
+	}{
+		{"nothing changed: the token stays", nil, false, testUID},
+		{"the Sandbox was replaced by one of the same name: a token for the new UID", func(g *rig) { g.replaceSandbox("uid-2") }, true, "uid-2"},
+		{"a token minted before UIDs were bound is replaced", func(g *rig) {
+			// Signed with the current secret, so only the missing UID condemns it.
+			g.setToken(mustMint(t, testSecret, `{"ns":"team-a","name":"c-sb","exp":1999999999}`))
+		}, true, testUID},
+		{"a token signed with a rotated-out secret is replaced", func(g *rig) {
+			tok, err := oldSigner.Mint(scopedtoken.Claims{Namespace: testNS, Name: testSandbox, UID: string(testUID), Expires: epoch.Add(time.Hour).Unix()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.setToken(tok)
+		}, true, testUID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newRig(t, claim(time.Time{}), sandboxObj(testUID))
+			g.reconcile()
+			first := g.secret()
+			if c := g.tokenIn(first); c.UID != string(testUID) || c.IssuedAt != epoch.Unix() || c.Namespace != testNS || c.Name != testSandbox {
+				t.Fatalf("first token grants %+v, want %s/%s uid %s issued at %d", c, testNS, testSandbox, testUID, epoch.Unix())
+			}
+			if tt.change != nil {
+				tt.change(g)
+			}
+			before := g.secret().ResourceVersion
+			g.clock.Step(time.Minute)
+			g.reconcile()
+			after := g.secret()
+			if rewritten := after.ResourceVersion != before; rewritten != tt.wantRewrite {
+				t.Fatalf("Secret rewritten = %v, want %v", rewritten, tt.wantRewrite)
+			}
+			if c := g.tokenIn(after); c.UID != string(tt.wantUID) {
+				t.Errorf("token binds uid %q, want %q", c.UID, tt.wantUID)
+			}
+		})
+	}
+}
+
+// mustMint signs an arbitrary payload in the documented wire form (prefix, base64url JSON,
+// base64url HMAC-SHA256 of both with the secret), for tokens Mint itself no longer makes.
+func mustMint(t *testing.T, secret []byte, payload string) string {
+	t.Helper()
+	body := scopedtoken.Prefix + base64.RawURLEncoding.EncodeToString([]byte(payload))
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(body))
+	return body + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// The claim's status can name its Sandbox before the manager's cache holds it; the token needs
+// its UID, so the claim is looked at again shortly instead of minting an unbound token.
+func TestWaitsForTheSandboxToReachTheCache(t *testing.T) {
+	g := newRig(t, claim(time.Time{}))
+	if got := g.reconcile().RequeueAfter; got != sandboxLag {
+		t.Fatalf("Sandbox not cached: requeue in %v, want %v", got, sandboxLag)
+	}
+	if s := g.secret(); s != nil {
+		t.Fatalf("a token Secret was written before the Sandbox's UID was known: %v", s.Data)
+	}
+	if err := g.c.Create(context.Background(), sandboxObj(testUID)); err != nil {
+		t.Fatal(err)
+	}
+	g.reconcile()
+	if s := g.secret(); s == nil || g.tokenIn(s).UID != string(testUID) {
+		t.Fatalf("once the Sandbox is cached, want a token bound to uid %s; Secret %v", testUID, s)
+	}
+}
+
+func TestRenewalAtItsTime(t *testing.T) {
+	tests := []struct {
+		name        string
+		shutdown    time.Duration // from epoch; 0: none
+		due         time.Duration // from epoch: when a third of the first token's lifetime is left
+		wantRewrite bool
+		wantExpires time.Duration // from epoch
+		wantRequeue time.Duration
+	}{
+		{"uncapped: a fresh 24 h token", 0, 16 * time.Hour, true, 40 * time.Hour, 16 * time.Hour},
+		{"capped by a shutdownTime beyond the validity: a token up to the shutdownTime", 36 * time.Hour, 16 * time.Hour, true, 36 * time.Hour, 13*time.Hour + 20*time.Minute},
+		{"capped at the shutdownTime already: nothing to gain, left alone", 2 * time.Hour, 80 * time.Minute, false, 2 * time.Hour, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var shutdown time.Time
+			if tt.shutdown > 0 {
+				shutdown = epoch.Add(tt.shutdown)
+			}
+			g := newRig(t, claim(shutdown), sandboxObj(testUID))
+			g.reconcile()
+			before := g.secret().ResourceVersion
+			g.clock.SetTime(epoch.Add(tt.due))
+			res := g.reconcile()
+			after := g.secret()
+			if rewritten := after.ResourceVersion != before; rewritten != tt.wantRewrite {
+				t.Fatalf("Secret rewritten = %v, want %v", rewritten, tt.wantRewrite)
+			}
+			if got, want := time.Unix(g.tokenIn(after).Expires, 0), epoch.Add(tt.wantExpires); !got.Equal(want) {
+				t.Errorf("token expires %v, want %v", got, want)
+			}
+			if res.RequeueAfter != tt.wantRequeue {
+				t.Errorf("requeue in %v, want %v", res.RequeueAfter, tt.wantRequeue)
+			}
+		})
+	}
+}
