@@ -29,6 +29,10 @@ generate: ## Regenerate deepcopy, CRDs and RBAC from the kubebuilder markers (an
 	  STANZA="$$(cat hack/crd-conversion.yaml)" awk '{ print } /^spec:$$/ && !done { print ENVIRON["STANZA"]; done = 1 }' \
 	    "$$f" > "charts/agent-sandbox/crds/$$(basename "$$f")"; done
 	cp config/rbac/role.yaml charts/agent-sandbox/files/controller-role.yaml
+	# The chart's admission policies are config/admission's (templates/admission.yaml renders them).
+	rm -rf charts/agent-sandbox/files/admission && mkdir -p charts/agent-sandbox/files/admission
+	for f in config/admission/*.yaml; do [ "$$(basename "$$f")" = kustomization.yaml ] || \
+	  cp "$$f" charts/agent-sandbox/files/admission/; done
 	hack/gen-proto.sh
 
 .PHONY: verify
