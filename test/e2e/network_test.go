@@ -32,9 +32,10 @@ const (
 	routerFQDN  = "sandbox-router-svc.agent-sandbox-system.svc.cluster.local"
 )
 
-// testHost puts a TCP server answering "ok" on port 80 of addr, in network namespace name,
-// behind a veth pair whose host end is gw (both /24), and removes it all after the test.
-func testHost(t *testing.T, name, gw, addr string) {
+// testHost puts a TCP server answering "ok" on port 80 (or the ports given) of addr, in network
+// namespace name, behind a veth pair whose host end is gw (both /24), and removes it all after
+// the test.
+func testHost(t *testing.T, name, gw, addr string, ports ...int) {
 	t.Helper()
 	ns, hostIf := "sbxt-"+name, "sbxt-"+name+"0"
 	run := func(args ...string) {
@@ -65,11 +66,16 @@ func testHost(t *testing.T, name, gw, addr string) {
 		run("iptables", "-I", "FORWARD", "1", dir, hostIf, "-j", "ACCEPT")
 		t.Cleanup(func() { _ = exec.Command("iptables", "-D", "FORWARD", dir, hostIf, "-j", "ACCEPT").Run() })
 	}
-	srv := exec.Command("ip", append(in[1:], "socat", "TCP-LISTEN:80,fork,reuseaddr", "SYSTEM:echo ok")...)
-	if err := srv.Start(); err != nil {
-		t.Fatalf("starting the server of %s: %v", name, err)
+	if len(ports) == 0 {
+		ports = []int{80}
 	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	for _, port := range ports {
+		srv := exec.Command("ip", append(in[1:], "socat", fmt.Sprintf("TCP-LISTEN:%d,fork,reuseaddr", port), "SYSTEM:echo ok")...)
+		if err := srv.Start(); err != nil {
+			t.Fatalf("starting the server of %s on port %d: %v", name, port, err)
+		}
+		t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	}
 }
 
 // reach reports whether a TCP connection from the pod's runtime container to addr:port opens
