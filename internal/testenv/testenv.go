@@ -1,7 +1,8 @@
 // Package testenv starts a real control plane for tests: kube-apiserver and etcd through
 // controller-runtime's envtest (with our own binaries from hack/build-k8s.sh, found through
 // KUBEBUILDER_ASSETS) plus, when asked, kube-controller-manager so that garbage collection
-// (ownerReference cascades) happens as in a real cluster.
+// (ownerReference cascades) happens as in a real cluster. The ValidatingAdmissionPolicies of
+// config/admission are installed and enforced before Start returns, as the install ships them.
 package testenv
 
 import (
@@ -54,7 +55,8 @@ type Env struct {
 	assets  string
 }
 
-// Start brings up the control plane with our CRDs installed.
+// Start brings up the control plane with our CRDs and the ValidatingAdmissionPolicies of
+// config/admission installed (and enforced).
 func Start(opts Options) (*Env, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -105,6 +107,10 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	if err := e.installAdmissionPolicies(); err != nil {
 		_ = e.Stop()
 		return nil, err
 	}

@@ -13,8 +13,8 @@ func TestClientRolesAreTheSameInTheChartAndKustomize(t *testing.T) {
 	for _, o := range decodeObjects(t, mustRead(t, filepath.Join(repoRoot, "config/rbac/client_roles.yaml"))) {
 		want[o.GetName()] = o.Object["rules"]
 	}
-	if len(want) != 2 {
-		t.Fatalf("config/rbac/client_roles.yaml has %d roles, want agent-sandbox-user and agent-sandbox-viewer", len(want))
+	if len(want) != 3 {
+		t.Fatalf("config/rbac/client_roles.yaml has %d roles, want agent-sandbox-user, agent-sandbox-viewer and agent-sandbox-network-admin", len(want))
 	}
 	objs, err := helmTemplate(t, "agent-sandbox-system")
 	if err != nil {
