@@ -24,6 +24,9 @@ func TestRunFlags(t *testing.T) {
 		{"unknown flag", []string{"--bogus"}, 2, "flag provided but not defined"},
 		{"bad auth mode", []string{"--auth-mode", "allow-all"}, 2, "--auth-mode must be"},
 		{"bad log level", []string{"--log-level", "loud"}, 2, "--log-level must be"},
+		{"help lists the port allowlist", []string{"--help"}, 0, "-allowed-ports ports"},
+		{"an allowed port out of range", []string{"--allowed-ports", "8888,70000"}, 2, `"70000" is not a port`},
+		{"a negative unclaimed wait", []string{"--unclaimed-wait", "-1s"}, 2, "--unclaimed-wait must not be negative"},
 		{"no cluster", []string{"--kubeconfig", "/nonexistent/kubeconfig", "--listen", "127.0.0.1:0", "--probe-listen", ""}, 1, "kubeconfig"},
 	}
 	for _, tt := range tests {

@@ -82,6 +82,11 @@ func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http
 			writeDetail(w, http.StatusServiceUnavailable, "Authorization is temporarily unavailable.")
 		case allowed:
 			m.authDecision("allowed")
+			if id.Scope != nil {
+				// The proxy checks the token's UID against the Sandbox it resolves, in the same
+				// lookup that gives the address.
+				r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, id.Scope))
+			}
 			next.ServeHTTP(w, r)
 		case id.Anonymous:
 			m.authDecision("denied")
@@ -101,6 +106,20 @@ func forbiddenMessage(id *Identity, route Route) string {
 	}
 	return fmt.Sprintf("User %q may not reach sandbox %s/%s: it needs %s on %s/%s in API group %s.",
 		id.User.Username, route.Namespace, route.Name, ProxyVerb, ProxyResource, ProxySubresource, ProxyGroup)
+}
+
+// staleScopeMessage answers a scoped token whose Sandbox UID is not the one the name has now:
+// the Sandbox it was minted for is gone and the name was reused.
+func staleScopeMessage(route Route) string {
+	return fmt.Sprintf("This token opens an earlier sandbox named %s/%s, not the one that has the name now.", route.Namespace, route.Name)
+}
+
+type scopeKey struct{}
+
+// scopeFrom returns the scoped token's claims the request was let in with, or nil.
+func scopeFrom(ctx context.Context) *ScopedClaims {
+	c, _ := ctx.Value(scopeKey{}).(*ScopedClaims)
+	return c
 }
 
 // authenticate answers 401/503 itself and reports false when the request must stop here.

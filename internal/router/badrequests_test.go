@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,8 +27,13 @@ import (
 // byte over a fresh TCP connection (so that duplicated, malformed and oversized headers reach
 // the server as written) to a router in front of a stub cache:
 //
-//	default/sb, team-a/sb  -> 127.0.0.2, where a sandbox stand-in listens on {{port}}
-//	default/pending        -> not ready (PodPending)
+//	default/sb, team-a/sb  -> 127.0.0.2, where a sandbox stand-in listens on {{port}}; they
+//	                          declare {{port}}, {{canary}} and {{dead}}, and no other port
+//	default/pending        -> not ready (PodPending), same ports
+//	default/hostnet        -> uses host networking: never routed to
+//	default/pool-member    -> an unclaimed warm pool member
+//
+// The router runs with the port rule on and the default allowlist (8888, 9090).
 //
 // A canary listens on 127.0.0.1:{{canary}}: every address trick a client can try is aimed at it,
 // and no case may ever reach it. The router never takes an address from the client; the only
@@ -144,11 +150,19 @@ func newBadRequestRig(t *testing.T) *badRequestRig {
 	rig.canary = strconv.Itoa(canary.Addr().(*net.TCPAddr).Port)
 	rig.dead = closedPort(t)
 
-	sandbox := Target{Addr: netip.MustParseAddr("127.0.0.2")}
+	// The sandbox declares the stand-in's port, and the canary's and the dead port too, so that
+	// the cases aimed at those are dialled (at the sandbox's IP) rather than refused up front.
+	declared := []uint16{mustPort(t, rig.port), mustPort(t, rig.canary), mustPort(t, rig.dead)}
+	slices.Sort(declared)
+	sandbox := Target{Addr: netip.MustParseAddr("127.0.0.2"), UID: "uid-sb", Ports: declared}
+	known := Target{UID: "uid-other", Ports: declared}
 	res := &stubResolver{
-		targets: map[string]Target{"default/sb": sandbox, "team-a/sb": sandbox},
+		targets: map[string]Target{"default/sb": sandbox, "team-a/sb": sandbox,
+			"default/pending": known, "default/hostnet": known, "default/pool-member": known},
 		errs: map[string]error{
-			"default/pending": &ResolveError{Kind: ErrNotReady, Namespace: "default", Name: "pending", Reason: "PodPending"},
+			"default/pending":     &ResolveError{Kind: ErrNotReady, Namespace: "default", Name: "pending", Reason: "PodPending"},
+			"default/hostnet":     &ResolveError{Kind: ErrRefused, Namespace: "default", Name: "hostnet", Reason: reasonHostNetwork},
+			"default/pool-member": &ResolveError{Kind: ErrUnclaimed, Namespace: "default", Name: "pool-member"},
 		},
 	}
 	tokenAuth, err := NewStaticTokenAuthenticator(badRequestToken)
@@ -156,7 +170,8 @@ func newBadRequestRig(t *testing.T) *badRequestRig {
 		t.Fatal(err)
 	}
 	for kind, g := range map[string]GuardOptions{"open": {}, "token": {Authenticator: tokenAuth}} {
-		p := NewProxy(ProxyOptions{Resolver: res, DialRetries: 1, RetryBackoff: time.Millisecond})
+		p := NewProxy(ProxyOptions{Resolver: res, DialRetries: 1, RetryBackoff: time.Millisecond,
+			DeclaredPortsOnly: true, AllowedPorts: DefaultAllowedPorts})
 		srv := httptest.NewUnstartedServer(NewHandler(HandlerOptions{Proxy: p, Guard: g}))
 		srv.Config.Protocols = bothProtocols()
 		srv.Config.ErrorLog = log.New(rig.errLog, "", 0)

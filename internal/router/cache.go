@@ -5,17 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
@@ -23,21 +28,34 @@ import (
 var (
 	ErrNotFound = errors.New("sandbox not found")
 	ErrNotReady = errors.New("sandbox not ready")
+	// ErrRefused: the Sandbox is never routed to, whatever its state (it uses host networking).
+	ErrRefused = errors.New("sandbox not routable")
+	// ErrUnclaimed: the Sandbox is a warm pool member that no claim has taken yet.
+	ErrUnclaimed = errors.New("sandbox is an unclaimed warm pool member")
 )
 
-// ResolveError says why a Sandbox cannot be routed to. Kind is ErrNotFound or ErrNotReady.
+// ResolveError says why a Sandbox cannot be routed to. Kind is ErrNotFound, ErrNotReady,
+// ErrRefused or ErrUnclaimed.
 type ResolveError struct {
 	Kind      error
 	Namespace string
 	Name      string
-	Reason    string // for ErrNotReady: the Ready condition's reason, or why the IP is unusable
+	// Reason, for ErrNotReady: the Ready condition's reason, or why the IP is unusable; for
+	// ErrRefused: why the Sandbox is never routed to.
+	Reason string
 }
 
 func (e *ResolveError) Error() string {
-	if errors.Is(e.Kind, ErrNotFound) {
+	switch {
+	case errors.Is(e.Kind, ErrNotFound):
 		return fmt.Sprintf("sandbox %s/%s not found", e.Namespace, e.Name)
-	}
-	if e.Reason == "" {
+	case errors.Is(e.Kind, ErrUnclaimed):
+		return fmt.Sprintf("sandbox %s/%s is an unclaimed warm pool member; it is routable once a SandboxClaim takes it", e.Namespace, e.Name)
+	case errors.Is(e.Kind, ErrRefused) && e.Reason == reasonHostNetwork:
+		return fmt.Sprintf("sandbox %s/%s uses the node's network (hostNetwork); the router never routes to it", e.Namespace, e.Name)
+	case errors.Is(e.Kind, ErrRefused):
+		return fmt.Sprintf("sandbox %s/%s is not routable (%s)", e.Namespace, e.Name, e.Reason)
+	case e.Reason == "":
 		return fmt.Sprintf("sandbox %s/%s is not ready", e.Namespace, e.Name)
 	}
 	return fmt.Sprintf("sandbox %s/%s is not ready (%s)", e.Namespace, e.Name, e.Reason)
@@ -45,15 +63,36 @@ func (e *ResolveError) Error() string {
 
 func (e *ResolveError) Unwrap() error { return e.Kind }
 
-// Target is the address a routable Sandbox is dialled at.
+// Target is what routing knows of a Sandbox: the address its pod is dialled at, and what the
+// proxy checks a request against.
 type Target struct {
+	// Addr is valid only when Resolve returned no error.
 	Addr netip.Addr
+	// UID is the Sandbox's metadata.uid; scoped tokens bind it.
+	UID types.UID
+	// Ports are the TCP ports the Sandbox's containers declare (init containers excluded), sorted
+	// and without duplicates. Shared: read only.
+	Ports []uint16
+}
+
+// Declares reports whether the Sandbox's containers declare port.
+func (t Target) Declares(port uint16) bool {
+	_, ok := slices.BinarySearch(t.Ports, port)
+	return ok
 }
 
 // Resolver maps a Sandbox to the address of its pod. It must answer from memory: it runs on
-// every request.
+// every request. With ErrRefused, ErrUnclaimed and ErrNotReady (except while the cache is
+// syncing) the Sandbox is known, and the Target it returns carries its UID and Ports.
 type Resolver interface {
 	Resolve(namespace, name string) (Target, error)
+}
+
+// changeNotifier is a Resolver that can say when a Sandbox's answer may have changed, so that a
+// request can wait for the watch instead of answering from a moment-old view.
+type changeNotifier interface {
+	// Changed returns a channel closed at the next event for namespace/name.
+	Changed(namespace, name string) <-chan struct{}
 }
 
 // Reasons the cache reports for Sandboxes it will not route to beyond the Ready condition's own.
@@ -62,33 +101,46 @@ const (
 	reasonTerminating      = "SandboxTerminating"
 	reasonInvalidPodIP     = "InvalidPodIP"
 	reasonCacheSyncing     = "RouterCacheSyncing"
+	reasonHostNetwork      = "HostNetwork"
 )
+
+// warmPoolKind is the controller owner of a pool member no claim has taken yet; a claim takes
+// a member by making itself the controller owner.
+const warmPoolKind = "SandboxWarmPool"
 
 type cacheKey struct{ namespace, name string }
 
 type cacheEntry struct {
-	addr   netip.Addr // valid only when reason == ""
+	addr   netip.Addr // valid only when kind == nil
+	kind   error      // nil: routable; else ErrNotReady, ErrRefused or ErrUnclaimed
 	reason string
+	uid    types.UID
+	ports  []uint16
 }
 
 // SandboxCache is the router's in-memory view of Sandboxes, fed by informer events. It keeps
-// only what routing needs (one address or a not-ready reason) per Sandbox.
+// only what routing needs per Sandbox: one address or why there is none, its UID and its
+// declared ports.
 type SandboxCache struct {
 	allowLoopback bool
 
 	mu      sync.RWMutex
 	entries map[cacheKey]cacheEntry
+	// waiters are closed at the next event for their key (see Changed); few, short-lived.
+	waiters map[cacheKey]chan struct{}
 
 	synced atomic.Pointer[func() bool]
 }
 
 var _ toolscache.ResourceEventHandler = (*SandboxCache)(nil)
 var _ Resolver = (*SandboxCache)(nil)
+var _ changeNotifier = (*SandboxCache)(nil)
 
 // NewSandboxCache returns an empty cache. allowLoopback lets it route to 127.0.0.0/8 and ::1
 // pod IPs, which only tests on one machine need.
 func NewSandboxCache(allowLoopback bool) *SandboxCache {
-	return &SandboxCache{allowLoopback: allowLoopback, entries: make(map[cacheKey]cacheEntry)}
+	return &SandboxCache{allowLoopback: allowLoopback, entries: make(map[cacheKey]cacheEntry),
+		waiters: make(map[cacheKey]chan struct{})}
 }
 
 // Resolve implements Resolver.
@@ -103,10 +155,35 @@ func (c *SandboxCache) Resolve(namespace, name string) (Target, error) {
 		}
 		return Target{}, &ResolveError{Kind: ErrNotFound, Namespace: namespace, Name: name}
 	}
-	if e.reason != "" {
-		return Target{}, &ResolveError{Kind: ErrNotReady, Namespace: namespace, Name: name, Reason: e.reason}
+	t := Target{UID: e.uid, Ports: e.ports}
+	if e.kind != nil {
+		return t, &ResolveError{Kind: e.kind, Namespace: namespace, Name: name, Reason: e.reason}
 	}
-	return Target{Addr: e.addr}, nil
+	t.Addr = e.addr
+	return t, nil
+}
+
+// Changed implements changeNotifier. A channel nobody waits on any more stays until the next
+// event for its Sandbox, the Sandbox's deletion included, so there are never more than
+// Sandboxes.
+func (c *SandboxCache) Changed(namespace, name string) <-chan struct{} {
+	key := cacheKey{namespace, name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.waiters[key]
+	if !ok {
+		ch = make(chan struct{})
+		c.waiters[key] = ch
+	}
+	return ch
+}
+
+// wakeLocked closes the waiters of key; c.mu must be held for writing.
+func (c *SandboxCache) wakeLocked(key cacheKey) {
+	if ch, ok := c.waiters[key]; ok {
+		close(ch)
+		delete(c.waiters, key)
+	}
 }
 
 // Len is the number of Sandboxes known, for the cache size gauge.
@@ -146,6 +223,7 @@ func (c *SandboxCache) OnDelete(obj any) {
 	}
 	c.mu.Lock()
 	delete(c.entries, key)
+	c.wakeLocked(key)
 	c.mu.Unlock()
 }
 
@@ -155,33 +233,77 @@ func (c *SandboxCache) upsert(obj any) {
 		return
 	}
 	e := c.entryFor(sb)
+	key := cacheKey{sb.Namespace, sb.Name}
 	c.mu.Lock()
-	c.entries[cacheKey{sb.Namespace, sb.Name}] = e
+	c.entries[key] = e
+	c.wakeLocked(key)
 	c.mu.Unlock()
 }
 
 // entryFor decides routability once per event, so Resolve is a map lookup.
 func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
-	if sb.DeletionTimestamp != nil {
-		return cacheEntry{reason: reasonTerminating}
+	e := cacheEntry{uid: sb.UID, ports: declaredPorts(&sb.Spec.PodTemplate.Spec)}
+	notReady := func(reason string) cacheEntry {
+		e.kind, e.reason = ErrNotReady, reason
+		return e
+	}
+	switch {
+	case sb.Spec.PodTemplate.Spec.HostNetwork:
+		// The pod IP is the node's, and a Sandbox can declare any port: the kubelet's 10250 or
+		// any other service of the node would be one header away.
+		e.kind, e.reason = ErrRefused, reasonHostNetwork
+		return e
+	case unclaimedPoolMember(sb):
+		e.kind = ErrUnclaimed
+		return e
+	case sb.DeletionTimestamp != nil:
+		return notReady(reasonTerminating)
 	}
 	cond := meta.FindStatusCondition(sb.Status.Conditions, v1alpha1.SandboxConditionReady)
 	switch {
 	case cond == nil:
-		return cacheEntry{reason: reasonNoReadyCondition}
+		return notReady(reasonNoReadyCondition)
 	case cond.Status != metav1.ConditionTrue:
 		if cond.Reason == "" {
-			return cacheEntry{reason: "NotReady"}
+			return notReady("NotReady")
 		}
-		return cacheEntry{reason: cond.Reason}
+		return notReady(cond.Reason)
 	case len(sb.Status.PodIPs) == 0:
-		return cacheEntry{reason: v1alpha1.ReasonPodNoIP}
+		return notReady(v1alpha1.ReasonPodNoIP)
 	}
 	addr, err := netip.ParseAddr(sb.Status.PodIPs[0])
 	if err != nil || !c.dialable(addr) {
-		return cacheEntry{reason: reasonInvalidPodIP}
+		return notReady(reasonInvalidPodIP)
 	}
-	return cacheEntry{addr: addr.Unmap()}
+	e.addr = addr.Unmap()
+	return e
+}
+
+// unclaimedPoolMember: the Sandbox's controller is a SandboxWarmPool (of any version of the
+// extensions group), so it waits in a pool for a claim and belongs to nobody yet.
+func unclaimedPoolMember(sb *v1alpha1.Sandbox) bool {
+	ref := metav1.GetControllerOfNoCopy(sb)
+	if ref == nil || ref.Kind != warmPoolKind {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == extv1alpha1.GroupVersion.Group
+}
+
+// declaredPorts are the TCP ports of the pod's containers, sorted, without duplicates. Init
+// containers are left out: they are done, or sidecars, before the sandbox serves. UDP and SCTP
+// ports are left out: the router speaks TCP only, and a UDP port is no promise of a TCP one.
+func declaredPorts(spec *corev1.PodSpec) []uint16 {
+	var ports []uint16
+	for i := range spec.Containers {
+		for _, p := range spec.Containers[i].Ports {
+			if (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) && p.ContainerPort > 0 && p.ContainerPort <= 65535 {
+				ports = append(ports, uint16(p.ContainerPort))
+			}
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
 }
 
 // dialable refuses addresses no pod should have. Status is written by the controller, but this
@@ -200,7 +322,9 @@ func (c *SandboxCache) dialable(a netip.Addr) bool {
 }
 
 // slimSandbox is the informer transform: the informer store keeps only the fields routing reads,
-// so memory stays small with many Sandboxes (pod templates can be large).
+// so memory stays small with many Sandboxes (pod templates can be large). Of the spec that is
+// hostNetwork and the declared TCP ports, merged into one nameless container; of the owners, the
+// controller.
 func slimSandbox(obj any) (any, error) {
 	sb, ok := obj.(*v1alpha1.Sandbox)
 	if !ok {
@@ -217,6 +341,18 @@ func slimSandbox(obj any) (any, error) {
 			DeletionTimestamp: sb.DeletionTimestamp,
 		},
 		Status: v1alpha1.SandboxStatus{PodIPs: sb.Status.PodIPs},
+	}
+	if ref := metav1.GetControllerOfNoCopy(sb); ref != nil {
+		slim.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	spec := &slim.Spec.PodTemplate.Spec
+	spec.HostNetwork = sb.Spec.PodTemplate.Spec.HostNetwork
+	if ports := declaredPorts(&sb.Spec.PodTemplate.Spec); len(ports) > 0 {
+		c := corev1.Container{Ports: make([]corev1.ContainerPort, len(ports))}
+		for i, p := range ports {
+			c.Ports[i] = corev1.ContainerPort{ContainerPort: int32(p), Protocol: corev1.ProtocolTCP}
+		}
+		spec.Containers = []corev1.Container{c}
 	}
 	if cond := meta.FindStatusCondition(sb.Status.Conditions, v1alpha1.SandboxConditionReady); cond != nil {
 		slim.Status.Conditions = []metav1.Condition{*cond}

@@ -3,8 +3,10 @@ package router
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -20,9 +22,28 @@ func sandbox(ns, name string, ready metav1.ConditionStatus, reason string, ips .
 	return sb
 }
 
+// ready is a routable Sandbox ns/sb at 10.0.0.7, to vary.
+func ready() *v1alpha1.Sandbox {
+	return sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.7")
+}
+
+// ownedBy makes the Sandbox's owner apiVersion/kind; controller says whether it is the
+// controller owner.
+func ownedBy(sb *v1alpha1.Sandbox, apiVersion, kind string, controller bool) *v1alpha1.Sandbox {
+	sb.OwnerReferences = append(sb.OwnerReferences, metav1.OwnerReference{APIVersion: apiVersion, Kind: kind,
+		Name: "owner", UID: "owner-uid", Controller: &controller})
+	return sb
+}
+
+func hostNetwork(sb *v1alpha1.Sandbox) *v1alpha1.Sandbox {
+	sb.Spec.PodTemplate.Spec.HostNetwork = true
+	return sb
+}
+
 func TestSandboxCacheResolve(t *testing.T) {
 	terminating := sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.7")
 	terminating.DeletionTimestamp = &metav1.Time{}
+	const ext = "extensions.agents.x-k8s.io/v1alpha1" // pools and claims alike
 	tests := []struct {
 		name          string
 		sb            *v1alpha1.Sandbox
@@ -47,6 +68,13 @@ func TestSandboxCacheResolve(t *testing.T) {
 		{"loopback refused", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "127.0.0.1"), false, "", ErrNotReady, reasonInvalidPodIP},
 		{"loopback allowed", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "127.0.0.1"), true, "127.0.0.1", nil, ""},
 		{"terminating", terminating, false, "", ErrNotReady, reasonTerminating},
+		{"host network refused though ready", hostNetwork(ready()), false, "", ErrRefused, reasonHostNetwork},
+		{"host network refused before readiness", hostNetwork(sandbox("ns", "sb", metav1.ConditionFalse, v1alpha1.ReasonPodPending)), false, "", ErrRefused, reasonHostNetwork},
+		{"unclaimed pool member", ownedBy(ready(), ext, "SandboxWarmPool", true), false, "", ErrUnclaimed, ""},
+		{"unclaimed pool member of the v1beta1 API", ownedBy(ready(), "extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool", true), false, "", ErrUnclaimed, ""},
+		{"claimed member: the claim is its controller", ownedBy(ready(), ext, "SandboxClaim", true), false, "10.0.0.7", nil, ""},
+		{"a pool that is an owner but not the controller", ownedBy(ready(), ext, "SandboxWarmPool", false), false, "10.0.0.7", nil, ""},
+		{"a SandboxWarmPool kind of another API group", ownedBy(ready(), "example.com/v1", "SandboxWarmPool", true), false, "10.0.0.7", nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +95,100 @@ func TestSandboxCacheResolve(t *testing.T) {
 				t.Fatalf("err = %#v, want kind %v reason %q", err, tt.wantKind, tt.wantReason)
 			}
 		})
+	}
+}
+
+// A known Sandbox's UID and declared ports come with every answer, routable or not, so that the
+// proxy can check a request's port and token before it says "retry".
+func TestSandboxCacheTargetFacts(t *testing.T) {
+	withPorts := func(sb *v1alpha1.Sandbox) *v1alpha1.Sandbox {
+		sb.UID = "uid-1"
+		sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{
+			{Name: "a", Ports: []corev1.ContainerPort{{ContainerPort: 8888}, {ContainerPort: 3000, Protocol: corev1.ProtocolTCP}}},
+			{Name: "b", Ports: []corev1.ContainerPort{{ContainerPort: 3000}, {ContainerPort: 53, Protocol: corev1.ProtocolUDP}}},
+		}
+		sb.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: "init", Ports: []corev1.ContainerPort{{ContainerPort: 10250}}}}
+		return sb
+	}
+	want := Target{UID: "uid-1", Ports: []uint16{3000, 8888}}
+	tests := []struct {
+		name string
+		sb   *v1alpha1.Sandbox
+	}{
+		{"routable", withPorts(ready())},
+		{"not ready", withPorts(sandbox("ns", "sb", metav1.ConditionFalse, v1alpha1.ReasonPodPending))},
+		{"host network", hostNetwork(withPorts(ready()))},
+		{"unclaimed pool member", ownedBy(withPorts(ready()), "extensions.agents.x-k8s.io/v1alpha1", "SandboxWarmPool", true)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewSandboxCache(false)
+			c.OnAdd(tt.sb, true)
+			got, _ := c.Resolve("ns", "sb")
+			if got.UID != want.UID || !slices.Equal(got.Ports, want.Ports) {
+				t.Fatalf("target %+v, want uid %s and the containers' TCP ports %v (init containers and UDP left out)", got, want.UID, want.Ports)
+			}
+		})
+	}
+}
+
+func TestDeclaredPorts(t *testing.T) {
+	port := func(p int32, proto corev1.Protocol) corev1.ContainerPort {
+		return corev1.ContainerPort{ContainerPort: p, Protocol: proto}
+	}
+	tests := []struct {
+		name  string
+		spec  corev1.PodSpec
+		wantP []uint16
+	}{
+		{"none", corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}, nil},
+		{"protocol unset means TCP", corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{port(8888, "")}}}}, []uint16{8888}},
+		{"UDP and SCTP are not TCP", corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{port(53, corev1.ProtocolUDP), port(9, corev1.ProtocolSCTP)}}}}, nil},
+		{"sorted across containers without duplicates", corev1.PodSpec{Containers: []corev1.Container{
+			{Ports: []corev1.ContainerPort{port(9090, ""), port(80, "")}}, {Ports: []corev1.ContainerPort{port(80, corev1.ProtocolTCP)}}}}, []uint16{80, 9090}},
+		{"init containers (sidecars too) are left out", corev1.PodSpec{
+			InitContainers: []corev1.Container{{Ports: []corev1.ContainerPort{port(10250, "")}}},
+			Containers:     []corev1.Container{{Ports: []corev1.ContainerPort{port(8888, "")}}}}, []uint16{8888}},
+		{"out-of-range values are ignored", corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{port(0, ""), port(-1, ""), port(70000, "")}}}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := declaredPorts(&tt.spec); !slices.Equal(got, tt.wantP) {
+				t.Fatalf("declaredPorts = %v, want %v", got, tt.wantP)
+			}
+		})
+	}
+}
+
+// Changed's channel closes at the next event for its Sandbox, and only for its Sandbox.
+func TestSandboxCacheChanged(t *testing.T) {
+	c := NewSandboxCache(false)
+	c.OnAdd(ready(), true)
+	ch := c.Changed("ns", "sb")
+	c.OnAdd(sandbox("ns", "other", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.8"), false)
+	select {
+	case <-ch:
+		t.Fatal("closed by an event for another Sandbox")
+	default:
+	}
+	if again := c.Changed("ns", "sb"); again != ch {
+		t.Fatal("two waiters for one Sandbox got different channels")
+	}
+	c.OnUpdate(ready(), ready())
+	select {
+	case <-ch:
+	default:
+		t.Fatal("not closed by an update of its Sandbox")
+	}
+	del := c.Changed("ns", "sb")
+	c.OnDelete(ready())
+	select {
+	case <-del:
+	default:
+		t.Fatal("not closed by the deletion of its Sandbox")
+	}
+	if n := len(c.waiters); n != 0 {
+		t.Fatalf("%d waiter channels left after their events, want none", n)
 	}
 }
 
@@ -143,21 +265,55 @@ func TestSlimSandbox(t *testing.T) {
 	sb.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x"}}
 	sb.Status.Conditions = append(sb.Status.Conditions, metav1.Condition{Type: "Other", Status: metav1.ConditionTrue})
 	sb.Spec.PodTemplate.Spec.Hostname = "h"
+	sb.UID = "uid-a"
+	sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{
+		{Name: "main", Image: "big", Env: []corev1.EnvVar{{Name: "K", Value: "v"}}, Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8888}}},
+		{Name: "side", Ports: []corev1.ContainerPort{{ContainerPort: 3000}, {ContainerPort: 53, Protocol: corev1.ProtocolUDP}}},
+	}
+	sb.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: "init", Ports: []corev1.ContainerPort{{ContainerPort: 10250}}}}
+	ownedBy(sb, "v1", "ConfigMap", false)
+	ownedBy(sb, "extensions.agents.x-k8s.io/v1alpha1", "SandboxClaim", true)
 	out, err := slimSandbox(sb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	slim := out.(*v1alpha1.Sandbox)
-	if slim.Labels != nil || slim.ManagedFields != nil || slim.Spec.PodTemplate.Spec.Hostname != "" {
+	spec := slim.Spec.PodTemplate.Spec
+	if slim.Labels != nil || slim.ManagedFields != nil || spec.Hostname != "" || spec.InitContainers != nil {
 		t.Fatalf("slim kept unneeded fields: %+v", slim)
+	}
+	if len(spec.Containers) != 1 || spec.Containers[0].Image != "" || spec.Containers[0].Env != nil {
+		t.Fatalf("slim containers %+v, want one holding only the ports", spec.Containers)
+	}
+	if len(slim.OwnerReferences) != 1 || slim.OwnerReferences[0].Kind != "SandboxClaim" {
+		t.Fatalf("slim owners %+v, want the controller alone", slim.OwnerReferences)
 	}
 	if len(slim.Status.Conditions) != 1 || slim.Status.PodIPs[0] != "10.0.0.1" || slim.Name != "a" || slim.Namespace != "ns" {
 		t.Fatalf("slim lost routing fields: %+v", slim)
 	}
 	c := NewSandboxCache(false)
 	c.OnAdd(slim, true)
-	if _, err := c.Resolve("ns", "a"); err != nil {
+	got, err := c.Resolve("ns", "a")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got.UID != "uid-a" || !slices.Equal(got.Ports, []uint16{3000, 8888}) {
+		t.Fatalf("resolved from the slim copy: %+v, want uid-a and ports [3000 8888]", got)
+	}
+	for _, keep := range []struct {
+		name   string
+		sb     *v1alpha1.Sandbox
+		wantTo error
+	}{
+		{"host network", hostNetwork(sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.1")), ErrRefused},
+		{"pool controller", ownedBy(sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.1"),
+			"extensions.agents.x-k8s.io/v1alpha1", "SandboxWarmPool", true), ErrUnclaimed},
+	} {
+		out, _ := slimSandbox(keep.sb)
+		c.OnAdd(out, false)
+		if _, err := c.Resolve("ns", "a"); !errors.Is(err, keep.wantTo) {
+			t.Errorf("%s: resolved from the slim copy: %v, want %v", keep.name, err, keep.wantTo)
+		}
 	}
 	if o, _ := slimSandbox("x"); o != "x" {
 		t.Fatal("non-Sandbox objects must pass through")
@@ -171,7 +327,19 @@ func TestResolveErrorMessages(t *testing.T) {
 	if got := (&ResolveError{Kind: ErrNotReady, Namespace: "ns", Name: "a", Reason: "PodPending"}).Error(); got != "sandbox ns/a is not ready (PodPending)" {
 		t.Fatal(got)
 	}
+	if got := (&ResolveError{Kind: ErrRefused, Namespace: "ns", Name: "a", Reason: reasonHostNetwork}).Error(); got != msgHostNetwork {
+		t.Fatalf("host network: %q, want %q", got, msgHostNetwork)
+	}
+	if got := (&ResolveError{Kind: ErrUnclaimed, Namespace: "ns", Name: "a"}).Error(); got != msgUnclaimed {
+		t.Fatalf("unclaimed: %q, want %q", got, msgUnclaimed)
+	}
 }
+
+// The details of ns/a's refusals, as docs/router.md gives them.
+const (
+	msgHostNetwork = "sandbox ns/a uses the node's network (hostNetwork); the router never routes to it"
+	msgUnclaimed   = "sandbox ns/a is an unclaimed warm pool member; it is routable once a SandboxClaim takes it"
+)
 
 func BenchmarkSandboxCacheResolve(b *testing.B) {
 	c := NewSandboxCache(false)

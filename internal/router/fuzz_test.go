@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -113,7 +114,8 @@ func FuzzBearerToken(f *testing.F) {
 
 // FuzzProxyRoutesOnlyToTheCache sends requests with arbitrary routing headers, Host, request
 // target and X-Sandbox-Pod-IP through the proxy port's handler. Whatever they say, the router
-// may only dial the address its cache holds for a Sandbox (a stand-in on 127.0.0.2): a canary on
+// may only dial the address its cache holds for a Sandbox (a stand-in on 127.0.0.2), on a port
+// the Sandbox declares (the stand-in's and the canary's) or the allowlist's: a canary on
 // 127.0.0.1 must never be reached, and every answer is one the router documents. In the inputs,
 // $PORT stands for the stand-in's port and $CANARY for the canary's.
 func FuzzProxyRoutesOnlyToTheCache(f *testing.F) {
@@ -144,9 +146,12 @@ func FuzzProxyRoutesOnlyToTheCache(f *testing.F) {
 			_ = c.Close()
 		}
 	}()
-	sandbox := Target{Addr: netip.MustParseAddr("127.0.0.2")}
+	standInPort, canaryPort := uint16(l.Addr().(*net.TCPAddr).Port), uint16(canary.Addr().(*net.TCPAddr).Port)
+	declared := []uint16{standInPort, canaryPort}
+	slices.Sort(declared)
+	sandbox := Target{Addr: netip.MustParseAddr("127.0.0.2"), UID: "uid", Ports: declared}
 	p := NewProxy(ProxyOptions{Resolver: &stubResolver{targets: map[string]Target{"default/sb": sandbox, "team-a/sb": sandbox}},
-		DialTimeout: time.Second})
+		DialTimeout: time.Second, DeclaredPortsOnly: true, AllowedPorts: DefaultAllowedPorts})
 	f.Cleanup(p.Close)
 	h := NewHandler(HandlerOptions{Proxy: p})
 	ports := strings.NewReplacer("$PORT", strconv.Itoa(l.Addr().(*net.TCPAddr).Port),
@@ -156,6 +161,7 @@ func FuzzProxyRoutesOnlyToTheCache(f *testing.F) {
 	f.Add("sb", "team-a", "$CANARY", "127.0.0.1", "127.0.0.1:$CANARY", "http://127.0.0.1:$CANARY/")
 	f.Add("169.254.169.254", "default", "80", "169.254.169.254", "169.254.169.254", "/latest/meta-data/")
 	f.Add("kubernetes", "default", "443", "", "kubernetes.default.svc", "/api")
+	f.Add("sb", "default", "10250", "", "", "/pods")
 	f.Fuzz(func(t *testing.T, id, ns, port, podIP, host, target string) {
 		id, ns, port, podIP, host, target = ports.Replace(id), ports.Replace(ns), ports.Replace(port),
 			ports.Replace(podIP), ports.Replace(host), ports.Replace(target)
@@ -188,7 +194,10 @@ func FuzzProxyRoutesOnlyToTheCache(f *testing.F) {
 			if id != "sb" || (ns != "" && ns != "default" && ns != "team-a") {
 				t.Fatalf("id %q ns %q reached the sandbox default/sb", id, ns)
 			}
-		case http.StatusBadRequest, http.StatusNotFound, http.StatusBadGateway:
+			if r, err := ParseRoute(req.Header); err != nil || r.Port != standInPort {
+				t.Fatalf("port %q reached the sandbox, want only its declared port %d to answer", port, standInPort)
+			}
+		case http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound, http.StatusBadGateway:
 			if standInHits.Load() != hitsBefore {
 				t.Fatalf("status %d for id %q ns %q port %q, yet the sandbox was reached", rec.Code, id, ns, port)
 			}

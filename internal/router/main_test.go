@@ -22,8 +22,10 @@ func TestMain(m *testing.M) {
 type stubResolver struct {
 	mu      sync.Mutex
 	targets map[string]Target
-	errs    map[string]error
-	calls   int
+	// errs are answered with the key's target, if any: a Sandbox the cache knows but will not
+	// route to still has its UID and ports.
+	errs  map[string]error
+	calls int
 	// next, when set, replaces the answer after the first lookup (re-resolution tests).
 	next map[string]Target
 }
@@ -34,7 +36,7 @@ func (s *stubResolver) Resolve(ns, name string) (Target, error) {
 	s.calls++
 	key := ns + "/" + name
 	if err, ok := s.errs[key]; ok {
-		return Target{}, err
+		return s.targets[key], err
 	}
 	if t, ok := s.next[key]; ok && s.calls > 1 {
 		return t, nil
@@ -46,6 +48,16 @@ func (s *stubResolver) Resolve(ns, name string) (Target, error) {
 }
 
 var loopback = Target{Addr: netip.MustParseAddr("127.0.0.1")}
+
+// mustPort parses a test port ("8080").
+func mustPort(t testing.TB, s string) uint16 {
+	t.Helper()
+	p, ok := parsePort(s)
+	if !ok {
+		t.Fatalf("bad port %q", s)
+	}
+	return p
+}
 
 // bothProtocols is HTTP/1.1 plus h2c, what the router's proxy port speaks.
 func bothProtocols() *http.Protocols {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +15,11 @@ import (
 
 // EnvAuthToken is read for the shared token when --auth-token-file is not set.
 const EnvAuthToken = "ROUTER_AUTH_TOKEN"
+
+// DefaultAllowedPorts are the ports sandboxd serves by default, which clients use whether or not
+// a Sandbox declares them: 8888, the legacy runtime API (upstream's clients' default
+// X-Sandbox-Port), and 9090, its gRPC ProcessService.
+var DefaultAllowedPorts = []uint16{DefaultPort, 9090}
 
 // Options are the router's settings; BindFlags maps them to command-line flags.
 type Options struct {
@@ -39,6 +46,13 @@ type Options struct {
 	AuthzCacheSize int
 	// ScopedTokenSecretFile enables tokens scoped to one Sandbox, signed with this secret.
 	ScopedTokenSecretFile string
+
+	// AllowedPorts are routed to on every Sandbox; any other port must be declared by one of
+	// the Sandbox's containers.
+	AllowedPorts PortList
+	// UnclaimedWait is how long a request to an unclaimed warm pool member waits for the
+	// router's cache to see a claim take it.
+	UnclaimedWait time.Duration
 
 	DialTimeout           time.Duration
 	ResponseHeaderTimeout time.Duration
@@ -67,6 +81,8 @@ func DefaultOptions() Options {
 		AuthzAllowTTL:         10 * time.Second,
 		AuthzDenyTTL:          2 * time.Second,
 		AuthzCacheSize:        4096,
+		AllowedPorts:          slices.Clone(DefaultAllowedPorts),
+		UnclaimedWait:         2 * time.Second,
 		DialTimeout:           5 * time.Second,
 		DialRetries:           2,
 		ReadHeaderTimeout:     10 * time.Second,
@@ -100,6 +116,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.AuthzDenyTTL, "authz-deny-ttl", o.AuthzDenyTTL, "How long a denied SubjectAccessReview is cached.")
 	fs.IntVar(&o.AuthzCacheSize, "authz-cache-size", o.AuthzCacheSize, "Most SubjectAccessReview outcomes cached.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "scoped-token-secret-file", o.ScopedTokenSecretFile, "File holding the secret (at least 32 bytes) that signs tokens scoped to one Sandbox; such tokens are accepted in token and tokenreview modes.")
+	fs.Var(&o.AllowedPorts, "allowed-ports", "Comma-separated `ports` routed to on every Sandbox; any other port must be declared by one of the Sandbox's containers (spec.podTemplate.spec.containers[*].ports). Empty: declared ports only.")
+	fs.DurationVar(&o.UnclaimedWait, "unclaimed-wait", o.UnclaimedWait, "How long a request to an unclaimed warm pool member waits for the cache to see a claim take it (a client can act on the claim's status before the router's watch delivers the adoption), before the 404; 0: no wait.")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Timeout to connect to a sandbox pod.")
 	fs.DurationVar(&o.ResponseHeaderTimeout, "response-header-timeout", o.ResponseHeaderTimeout, "Longest wait for a sandbox's response headers (504 after); 0: no limit.")
 	fs.IntVar(&o.DialRetries, "dial-retries", o.DialRetries, "Retries after a refused connection, for requests without a body; 0 disables.")
@@ -136,6 +154,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AuthMode == AuthModeTokenReview && o.Authorize && o.AuthzCacheSize < 1 {
 		return errors.New("--authz-cache-size must be at least 1")
+	}
+	if o.UnclaimedWait < 0 {
+		return errors.New("--unclaimed-wait must not be negative")
 	}
 	if _, err := ParseLevel(o.LogLevel); err != nil {
 		return err
@@ -190,4 +211,37 @@ func (o *Options) scopedSigner() (*scopedtoken.Signer, error) {
 		return nil, fmt.Errorf("--scoped-token-secret-file: %w", err)
 	}
 	return s, nil
+}
+
+// PortList is the value of --allowed-ports: comma-separated ports, 1..65535, sorted without
+// duplicates. Setting it replaces the default.
+type PortList []uint16
+
+func (l *PortList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, p := range *l {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(s, ",")
+}
+
+// Set implements flag.Value.
+func (l *PortList) Set(v string) error {
+	var ports []uint16
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, ok := parsePort(f)
+		if !ok {
+			return fmt.Errorf("%q is not a port (1..65535)", f)
+		}
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	*l = slices.Compact(ports)
+	return nil
 }

@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ProxyOptions configure a Proxy. Zero values take the defaults noted.
@@ -27,6 +31,16 @@ type ProxyOptions struct {
 	RetryBackoff          time.Duration // first retry delay, doubled each time; default 50ms
 	// MaxTimeout caps a request's X-Sandbox-Timeout; default ProxyTimeout.
 	MaxTimeout time.Duration
+
+	// DeclaredPortsOnly forwards a request only to a port the Sandbox's containers declare
+	// (Target.Ports) or one in AllowedPorts, and refuses others with a 403. Off, every port goes:
+	// for resolvers that know no pod spec (tests). Run always turns it on.
+	DeclaredPortsOnly bool
+	// AllowedPorts are forwarded to on every Sandbox, declared or not (--allowed-ports).
+	AllowedPorts []uint16
+	// UnclaimedWait is how long a request to an unclaimed warm pool member waits for the cache to
+	// see a claim take it, before the 404; 0 answers at once. See Proxy.resolve.
+	UnclaimedWait time.Duration
 }
 
 // ProxyTimeout is the default cap of X-Sandbox-Timeout, as upstream's PROXY_TIMEOUT_SECONDS
@@ -35,12 +49,15 @@ var ProxyTimeout = 180 * time.Second
 
 // Proxy forwards a routed request to its Sandbox's pod, streaming both ways.
 type Proxy struct {
-	resolver   Resolver
-	metrics    *Metrics
-	log        *slog.Logger
-	rp         *httputil.ReverseProxy
-	h1, h2c    *http.Transport
-	maxTimeout time.Duration
+	resolver      Resolver
+	metrics       *Metrics
+	log           *slog.Logger
+	rp            *httputil.ReverseProxy
+	h1, h2c       *http.Transport
+	maxTimeout    time.Duration
+	declaredOnly  bool
+	allowedPorts  []uint16
+	unclaimedWait time.Duration
 }
 
 // NewProxy builds the proxy and its two upstream transports: HTTP/1.1 and HTTP/2 over cleartext
@@ -59,13 +76,14 @@ func NewProxy(o ProxyOptions) *Proxy {
 	if o.MaxTimeout <= 0 {
 		o.MaxTimeout = ProxyTimeout
 	}
-	p := &Proxy{resolver: o.Resolver, metrics: o.Metrics, log: o.Logger, maxTimeout: o.MaxTimeout}
+	p := &Proxy{resolver: o.Resolver, metrics: o.Metrics, log: o.Logger, maxTimeout: o.MaxTimeout,
+		declaredOnly: o.DeclaredPortsOnly, allowedPorts: slices.Clone(o.AllowedPorts), unclaimedWait: o.UnclaimedWait}
 	p.h1 = newTransport(o, false)
 	p.h2c = newTransport(o, true)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: rewrite,
 		Transport: &retryTransport{h1: p.h1, h2c: p.h2c, resolver: o.Resolver, metrics: o.Metrics,
-			retries: max(o.DialRetries, 0), backoff: o.RetryBackoff},
+			retries: max(o.DialRetries, 0), backoff: o.RetryBackoff, portAllowed: p.portAllowed},
 		FlushInterval:  -1, // flush every write: exec output and SSE must not sit in a buffer
 		ErrorHandler:   p.proxyError,
 		ModifyResponse: modifyResponse,
@@ -109,6 +127,7 @@ func (p *Proxy) Close() {
 // routeCtx carries the resolved route from ServeHTTP to the rewrite, transport and error hooks.
 type routeCtx struct {
 	route  Route
+	uid    types.UID     // of the Sandbox resolved; a retry never goes to another
 	host   string        // ip:port
 	inBody io.ReadCloser // the client's request body, ended when the sandbox refuses it
 	idle   *idleTimer    // X-Sandbox-Timeout; nil without the header
@@ -138,12 +157,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	target, err := p.resolver.Resolve(route.Namespace, route.Name)
-	if err != nil {
-		p.resolveError(w, route, err)
+	target, err := p.resolve(r.Context(), route)
+	if no := p.admit(scopeFrom(r.Context()), route, target, err); no != nil {
+		if no.retry {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeDetail(w, no.code, no.detail)
 		return
 	}
-	rc := &routeCtx{route: route, host: netip.AddrPortFrom(target.Addr, route.Port).String(), inBody: r.Body}
+	rc := &routeCtx{route: route, uid: target.UID, host: netip.AddrPortFrom(target.Addr, route.Port).String(), inBody: r.Body}
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// Let the upstream's response stream back while the client is still sending (exec with
 		// stdin); by default net/http would hold the response until the body is consumed.
@@ -201,19 +223,74 @@ func (r *idleReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (p *Proxy) resolveError(w http.ResponseWriter, route Route, err error) {
-	var re *ResolveError
-	switch {
-	case errors.As(err, &re) && errors.Is(re, ErrNotFound):
-		writeDetail(w, http.StatusNotFound, re.Error())
-	case errors.As(err, &re) && errors.Is(re, ErrNotReady):
-		w.Header().Set("Retry-After", "1")
-		writeDetail(w, http.StatusServiceUnavailable, re.Error())
-	default:
-		p.log.Error("resolving sandbox", "namespace", route.Namespace, "sandbox", route.Name, "err", err)
-		w.Header().Set("Retry-After", "1")
-		writeDetail(w, http.StatusServiceUnavailable, "Could not resolve the backend sandbox: "+route.Name)
+// resolve asks the resolver. For an unclaimed warm pool member it waits up to UnclaimedWait for
+// the cache to see a claim take it: the claim controller adopts the member (its commit point) and
+// only then writes the claim's status, but a client acting on that status may still be faster
+// than the router's watch, and a just-claimed sandbox must answer its first request.
+func (p *Proxy) resolve(ctx context.Context, route Route) (Target, error) {
+	t, err := p.resolver.Resolve(route.Namespace, route.Name)
+	n, ok := p.resolver.(changeNotifier)
+	if !ok || p.unclaimedWait <= 0 || !errors.Is(err, ErrUnclaimed) {
+		return t, err
 	}
+	timer := time.NewTimer(p.unclaimedWait)
+	defer timer.Stop()
+	for {
+		changed := n.Changed(route.Namespace, route.Name)
+		// Resolved after subscribing, so that an event in between is not missed.
+		if t, err = p.resolver.Resolve(route.Namespace, route.Name); !errors.Is(err, ErrUnclaimed) {
+			return t, err
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return t, err
+		case <-ctx.Done():
+			return t, err
+		}
+	}
+}
+
+// refusal is an answer of the router itself instead of the sandbox's.
+type refusal struct {
+	code   int
+	detail string
+	retry  bool // Retry-After: 1
+}
+
+// admit decides whether a resolved request goes on. Once the Sandbox is known, the checks run
+// from the one about the caller (a scoped token for an earlier Sandbox of the name learns
+// nothing of this one) to the permanent refusals, then the port, then readiness, so a request
+// that can never succeed is not told to retry.
+func (p *Proxy) admit(scope *ScopedClaims, route Route, t Target, err error) *refusal {
+	var re *ResolveError
+	if err != nil && !errors.As(err, &re) {
+		p.log.Error("resolving sandbox", "namespace", route.Namespace, "sandbox", route.Name, "err", err)
+		return &refusal{http.StatusServiceUnavailable, "Could not resolve the backend sandbox: " + route.Name, true}
+	}
+	switch {
+	case re != nil && errors.Is(re.Kind, ErrNotFound):
+		return &refusal{code: http.StatusNotFound, detail: re.Error()}
+	case re != nil && re.Reason == reasonCacheSyncing:
+		return &refusal{http.StatusServiceUnavailable, re.Error(), true}
+	case scope != nil && types.UID(scope.UID) != t.UID:
+		return &refusal{code: http.StatusForbidden, detail: staleScopeMessage(route)}
+	case re != nil && errors.Is(re.Kind, ErrRefused):
+		return &refusal{code: http.StatusForbidden, detail: re.Error()}
+	case re != nil && errors.Is(re.Kind, ErrUnclaimed):
+		return &refusal{code: http.StatusNotFound, detail: re.Error()}
+	case !p.portAllowed(t, route.Port):
+		return &refusal{code: http.StatusForbidden, detail: fmt.Sprintf(
+			"Port %d is not declared by the containers of sandbox %s/%s.", route.Port, route.Namespace, route.Name)}
+	case re != nil:
+		return &refusal{http.StatusServiceUnavailable, re.Error(), true}
+	}
+	return nil
+}
+
+// portAllowed: the Sandbox's containers declare port, or it is on the allowlist.
+func (p *Proxy) portAllowed(t Target, port uint16) bool {
+	return !p.declaredOnly || t.Declares(port) || slices.Contains(p.allowedPorts, port)
 }
 
 // rewrite points the outbound request at the pod. Path (escaped form included) and query are
@@ -282,11 +359,12 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 // body are retried, so nothing is ever sent twice; dial timeouts are not retried, since they
 // already took the whole dial timeout.
 type retryTransport struct {
-	h1, h2c  http.RoundTripper
-	resolver Resolver
-	metrics  *Metrics
-	retries  int
-	backoff  time.Duration
+	h1, h2c     http.RoundTripper
+	resolver    Resolver
+	metrics     *Metrics
+	retries     int
+	backoff     time.Duration
+	portAllowed func(Target, uint16) bool
 }
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -310,7 +388,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		delay *= 2
 		t.metrics.retry()
 		// The pod may have been replaced meanwhile; follow the cache, and stop if the Sandbox is
-		// gone or no longer ready.
+		// gone, no longer ready, or another Sandbox of the same name.
 		if next, ok := t.reresolve(req); ok {
 			req = next
 		} else {
@@ -337,7 +415,7 @@ func (t *retryTransport) reresolve(req *http.Request) (*http.Request, bool) {
 		return req, true
 	}
 	target, err := t.resolver.Resolve(rc.route.Namespace, rc.route.Name)
-	if err != nil {
+	if err != nil || target.UID != rc.uid || !t.portAllowed(target, rc.route.Port) {
 		return nil, false
 	}
 	host := netip.AddrPortFrom(target.Addr, rc.route.Port).String()

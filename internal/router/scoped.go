@@ -8,7 +8,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
-// ScopedClaims are the grants of a scoped token: one Sandbox until an expiry.
+// ScopedClaims are the grants of a scoped token: one Sandbox, by name and UID, until an expiry.
 type ScopedClaims = scopedtoken.Claims
 
 // scopedAuthenticator accepts tokens the controller minted for one Sandbox and hands every

@@ -227,8 +227,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	metrics := NewMetrics(cache.Len)
-	proxy := NewProxy(ProxyOptions{Resolver: cache, Metrics: metrics, Logger: log,
-		DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries})
+	proxy := NewProxy(o.proxyOptions(cache, metrics, log))
 	defer proxy.Close()
 
 	var stopping atomic.Bool
@@ -263,6 +262,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return shutdown(gctx, servers, o.ShutdownTimeout, log)
 	})
 	return g.Wait()
+}
+
+// proxyOptions are the proxy's settings from the flags. The port rule is always on.
+func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) ProxyOptions {
+	return ProxyOptions{Resolver: res, Metrics: m, Logger: log,
+		DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries,
+		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait}
 }
 
 // servers are the proxy port's server and, with --probe-listen, the probe port's.

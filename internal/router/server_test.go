@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -164,6 +165,7 @@ func TestOptions(t *testing.T) {
 		func(o *Options) { o.LogLevel = "loud" },
 		func(o *Options) { o.LogFormat = "xml" },
 		func(o *Options) { o.AuthMode = AuthModeTokenReview; o.TokenReviewCacheSize = 0 },
+		func(o *Options) { o.UnclaimedWait = -time.Second },
 	}
 	for i, mutate := range bad {
 		o := DefaultOptions()
@@ -171,6 +173,53 @@ func TestOptions(t *testing.T) {
 		if err := o.Validate(); err == nil {
 			t.Errorf("case %d: invalid options accepted: %+v", i, o)
 		}
+	}
+}
+
+func TestAllowedPortsFlag(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    []uint16
+		wantErr bool
+	}{
+		{"default: sandboxd's HTTP and gRPC ports", nil, []uint16{8888, 9090}, false},
+		{"a list replaces the default", []string{"--allowed-ports", "3000"}, []uint16{3000}, false},
+		{"sorted, without duplicates, blanks ignored", []string{"--allowed-ports", "9090, 80,,9090"}, []uint16{80, 9090}, false},
+		{"empty: declared ports only", []string{"--allowed-ports="}, nil, false},
+		{"port 0", []string{"--allowed-ports", "0"}, nil, true},
+		{"port 65536", []string{"--allowed-ports", "8888,65536"}, nil, true},
+		{"not a number", []string{"--allowed-ports", "http"}, nil, true},
+		{"a range", []string{"--allowed-ports", "8000-9000"}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			o := DefaultOptions()
+			o.BindFlags(fs)
+			err := fs.Parse(tt.args)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parse error %v, want error %v", err, tt.wantErr)
+			}
+			if err == nil && !slices.Equal(o.AllowedPorts, tt.want) {
+				t.Fatalf("allowed ports %v, want %v", o.AllowedPorts, tt.want)
+			}
+		})
+	}
+}
+
+// The router always runs with the port rule; the flags add to it but cannot turn it off.
+func TestRunsWithThePortRule(t *testing.T) {
+	o := DefaultOptions()
+	o.AllowedPorts = PortList{3000}
+	o.UnclaimedWait = 5 * time.Second
+	po := o.proxyOptions(&stubResolver{}, nil, nil)
+	if !po.DeclaredPortsOnly || !slices.Equal(po.AllowedPorts, []uint16{3000}) || po.UnclaimedWait != 5*time.Second {
+		t.Fatalf("proxy options %+v, want the port rule on, allowlist [3000] and a 5s unclaimed wait", po)
+	}
+	if got := DefaultOptions().UnclaimedWait; got != 2*time.Second {
+		t.Fatalf("default unclaimed wait %v, want 2s", got)
 	}
 }
 
