@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -100,10 +101,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The token binds the Sandbox's UID, so that it never opens a later Sandbox of the same name.
 	sb := &agentsv1alpha1.Sandbox{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: sandbox}, sb); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{RequeueAfter: sandboxLag}, nil
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, err
+		// Not cached yet, or deleted: a claim never replaces a deleted Sandbox and says so in its
+		// status, and that status write brings the claim back here, so polling can stop then.
+		if cond := meta.FindStatusCondition(claim.Status.Conditions, extv1alpha1.ClaimConditionReady); cond != nil &&
+			cond.Reason == extv1alpha1.ReasonSandboxMissing {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{RequeueAfter: sandboxLag}, nil
 	}
 	want := scopedtoken.Claims{Namespace: claim.Namespace, Name: sandbox, UID: string(sb.UID)}
 	now := r.clock.Now()

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -253,6 +254,20 @@ func TestWaitsForTheSandboxToReachTheCache(t *testing.T) {
 	g.reconcile()
 	if s := g.secret(); s == nil || g.tokenIn(s).UID != string(testUID) {
 		t.Fatalf("once the Sandbox is cached, want a token bound to uid %s; Secret %v", testUID, s)
+	}
+}
+
+// A claim whose Sandbox was deleted says so, and is not polled for a Sandbox that will not come.
+func TestStopsWaitingForADeletedSandbox(t *testing.T) {
+	missing := claim(time.Time{})
+	missing.Status.Conditions = []metav1.Condition{{Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionFalse,
+		Reason: extv1alpha1.ReasonSandboxMissing, LastTransitionTime: metav1.NewTime(epoch)}}
+	g := newRig(t, missing)
+	if got := g.reconcile().RequeueAfter; got != 0 {
+		t.Fatalf("requeue in %v, want none: the claim reports its Sandbox deleted", got)
+	}
+	if s := g.secret(); s != nil {
+		t.Fatalf("a token Secret was written for a deleted Sandbox: %v", s.Data)
 	}
 }
 
