@@ -319,18 +319,18 @@ func TestNetworkAnnotationsNeedTheNetworkRight(t *testing.T) {
 // ownershipRefusal* are the ownership policy's messages.
 func ownerRefusal(owners ...string) string {
 	return "metadata.ownerReferences[" + strings.Join(owners, ", ") + "]: only the agent-sandbox controller makes a Sandbox " +
-		"belong to a SandboxClaim or SandboxWarmPool; adding or changing such an owner needs update on sandboxes/ownership (agents.x-k8s.io)"
+		"belong to a SandboxClaim or SandboxWarmPool; adding, changing or removing such an owner needs update on sandboxes/ownership (agents.x-k8s.io)"
 }
 
 func controllerLabelRefusal(keys ...string) string {
 	return "metadata.labels[" + strings.Join(keys, ", ") + "]: the agent-sandbox controller's labels are set only by it; " +
-		"setting or changing them needs update on sandboxes/ownership (agents.x-k8s.io)"
+		"setting, changing or removing them needs update on sandboxes/ownership (agents.x-k8s.io)"
 }
 
 func podLabelRefusal(keys ...string) string {
 	return "spec.podTemplate.metadata.labels[" + strings.Join(keys, ", ") + "]: keys of the agents.x-k8s.io domain and the " +
 		"sandbox router's labels (app or app.kubernetes.io/name sandbox-router) are set only by the agent-sandbox controller; " +
-		"setting or changing them needs update on sandboxes/ownership (agents.x-k8s.io)"
+		"setting, changing or removing them needs update on sandboxes/ownership (agents.x-k8s.io)"
 }
 
 // A tenant cannot make its Sandbox pass for a claim's or a pool's (and so be adopted, counted or
@@ -395,7 +395,17 @@ func TestSandboxOwnershipNeedsTheOwnershipRight(t *testing.T) {
 			patch: `{"metadata":{"annotations":{"team.example.com/note":"x"}},"spec":{"shutdownTime":"2030-01-01T00:00:00Z"}}`},
 		admissionCase{name: "tenant hands its claim's Sandbox to the pool", as: asTenant, target: "mine",
 			patch:  fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"extensions.agents.x-k8s.io/v1alpha1","kind":"SandboxWarmPool","name":"pool","uid":%q,"controller":true}]}}`, pool.UID),
-			policy: ownershipPolicy, want: ownerRefusal("SandboxWarmPool/pool")},
+			policy: ownershipPolicy, want: ownerRefusal("SandboxWarmPool/pool", "SandboxClaim/mine")},
+		admissionCase{name: "tenant changes the claim's owner reference", as: asTenant, target: "mine",
+			patch:  `{"metadata":{"ownerReferences":[{"apiVersion":"extensions.agents.x-k8s.io/v1alpha1","kind":"SandboxClaim","name":"mine","uid":"0e0e0e0e-0000-0000-0000-000000000000","controller":true}]}}`,
+			policy: ownershipPolicy, want: ownerRefusal("SandboxClaim/mine")},
+		admissionCase{name: "tenant frees its claim's Sandbox from the claim", as: asTenant, target: "mine",
+			patch: `{"metadata":{"ownerReferences":null}}`, policy: ownershipPolicy, want: ownerRefusal("SandboxClaim/mine")},
+		admissionCase{name: "tenant removes the claim-uid label", as: asTenant, target: "mine",
+			patch: `{"metadata":{"labels":{"` + extv1alpha1.ClaimUIDLabel + `":null}}}`, policy: ownershipPolicy, want: controllerLabelRefusal(extv1alpha1.ClaimUIDLabel)},
+		admissionCase{name: "tenant takes its claim's pod out of the template's policy", as: asTenant, target: "mine",
+			patch:  `{"spec":{"podTemplate":{"metadata":{"labels":{"` + extv1alpha1.TemplateRefHashLabel + `":null}}}}}`,
+			policy: ownershipPolicy, want: podLabelRefusal(extv1alpha1.TemplateRefHashLabel)},
 		admissionCase{name: "tenant changes the claim-uid label", as: asTenant, target: "mine",
 			patch: `{"metadata":{"labels":{"` + extv1alpha1.ClaimUIDLabel + `":"other"}}}`, policy: ownershipPolicy, want: controllerLabelRefusal(extv1alpha1.ClaimUIDLabel)},
 		admissionCase{name: "tenant marks its claim's Sandbox a pool member in v1beta1", as: asTenant, version: "v1beta1", target: "mine",
