@@ -39,6 +39,11 @@ const (
 	SandboxNameHashLabel = "agents.x-k8s.io/sandbox-name-hash"
 	// SandboxNameLabel carries the Sandbox name on its pod (when it fits a label value) for humans and routers.
 	SandboxNameLabel = "agents.x-k8s.io/sandbox-name"
+	// SandboxPodLabel is on every sandbox pod (raw, template or pool), set only by the controller,
+	// so that a cluster's own NetworkPolicies can select all sandbox pods at once.
+	SandboxPodLabel = "agents.x-k8s.io/sandbox"
+	// SandboxPodLabelValue is the value of SandboxPodLabel.
+	SandboxPodLabelValue = "true"
 )
 
 // Sandbox replicas bounds.

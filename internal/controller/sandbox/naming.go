@@ -33,3 +33,12 @@ func trackingLabels(sb *agentsv1alpha1.Sandbox) map[string]string {
 	}
 	return l
 }
+
+// podIdentityLabels are the labels the controller puts on the pod and nobody else may set: the
+// tracking labels and the mark every sandbox pod carries. Selectors (Service, NetworkPolicy) use
+// trackingLabels only.
+func podIdentityLabels(sb *agentsv1alpha1.Sandbox) map[string]string {
+	l := trackingLabels(sb)
+	l[agentsv1alpha1.SandboxPodLabel] = agentsv1alpha1.SandboxPodLabelValue
+	return l
+}

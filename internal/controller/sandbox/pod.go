@@ -165,7 +165,7 @@ func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (*corev1.Pod, []s
 }
 
 // podMetadata is the labels and annotations the pod must carry: the template's, the tracking
-// labels (which the template cannot override), and the bookkeeping of propagated keys. Template
+// labels and agents.x-k8s.io/sandbox=true (which the template cannot override), and the bookkeeping of propagated keys. Template
 // labels that would make the pod look like the router are left out and returned: whoever can
 // write a Sandbox (or patch one, as some tenants may) must not be able to open other sandboxes'
 // NetworkPolicies to it.
@@ -188,7 +188,7 @@ func podMetadata(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (map[string]st
 	for k, v := range propagated {
 		labels[k] = v
 	}
-	for k, v := range trackingLabels(sb) {
+	for k, v := range podIdentityLabels(sb) {
 		labels[k] = v
 	}
 	annotations := map[string]string{}

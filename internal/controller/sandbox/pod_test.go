@@ -4,6 +4,9 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -32,5 +35,41 @@ func TestWithoutForeignReservedDropsOnlyWhatTheControllerAlonePutsOnPods(t *test
 				t.Errorf("withoutForeignReserved(%v) = %v, want %v", tc.labels, got, tc.expect)
 			}
 		})
+	}
+}
+
+// Seed 004's NetworkPolicy selects agents.x-k8s.io/sandbox=true: every pod carries it, whatever
+// its template says, and no selector of ours requires it.
+func TestEveryPodCarriesTheSandboxLabel(t *testing.T) {
+	cases := []struct {
+		name      string
+		tmplLabel map[string]string
+	}{
+		{"template without it", map[string]string{"team": "a"}},
+		{"template setting it to false", map[string]string{agentsv1alpha1.SandboxPodLabel: "false"}},
+		{"template without labels", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1"}}
+			sb.Spec.PodTemplate.Metadata.Labels = tc.tmplLabel
+			labels, _, _ := podMetadata(sb, podmeta.Rules{})
+			if got := labels[agentsv1alpha1.SandboxPodLabel]; got != "true" {
+				t.Errorf("pod label %s = %q, want \"true\" (labels %v)", agentsv1alpha1.SandboxPodLabel, got, labels)
+			}
+			if _, ok := trackingLabels(sb)[agentsv1alpha1.SandboxPodLabel]; ok {
+				t.Errorf("trackingLabels carry %s: the Service and NetworkPolicy selectors must not change", agentsv1alpha1.SandboxPodLabel)
+			}
+		})
+	}
+}
+
+func TestWithoutForeignReservedKeepsTheSandboxLabelTheControllerWants(t *testing.T) {
+	r := &Reconciler{}
+	sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1"}}
+	labels := map[string]string{agentsv1alpha1.SandboxPodLabel: "true", agentsv1alpha1.SandboxNameHashLabel: "x"}
+	got := r.withoutForeignReserved(labels, podIdentityLabels(sb))
+	if got[agentsv1alpha1.SandboxPodLabel] != "true" {
+		t.Errorf("withoutForeignReserved dropped %s: %v", agentsv1alpha1.SandboxPodLabel, got)
 	}
 }
