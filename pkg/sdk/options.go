@@ -215,8 +215,10 @@ func (f runFunc) applyRun(c *runConfig) { f(c) }
 func WithCwd(dir string) RunOption { return runFunc(func(c *runConfig) { c.cwd = dir }) }
 
 // WithTimeout bounds the command's run time; when it passes, the command's
-// process group is killed and Result.TimedOut is set. Zero means sandboxd's
-// default (300s) for Run and no limit for Start.
+// process group is killed and Result.TimedOut is set. Without it, Run's command
+// may run until the context's deadline (every transport sends that as the
+// timeout), or sandboxd's default (--exec-timeout, 300s) when the context has
+// none; Start has no limit (the process outlives the call).
 func WithTimeout(d time.Duration) RunOption { return runFunc(func(c *runConfig) { c.timeout = d }) }
 
 // WithStdin feeds r to the command's standard input. In-memory readers

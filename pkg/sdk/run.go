@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 )
 
 func newRunConfig(opts []RunOption) *runConfig {
@@ -26,7 +27,22 @@ func newRunConfig(opts []RunOption) *runConfig {
 //	res, err := sb.Run(ctx, sdk.Shell("make test"), sdk.WithCwd("repo"), sdk.WithTimeout(30*time.Minute))
 //	res, err := sb.Run(ctx, sdk.Argv("python3", "-c", code), sdk.WithEnv(map[string]string{"PYTHONUNBUFFERED": "1"}))
 func (s *Sandbox) Run(ctx context.Context, cmd Command, opts ...RunOption) (*Result, error) {
-	return s.tr.run(ctx, cmd, newRunConfig(opts))
+	rc := newRunConfig(opts)
+	deadlineTimeout(ctx, rc)
+	return s.tr.run(ctx, cmd, rc)
+}
+
+// deadlineTimeout makes the context's deadline the command's timeout when WithTimeout is not
+// given: otherwise sandboxd's default (--exec-timeout, 300s) would end a command the caller
+// allowed to run for longer, and the command would not end with the caller either.
+func deadlineTimeout(ctx context.Context, rc *runConfig) {
+	if rc.timeout > 0 {
+		return
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// A deadline already past leaves the transport to report the context's error.
+		rc.timeout = max(time.Until(dl), time.Millisecond)
+	}
 }
 
 // Start launches cmd in the background and returns at once; the process

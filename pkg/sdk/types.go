@@ -17,7 +17,7 @@ type Result struct {
 	// ExitCode is the command's exit status; 124 after a timeout, 127 when
 	// the program was not found, 128+n when killed by signal n.
 	ExitCode int
-	// TimedOut is set when WithTimeout (or sandboxd's default) ended it.
+	// TimedOut is set when WithTimeout, the context's deadline or sandboxd's default ended it.
 	TimedOut bool
 	// Truncated is set when output beyond the WithMaxOutput cap was dropped.
 	Truncated bool
