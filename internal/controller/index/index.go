@@ -6,6 +6,7 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -24,10 +25,18 @@ const (
 	ClaimWarmPool = "spec.warmpool"
 )
 
+// IsClaimOrPool reports whether an owner reference names a SandboxClaim or SandboxWarmPool of
+// our group. A UID alone is not enough: anyone may write a reference of another kind that carries
+// a claim's UID (admission guards only references to our kinds).
+func IsClaimOrPool(ref *metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == extv1alpha1.GroupVersion.Group && (ref.Kind == "SandboxClaim" || ref.Kind == "SandboxWarmPool")
+}
+
 // Register adds every index to the manager's cache.
 func Register(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &agentsv1alpha1.Sandbox{}, SandboxControllerUID, func(o client.Object) []string {
-		if ref := metav1.GetControllerOf(o); ref != nil {
+		if ref := metav1.GetControllerOf(o); ref != nil && IsClaimOrPool(ref) {
 			return []string{string(ref.UID)}
 		}
 		return nil

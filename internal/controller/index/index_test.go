@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -56,6 +57,12 @@ func TestIndexedValues(t *testing.T) {
 		{"a claimed Sandbox by its claim's UID", testwrap.MakeSandbox("ns", "c").ControlledBy(claim, claimGVK).Obj(),
 			SandboxControllerUID, []string{"claim-uid"}},
 		{"a Sandbox nobody controls is not indexed", testwrap.MakeSandbox("ns", "raw").Obj(),
+			SandboxControllerUID, nil},
+		{"a controller of another kind carrying a claim's UID is not indexed",
+			testwrap.MakeSandbox("ns", "forged").ControlledBy(claim, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}).Obj(),
+			SandboxControllerUID, nil},
+		{"a SandboxClaim kind of another group is not indexed",
+			testwrap.MakeSandbox("ns", "forged").ControlledBy(claim, schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "SandboxClaim"}).Obj(),
 			SandboxControllerUID, nil},
 		{"a claim by its template", testwrap.MakeClaim("ns", "c").Template("python").Obj(),
 			ClaimTemplate, []string{"python"}},

@@ -17,6 +17,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
@@ -214,8 +215,11 @@ func stampClaim(sb *agentsv1alpha1.Sandbox, claim *extv1alpha1.SandboxClaim, lau
 	sb.Labels[extv1alpha1.LaunchTypeLabel] = launch
 }
 
+// ownedBy: controlled by the claim, through a reference of the claim's own kind (a forged
+// reference of another kind may carry the claim's UID).
 func ownedBy(sb *agentsv1alpha1.Sandbox, claim *extv1alpha1.SandboxClaim) bool {
-	return metav1.IsControlledBy(sb, claim)
+	ref := metav1.GetControllerOf(sb)
+	return metav1.IsControlledBy(sb, claim) && ref.Kind == "SandboxClaim" && index.IsClaimOrPool(ref)
 }
 
 // systemKey reports keys reserved for the controllers.
