@@ -58,13 +58,22 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv
 		Type:               agentsv1alpha1.SandboxConditionReady,
 		Status:             metav1.ConditionFalse,
 		Reason:             agentsv1alpha1.ReasonExpired,
-		Message:            fmt.Sprintf("Sandbox expired at %s; its pod and service were deleted", sb.Spec.ShutdownTime.UTC().Format(time.RFC3339)),
+		Message:            retainedMessage(sb),
 		ObservedGeneration: sb.Generation,
 	})
 	if !wasExpired {
-		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, "Sandbox expired; pod and service deleted, sandbox retained")
+		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, retainedMessage(sb))
 	}
 	return ctrl.Result{}, r.writeStatus(ctx, original, sb, observed{})
+}
+
+// retainedMessage says what expiry under Retain (the default) did and did not do: a client that
+// set only shutdownTime (seed 004's TTL patch) may expect the Sandbox gone, and must learn from
+// the condition (mirrored onto its claim) and the event how to get that.
+func retainedMessage(sb *agentsv1alpha1.Sandbox) string {
+	return fmt.Sprintf("Sandbox expired at %s and was retained (shutdownPolicy Retain): its pod and Service were deleted, "+
+		"the Sandbox and its volumes kept. Delete it (or its SandboxClaim) to remove it, or set shutdownPolicy Delete "+
+		"to have expiry delete it", sb.Spec.ShutdownTime.UTC().Format(time.RFC3339))
 }
 
 func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) error {

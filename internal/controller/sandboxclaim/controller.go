@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -177,6 +178,12 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 		r.bindings.Expect(client.ObjectKeyFromObject(claim), claim.UID, sb.DeepCopy())
 	}
 	mirrorSandbox(claim, sb)
+	if becameExpired(p.original, claim) {
+		// The claim outlives its expired Sandbox (shutdownPolicy Retain, the default): say so
+		// where its owner looks, once.
+		p.event(corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired,
+			"Sandbox %q expired and was retained; this claim stays until it is deleted", sb.Name)
+	}
 	r.observeReady(p.original, claim, sb)
 	if at, _ := expiry(claim, r.clock.Now()); !at.IsZero() {
 		return ctrl.Result{RequeueAfter: max(at.Sub(r.clock.Now()), time.Millisecond)}, nil

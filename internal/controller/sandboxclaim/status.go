@@ -41,6 +41,15 @@ func mirrorSandbox(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) 
 	}
 }
 
+// becameExpired: the claim's Ready condition now mirrors an expired Sandbox and did not before.
+func becameExpired(before, after *extv1alpha1.SandboxClaim) bool {
+	isExpired := func(c *extv1alpha1.SandboxClaim) bool {
+		r := meta.FindStatusCondition(c.Status.Conditions, extv1alpha1.ClaimConditionReady)
+		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == agentsv1alpha1.ReasonExpired
+	}
+	return isExpired(after) && !isExpired(before)
+}
+
 // setSandboxMissing reports that the claim's Sandbox is gone; the name stays, as the record of
 // which Sandbox it was.
 func setSandboxMissing(claim *extv1alpha1.SandboxClaim) {
