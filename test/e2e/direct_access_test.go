@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -47,11 +48,17 @@ func TestAXServerPodsReachADirectAccessSandboxAndNoOneElseDoes(t *testing.T) {
 	agent := waitPodReady(t, ns, "conversation")
 
 	// The agent's own protocol on 8494: a listener that answers every connection.
-	_, _ = execOut(t, ns, "conversation", `nohup setsid sh -c 'while true; do echo axp | nc -l -p 8494; done' >/dev/null 2>&1 &`)
-	slow.EventuallyContext(t, "the agent listening on 8494", func(context.Context) error {
-		out, _ := execOut(t, ns, "conversation", "netstat -ltn 2>/dev/null || cat /proc/net/tcp")
-		if !strings.Contains(out, ":8494") && !strings.Contains(strings.ToUpper(out), ":212E") {
-			return fmt.Errorf("no listener on 8494: %s", out)
+	inAgent := func(ctx context.Context, script string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := kubeExec(ctx, ns, "conversation", "agent", []string{"sh", "-c", script}, &out, &errOut)
+		return out.String(), err
+	}
+	_, err = inAgent(ctx, `nohup setsid sh -c 'while true; do echo axp | nc -l -p 8494; done' >/dev/null 2>&1 &`)
+	mustf(t, err, "starting the agent's listener")
+	slow.EventuallyContext(t, "the agent listening on 8494", func(ctx context.Context) error {
+		out, err := inAgent(ctx, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null")
+		if err != nil || !strings.Contains(strings.ToUpper(out), ":212E") { // 8494 in hex
+			return fmt.Errorf("no listener on 8494 (%v): %s", err, out)
 		}
 		return nil
 	})
