@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,10 +33,10 @@ func TestClaimPodMetadataPosingAsTheRouterIsRefusedAtAdmission(t *testing.T) {
 			"additionalPodMetadata.labels: app=sandbox-router and app.kubernetes.io/name=sandbox-router identify the sandbox router"},
 		{"a label in the controller's domain", "labels: {agents.x-k8s.io/sandbox-template-ref-hash: abc}",
 			"additionalPodMetadata.labels: key agents.x-k8s.io/sandbox-template-ref-hash is in the reserved domain agents.x-k8s.io"},
-		{"a label in a Kubernetes subdomain", "labels: {node.kubernetes.io/role: x}",
-			"additionalPodMetadata.labels: key node.kubernetes.io/role is in the reserved domain kubernetes.io"},
-		{"an annotation in a Kubernetes domain", "annotations: {k8s.io/anything: x}",
-			"additionalPodMetadata.annotations: key k8s.io/anything is in the reserved domain k8s.io"},
+		{"a label in a subdomain of the controller's", "labels: {extensions.agents.x-k8s.io/warm-pool: p}",
+			"additionalPodMetadata.labels: key extensions.agents.x-k8s.io/warm-pool is in the reserved domain agents.x-k8s.io"},
+		{"an annotation in the controller's domain", "annotations: {agents.x-k8s.io/propagated-labels: team}",
+			"additionalPodMetadata.annotations: key agents.x-k8s.io/propagated-labels is in the reserved domain agents.x-k8s.io"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -50,6 +51,47 @@ func TestClaimPodMetadataPosingAsTheRouterIsRefusedAtAdmission(t *testing.T) {
 			"labels: {app: my-agent, app.kubernetes.io/name: my-agent, cognition.io/tenant: a, kueue.x-k8s.io/queue-name: q}, "+
 			"annotations: {cluster-autoscaler.kubernetes.io/safe-to-evict: 'false', example.com/owner: me}}"))
 	})
+}
+
+// Keys of the Kubernetes domains and invalid values do not let a pod pose as the router or pass
+// this system's selectors, so, as upstream does, the claim is admitted and its Ready condition
+// says what is wrong (InvalidMetadata); no Sandbox is made from it.
+func TestClaimPodMetadataOutsideIsolationIsReportedInTheCondition(t *testing.T) {
+	ns := newNamespace(t)
+	mustCreateObj(t, testwrap.MakeTemplate(ns, "t").Obj())
+	cases := []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		wantMsg     string
+	}{
+		{"kubectl's default-container annotation", nil, map[string]string{"kubectl.kubernetes.io/default-container": "runtime"},
+			`annotation key "kubectl.kubernetes.io/default-container" is in a reserved domain`},
+		{"an annotation in k8s.io", nil, map[string]string{"k8s.io/anything": "x"}, `annotation key "k8s.io/anything" is in a reserved domain`},
+		{"a label in a Kubernetes subdomain", map[string]string{"node.kubernetes.io/role": "x"}, nil, `label key "node.kubernetes.io/role" is in a reserved domain`},
+		{"a label value over 63 characters", map[string]string{"owner": strings.Repeat("a", 64)}, nil, "label owner value"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			name := fmt.Sprintf("claim-%d", i)
+			claim := testwrap.MakeClaim(ns, name).Template("t").PodLabels(c.labels).PodAnnotations(c.annotations).Obj()
+			if err := k8s.Create(context.Background(), claim); err != nil {
+				t.Fatalf("create: %v; only keys that matter to isolation are refused at admission", err)
+			}
+			testwrap.Eventually(t, "Ready=False/InvalidMetadata naming the problem", func() error {
+				if err := claimReadyIs(t, ns, name, metav1.ConditionFalse, extv1alpha1.ReasonInvalidMetadata)(); err != nil {
+					return err
+				}
+				if msg := readyMessage(getClaim(t, ns, name).Status.Conditions); !strings.Contains(msg, c.wantMsg) {
+					return fmt.Errorf("Ready message %q, want it to contain %q", msg, c.wantMsg)
+				}
+				return nil
+			})
+			if err := exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, false)(); err != nil {
+				t.Errorf("a Sandbox was made from a claim with invalid pod metadata: %v", err)
+			}
+		})
+	}
 }
 
 func TestTemplateReservedPodMetadataIsLeftOutAndReported(t *testing.T) {

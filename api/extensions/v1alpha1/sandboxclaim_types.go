@@ -96,17 +96,15 @@ type SandboxClaimSpec struct {
 
 	// additionalPodMetadata defines the labels and annotations to be propagated to the Sandbox
 	// Pod. Label values are limited to 63 characters and must match Kubernetes label value patterns.
-	// Keys in the domains kubernetes.io, k8s.io and agents.x-k8s.io (and their subdomains, but
-	// app.kubernetes.io) and the router's label app=sandbox-router are refused: they would let a
-	// tenant's pod pose as a system component or as the router.
-	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.kubernetes.io/') && !k.startsWith('app.kubernetes.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.kubernetes.io/') && !k.startsWith('app.kubernetes.io/'))[0] + ' is in the reserved domain kubernetes.io'"
-	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.k8s.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.k8s.io/'))[0] + ' is in the reserved domain k8s.io'"
+	// Refused at admission, because they would let a tenant's pod pose as the router or pass the
+	// selectors of this system: keys in the agents.x-k8s.io domain (and its subdomains) and the
+	// router's labels (app or app.kubernetes.io/name = sandbox-router). Other bad input (keys in
+	// the kubernetes.io and k8s.io domains, but app.kubernetes.io and the autoscaler's
+	// safe-to-evict annotation; invalid keys or values) is reported in the Ready condition
+	// (InvalidMetadata), as upstream does.
 	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.agents.x-k8s.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.agents.x-k8s.io/'))[0] + ' is in the reserved domain agents.x-k8s.io'"
-	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.kubernetes.io/') && k != 'cluster-autoscaler.kubernetes.io/safe-to-evict')",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.kubernetes.io/') && k != 'cluster-autoscaler.kubernetes.io/safe-to-evict')[0] + ' is in the reserved domain kubernetes.io'"
-	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.k8s.io/'))",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.k8s.io/'))[0] + ' is in the reserved domain k8s.io'"
 	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.agents.x-k8s.io/'))",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.agents.x-k8s.io/'))[0] + ' is in the reserved domain agents.x-k8s.io'"
 	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, (k == 'app' || k == 'app.kubernetes.io/name') && self.labels[k] == 'sandbox-router')",message="additionalPodMetadata.labels: app=sandbox-router and app.kubernetes.io/name=sandbox-router identify the sandbox router; a sandbox may not carry them"
-	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, size(self.labels[k]) <= 63)",messageExpression="'additionalPodMetadata.labels: the value of ' + self.labels.filter(k, size(self.labels[k]) > 63)[0] + ' must be no more than 63 characters'"
 	// +optional
 	AdditionalPodMetadata agentsv1alpha1.PodMetadata `json:"additionalPodMetadata,omitempty"`
 

@@ -75,16 +75,12 @@ type SandboxClaimSpec struct {
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 
 	// additionalPodMetadata are labels and annotations added to the sandbox's pod. Label values
-	// are limited to 63 characters and must be valid label values. Reserved domains and the
-	// router's labels are refused, as in v1alpha1 (docs/security.md).
-	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.kubernetes.io/') && !k.startsWith('app.kubernetes.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.kubernetes.io/') && !k.startsWith('app.kubernetes.io/'))[0] + ' is in the reserved domain kubernetes.io'"
-	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.k8s.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.k8s.io/'))[0] + ' is in the reserved domain k8s.io'"
+	// are limited to 63 characters and must be valid label values. Keys in the agents.x-k8s.io
+	// domain and the router's labels are refused at admission, other bad input is reported in the
+	// Ready condition (InvalidMetadata), as in v1alpha1 (docs/security.md).
 	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, ('.' + k).contains('.agents.x-k8s.io/'))",messageExpression="'additionalPodMetadata.labels: key ' + self.labels.filter(k, ('.' + k).contains('.agents.x-k8s.io/'))[0] + ' is in the reserved domain agents.x-k8s.io'"
-	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.kubernetes.io/') && k != 'cluster-autoscaler.kubernetes.io/safe-to-evict')",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.kubernetes.io/') && k != 'cluster-autoscaler.kubernetes.io/safe-to-evict')[0] + ' is in the reserved domain kubernetes.io'"
-	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.k8s.io/'))",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.k8s.io/'))[0] + ' is in the reserved domain k8s.io'"
 	// +kubebuilder:validation:XValidation:rule="!has(self.annotations) || !self.annotations.exists(k, ('.' + k).contains('.agents.x-k8s.io/'))",messageExpression="'additionalPodMetadata.annotations: key ' + self.annotations.filter(k, ('.' + k).contains('.agents.x-k8s.io/'))[0] + ' is in the reserved domain agents.x-k8s.io'"
 	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || !self.labels.exists(k, (k == 'app' || k == 'app.kubernetes.io/name') && self.labels[k] == 'sandbox-router')",message="additionalPodMetadata.labels: app=sandbox-router and app.kubernetes.io/name=sandbox-router identify the sandbox router; a sandbox may not carry them"
-	// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, size(self.labels[k]) <= 63)",messageExpression="'additionalPodMetadata.labels: the value of ' + self.labels.filter(k, size(self.labels[k]) > 63)[0] + ' must be no more than 63 characters'"
 	// +optional
 	AdditionalPodMetadata agentsv1beta1.PodMetadata `json:"additionalPodMetadata,omitempty"`
 
