@@ -53,7 +53,7 @@ func TestAXServerPodsReachADirectAccessSandboxAndNoOneElseDoes(t *testing.T) {
 		err := kubeExec(ctx, ns, "conversation", "agent", []string{"sh", "-c", script}, &out, &errOut)
 		return out.String(), err
 	}
-	_, err = inAgent(ctx, `nohup setsid sh -c 'while true; do echo axp | nc -l -p 8494; done' >/dev/null 2>&1 &`)
+	_, err = inAgent(ctx, `setsid sh -c 'while true; do echo axp | nc -l -p 8494; done' >/dev/null 2>&1 &`)
 	mustf(t, err, "starting the agent's listener")
 	slow.EventuallyContext(t, "the agent listening on 8494", func(ctx context.Context) error {
 		out, err := inAgent(ctx, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null")
