@@ -261,18 +261,23 @@ func TestWaitClaimDeleted(t *testing.T) {
 	}
 }
 
-func TestWaitClaimExpiredIsFinal(t *testing.T) {
-	ctx := testCtx(t)
-	c := newClusterClient(t, ModeDirect)
-	if err := env.Client.Create(ctx, testwrap.MakeClaim(c.Namespace(), "old").Template("tmpl").Obj()); err != nil {
-		t.Fatal(err)
-	}
-	if err := sdktest.MarkClaim(ctx, env.Client, key(c, "old"), "old", nil, metav1.ConditionFalse, extv1alpha1.ReasonClaimExpired, "expired"); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.GetOrCreate(ctx, "old", "tmpl")
-	if !errors.Is(err, ErrNotReady) || errors.Is(err, ErrTimeout) {
-		t.Fatalf("err = %v, want ErrNotReady at once", err)
+// Reasons that waiting cannot fix end the wait at once, not at the ready timeout.
+func TestWaitClaimFinalReasons(t *testing.T) {
+	for _, reason := range []string{extv1alpha1.ReasonClaimExpired, extv1alpha1.ReasonInvalidMetadata} {
+		t.Run(reason, func(t *testing.T) {
+			ctx := testCtx(t)
+			c := newClusterClient(t, ModeDirect)
+			if err := env.Client.Create(ctx, testwrap.MakeClaim(c.Namespace(), "old").Template("tmpl").Obj()); err != nil {
+				t.Fatal(err)
+			}
+			if err := sdktest.MarkClaim(ctx, env.Client, key(c, "old"), "old", nil, metav1.ConditionFalse, reason, "final"); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.GetOrCreate(ctx, "old", "tmpl")
+			if !errors.Is(err, ErrNotReady) || errors.Is(err, ErrTimeout) {
+				t.Fatalf("err = %v, want ErrNotReady at once", err)
+			}
+		})
 	}
 }
 

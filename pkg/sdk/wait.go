@@ -61,6 +61,8 @@ const (
 	reasonClaimExpired   = extv1alpha1.ReasonClaimExpired
 	reasonSandboxExpired = agentsv1alpha1.ReasonExpired
 	reasonSandboxMissing = extv1alpha1.ReasonSandboxMissing
+	// The controller refuses the claim's pod metadata; it makes no Sandbox for it.
+	reasonInvalidMetadata = extv1alpha1.ReasonInvalidMetadata
 )
 
 // claimReadiness: ready once status.sandbox.podIPs is set and, when the
@@ -74,7 +76,8 @@ func claimReadiness(cl *extv1alpha1.SandboxClaim) readiness {
 	switch {
 	case cl.DeletionTimestamp != nil:
 		r.reason, r.message, r.final = reasonTerminating, "the claim is being deleted", true
-	case cond != nil && (cond.Reason == reasonClaimExpired || cond.Reason == reasonSandboxExpired || cond.Reason == reasonSandboxMissing):
+	case cond != nil && (cond.Reason == reasonClaimExpired || cond.Reason == reasonSandboxExpired ||
+		cond.Reason == reasonSandboxMissing || cond.Reason == reasonInvalidMetadata):
 		r.final = true
 	case cond != nil && cond.Status != metav1.ConditionTrue:
 	case len(r.podIPs) == 0 && cond == nil:
