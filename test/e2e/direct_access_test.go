@@ -26,7 +26,10 @@ import (
 func TestAXServerPodsReachADirectAccessSandboxAndNoOneElseDoes(t *testing.T) {
 	ctx := t.Context()
 	platform := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agent-platform"}}
-	mustf(t, kube.Create(ctx, platform), "creating namespace agent-platform (the sample's)")
+	// The sample's fixed name: one left by an interrupted run may still be terminating.
+	slow.EventuallyContext(t, "namespace agent-platform (the sample's) created", func(ctx context.Context) error {
+		return kube.Create(ctx, platform.DeepCopy())
+	})
 	t.Cleanup(func() { _ = kube.Delete(context.Background(), platform) })
 	ns := newNamespace(t, "seed001d")
 
