@@ -161,10 +161,14 @@ func TestAttacksByTenants(t *testing.T) {
 
 	t.Run("host-level pod specs are refused in a namespace not opted in", func(t *testing.T) {
 		cases := map[string]func(*corev1.PodSpec){
-			"hostNetwork":        func(s *corev1.PodSpec) { s.HostNetwork = true },
-			"hostPID":            func(s *corev1.PodSpec) { s.HostPID = true },
-			"privileged":         func(s *corev1.PodSpec) { s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)} },
-			"added capabilities": func(s *corev1.PodSpec) { s.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}} },
+			"hostNetwork": func(s *corev1.PodSpec) { s.HostNetwork = true },
+			"hostPID":     func(s *corev1.PodSpec) { s.HostPID = true },
+			"privileged": func(s *corev1.PodSpec) {
+				s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+			},
+			"added capabilities": func(s *corev1.PodSpec) {
+				s.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
+			},
 			"hostPath volume": func(s *corev1.PodSpec) {
 				s.Volumes = append(s.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 			},
