@@ -224,14 +224,26 @@ func TestAttacksByTenants(t *testing.T) {
 	})
 
 	t.Run("an unclaimed warm pool member is not routable", func(t *testing.T) {
-		var members agentsv1alpha1.SandboxList
-		mustf(t, kube.List(ctx, &members, client.InNamespace(nsA), client.HasLabels{extv1alpha1.WarmPoolLabel}), "listing pool members")
-		if len(members.Items) == 0 {
-			t.Fatal("no pool member")
-		}
-		code, body, err := routerPost(ctx, nsA, members.Items[0].Name, "/execute", `{"command":"echo tampered"}`)
-		if err != nil || code == http.StatusOK || strings.Contains(body, "tampered") {
-			t.Errorf("router → unclaimed member %s: %d %s %v, want a refusal", members.Items[0].Name, code, body, err)
+		pool := &extv1alpha1.SandboxWarmPool{}
+		mustf(t, kube.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "pool"}, pool), "reading the pool")
+		var member string
+		slow.EventuallyContext(t, "a ready member the pool itself controls", func(ctx context.Context) error {
+			var list agentsv1alpha1.SandboxList
+			if err := kube.List(ctx, &list, client.InNamespace(nsA)); err != nil {
+				return err
+			}
+			for _, sb := range list.Items {
+				if metav1.IsControlledBy(&sb, pool) && sandboxReady(&sb) {
+					member = sb.Name
+					return nil
+				}
+			}
+			return fmt.Errorf("no ready member of pool %s", pool.Name)
+		})
+		code, body, err := routerPost(ctx, nsA, member, "/execute", `{"command":"echo tampered"}`)
+		t.Logf("router → unclaimed member %s: %d %s", member, code, body)
+		if err != nil || code != http.StatusNotFound || strings.Contains(body, "tampered") || !strings.Contains(body, "unclaimed warm pool member") {
+			t.Errorf("router → unclaimed member %s: %d %s %v, want 404 naming an unclaimed warm pool member", member, code, body, err)
 		}
 	})
 
