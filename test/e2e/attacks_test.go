@@ -88,6 +88,7 @@ func TestAttacksByTenants(t *testing.T) {
 	mustf(t, b.Create(ctx, harnessSandbox(nsB, "neighbour", nil).Obj()), "tenant b: creating another raw sandbox")
 	ip := podIPs(t, nsB, "victim", "neighbour")
 	podIPs(t, nsA, "attacker", "claimed")
+	pool := createPool(t, nsA, "pool", "secure", 1)
 
 	t.Run("cross-tenant code execution: another namespace's raw sandbox is closed", func(t *testing.T) {
 		expectReach(t, nsA, "attacker", "tenant b's sandboxd", ip["victim"], 8888, false)
@@ -206,7 +207,6 @@ func TestAttacksByTenants(t *testing.T) {
 	})
 
 	t.Run("ownership and the controller's labels cannot be forged", func(t *testing.T) {
-		pool := createPool(t, nsA, "pool", "secure", 1)
 		forged := harnessSandbox(nsA, "forged-member", nil).Obj()
 		forged.OwnerReferences = []metav1.OwnerReference{{APIVersion: extv1alpha1.GroupVersion.String(), Kind: "SandboxWarmPool",
 			Name: pool.Name, UID: pool.UID, Controller: ptr.To(true)}}
@@ -224,8 +224,6 @@ func TestAttacksByTenants(t *testing.T) {
 	})
 
 	t.Run("an unclaimed warm pool member is not routable", func(t *testing.T) {
-		pool := &extv1alpha1.SandboxWarmPool{}
-		mustf(t, kube.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "pool"}, pool), "reading the pool")
 		var member string
 		slow.EventuallyContext(t, "a ready member the pool itself controls", func(ctx context.Context) error {
 			var list agentsv1alpha1.SandboxList
