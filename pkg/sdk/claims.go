@@ -147,8 +147,8 @@ func (c *Client) GetOrCreate(ctx context.Context, name, template string, opts ..
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, kubeErr(err, "creating sandboxclaim %s/%s", c.ns, name)
 		}
-		existing := &extv1alpha1.SandboxClaim{}
-		if err := c.kube.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: name}, existing); err != nil {
+		existing, err := c.readClaim(ctx, name)
+		if err != nil {
 			if apierrors.IsNotFound(err) && attempt < 3 {
 				continue // deleted in between: create it
 			}
@@ -208,8 +208,7 @@ func (w waitOpt) applyWait(c *waitConfig) { *c = waitConfig(w) }
 // claim has that name, on the Sandbox called name (sandboxes created without
 // a claim). It does not wait; the handle reports what the API says now.
 func (c *Client) Get(ctx context.Context, name string) (*Sandbox, error) {
-	cl := &extv1alpha1.SandboxClaim{}
-	err := c.kube.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: name}, cl)
+	cl, err := c.readClaim(ctx, name)
 	if err == nil {
 		return c.claimHandle(cl), nil
 	}
@@ -319,7 +318,12 @@ func (c *Client) Delete(ctx context.Context, name string, opts ...DeleteOption) 
 		return kubeErr(err, "deleting %s/%s", c.ns, name)
 	}
 	if o.Wait {
-		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		err := c.kube.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		if _, isClaim := obj.(*extv1alpha1.SandboxClaim); isClaim && apierrors.IsForbidden(err) {
+			// Claims may be deleted but not read: wait with reads through empty patches.
+			return c.waitClaimGone(ctx, name, waitConfig{})
+		}
+		if err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		return c.waitGone(ctx, obj, waitConfig{})
@@ -347,6 +351,9 @@ func (c *Client) waitGone(ctx context.Context, obj client.Object, wc waitConfig)
 		if err != nil {
 			if wctx.Err() != nil {
 				return ctxErr(wctx)
+			}
+			if _, isClaim := obj.(*extv1alpha1.SandboxClaim); isClaim && apierrors.IsForbidden(err) {
+				return c.waitClaimGone(ctx, obj.GetName(), wc)
 			}
 			return err
 		}

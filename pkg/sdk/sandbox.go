@@ -35,6 +35,8 @@ type Sandbox struct {
 	sb     *agentsv1alpha1.Sandbox
 	sbName string
 	podIPs []string
+	// viaSandbox: the claim could not be read (403), so readiness comes from its Sandbox (sb).
+	viaSandbox bool
 	// readyAt is when the handle last saw the sandbox become ready (zero
 	// when it is not, or after Pause).
 	readyAt time.Time
@@ -60,6 +62,7 @@ func (s *Sandbox) setClaim(cl *extv1alpha1.SandboxClaim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.claim = cl.DeepCopy()
+	s.viaSandbox = false
 	s.sbName = cl.Status.SandboxStatus.Name
 	s.podIPs = slices.Clone(cl.Status.SandboxStatus.PodIPs)
 	s.noteReadyLocked(claimReadiness(cl).ready)
@@ -202,15 +205,17 @@ func (s *Sandbox) Status() Status {
 		}
 	}
 	if s.sb != nil {
-		if s.claim == nil {
+		if s.claim == nil || s.viaSandbox {
 			r = sandboxReadiness(s.sb)
+			if cond := meta.FindStatusCondition(s.sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); cond != nil {
+				st.Reason, st.Message = cond.Reason, cond.Message
+			}
+		}
+		if s.claim == nil {
 			st.Labels = s.sb.Labels
 			st.Created = s.sb.CreationTimestamp.Time
 			if s.sb.Spec.ShutdownTime != nil {
 				st.ShutdownTime = s.sb.Spec.ShutdownTime.Time
-			}
-			if cond := meta.FindStatusCondition(s.sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); cond != nil {
-				st.Reason, st.Message = cond.Reason, cond.Message
 			}
 		}
 		st.Paused = s.sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas
@@ -232,11 +237,33 @@ func (s *Sandbox) Refresh(ctx context.Context) error {
 		s.setSandbox(sb)
 		return nil
 	}
-	cl := &extv1alpha1.SandboxClaim{}
-	if err := s.c.kube.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: s.name}, cl); err != nil {
+	cl, err := s.c.readClaim(ctx, s.name)
+	if err != nil {
 		return kubeErr(err, "reading sandboxclaim %s/%s", s.ns, s.name)
 	}
-	s.setClaim(cl)
+	s.mu.Lock()
+	via := s.viaSandbox
+	s.mu.Unlock()
+	if !via {
+		s.setClaim(cl)
+		return nil
+	}
+	// Read through a patch (no get on claims): the claim's status may lag its Sandbox, which
+	// is what the handle follows.
+	name := cl.Status.SandboxStatus.Name
+	if name == "" {
+		name = s.sandboxObjectName()
+	}
+	sb := &agentsv1alpha1.Sandbox{}
+	if err := s.c.kube.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, sb); err != nil {
+		return kubeErr(err, "reading sandbox %s/%s", s.ns, name)
+	}
+	s.mu.Lock()
+	s.claim = cl.DeepCopy()
+	s.mu.Unlock()
+	if controlledByClaim(sb, cl) {
+		s.setClaimSandbox(sb)
+	}
 	return nil
 }
 
@@ -274,7 +301,12 @@ func (s *Sandbox) WaitReady(ctx context.Context, opts ...WaitOption) error {
 	s.mu.Lock()
 	cl := s.claim.DeepCopy()
 	s.mu.Unlock()
+	start := time.Now()
 	got, err := waitFor(ctx, s.c, cl, func() client.ObjectList { return &extv1alpha1.SandboxClaimList{} }, claimReadiness, wc)
+	if apierrors.IsForbidden(err) && got.UID != "" {
+		// No watch on claims: follow the claim's Sandbox instead.
+		return s.waitViaSandbox(ctx, got, wc, start)
+	}
 	s.setClaim(got)
 	return err
 }
