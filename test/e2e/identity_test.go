@@ -35,11 +35,11 @@ var seed004ClusterRole = []rbacv1.PolicyRule{{
 	ResourceNames: []string{"sandboxes.agents.x-k8s.io", "sandboxclaims.extensions.agents.x-k8s.io", "sandboxtemplates.extensions.agents.x-k8s.io"},
 }}
 
-// seed003Role is the Orka worker's: create/delete/patch claims (and read them, to wait and to
-// reattach), read templates, warm pools and Sandboxes, port-forward to pods, read
-// EndpointSlices.
+// seed003Role is the Orka worker's, exactly as its docs list it: create/delete/patch claims
+// (no reading them: the SDK waits on the claim's Sandbox and reads a claim with an empty patch),
+// read templates, warm pools and Sandboxes, port-forward to pods, read EndpointSlices.
 var seed003Role = []rbacv1.PolicyRule{
-	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxclaims"}, Verbs: append(readVerbs, "create", "delete", "patch")},
+	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxclaims"}, Verbs: []string{"create", "delete", "patch"}},
 	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxtemplates", "sandboxwarmpools"}, Verbs: readVerbs},
 	{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: readVerbs},
 	{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create"}},
