@@ -92,7 +92,11 @@ func (s *Sandbox) waitViaSandbox(ctx context.Context, cl *extv1alpha1.SandboxCla
 	last := readiness{reason: reasonPending, message: noClaimReadMsg}
 	report := func(r readiness) {
 		if wc.progress != nil {
-			wc.progress(Progress{Kind: "Sandbox", Name: r.sandboxName, Elapsed: time.Since(start), Ready: r.ready,
+			kind, name := "Sandbox", r.sandboxName
+			if name == "" { // none seen yet: the report is about the claim
+				kind, name = "SandboxClaim", cl.Name
+			}
+			wc.progress(Progress{Kind: kind, Name: name, Elapsed: time.Since(start), Ready: r.ready,
 				Reason: r.reason, Message: r.message, SandboxName: r.sandboxName, PodIPs: r.podIPs})
 		}
 	}
