@@ -191,19 +191,42 @@ func TestSDKAdoptsFromAWarmPoolUnderTheOrkaWorkerRights(t *testing.T) {
 }
 
 // What a narrow-rights caller loses: the claim's conditions. A claim the controller cannot
-// serve times out, with a message naming the missing right, and is deleted again.
-func TestSDKNarrowRightsTimeoutNamesTheMissingRight(t *testing.T) {
-	ns := newNamespace(t)
-	cli := narrowSDK(t, ns)
-	_, err := cli.Create(context.Background(), "no-such-template", sdk.WithName("lost"), sdk.WithReadyTimeout(3*time.Second))
-	var we *sdk.WaitError
-	if !errors.Is(err, sdk.ErrTimeout) || !errors.As(err, &we) {
-		t.Fatalf("Create of a claim without template = %v; want a *WaitError wrapping ErrTimeout", err)
+// serve times out for both; a caller that reads claims gets the controller's reason, a narrow
+// one a message naming the missing right. Either way the claim is deleted again.
+func TestSDKMissingTemplateTimeoutWithAndWithoutClaimReadRights(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		client            func(t *testing.T, ns string) *sdk.Client
+		reason, inMessage string
+	}{
+		{name: "reads claims", client: adminSDK, reason: extv1alpha1.ReasonTemplateNotFound},
+		{name: "worker rights", client: narrowSDK, reason: "Pending", inMessage: "reading sandboxclaims (get/watch) is forbidden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			cli := tc.client(t, ns)
+			_, err := cli.Create(context.Background(), "no-such-template", sdk.WithName("lost"), sdk.WithReadyTimeout(3*time.Second))
+			var we *sdk.WaitError
+			if !errors.Is(err, sdk.ErrTimeout) || !errors.As(err, &we) {
+				t.Fatalf("Create of a claim without template = %v; want a *WaitError wrapping ErrTimeout", err)
+			}
+			if we.Reason != tc.reason || !strings.Contains(we.Message, tc.inMessage) {
+				t.Fatalf("reason %q, message %q; want reason %q and a message containing %q", we.Reason, we.Message, tc.reason, tc.inMessage)
+			}
+			testwrap.Eventually(t, "the failed claim is deleted", exists(testwrap.MakeClaim(ns, "lost").Obj(), false))
+		})
 	}
-	if !strings.Contains(we.Message, "reading sandboxclaims (get/watch) is forbidden") {
-		t.Fatalf("message %q does not say which right is missing", we.Message)
+}
+
+// adminSDK is an SDK client of ns with the test's own (unrestricted) rights.
+func adminSDK(t *testing.T, ns string) *sdk.Client {
+	t.Helper()
+	cli, err := sdk.New(sdk.Options{RESTConfig: env.Config, Namespace: ns, Mode: sdk.ModeDirect})
+	if err != nil {
+		t.Fatal(err)
 	}
-	testwrap.Eventually(t, "the failed claim is deleted", exists(testwrap.MakeClaim(ns, "lost").Obj(), false))
+	t.Cleanup(cli.Close)
+	return cli
 }
 
 func errString(err error) string {
