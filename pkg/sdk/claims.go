@@ -102,7 +102,8 @@ func (cfg *createConfig) expiry() *metav1.Time {
 // timeout (Options.ReadyTimeout, WithReadyTimeout) or the context's
 // deadline, carrying the last Ready reason and message; ErrNotFound when the
 // claim is deleted meanwhile. Unless KeepOnFailure is given, a claim whose
-// wait failed is deleted again.
+// wait failed is deleted again. A caller that may not watch claims (403)
+// waits on the claim's Sandbox instead and does not see the claim's reasons.
 func (c *Client) Create(ctx context.Context, template string, opts ...CreateOption) (*Sandbox, error) {
 	if template == "" {
 		return nil, errors.New("create: a SandboxTemplate name is required")
