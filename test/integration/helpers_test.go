@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -100,37 +101,47 @@ type podState struct {
 	reason        string
 }
 
+// setPodStatus writes the status a kubelet would. The controller may write the pod's metadata
+// between our read and our write (its labels), so a conflict is retried on a fresh read.
 func setPodStatus(t *testing.T, pod *corev1.Pod, s podState) {
 	t.Helper()
 	ctx := context.Background()
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-		t.Fatalf("getting pod: %v", err)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		pod.Status = podStatus(s)
+		return k8s.Status().Update(ctx, pod)
+	})
+	if err != nil {
+		t.Fatalf("setting pod status: %v", err)
 	}
+}
+
+func podStatus(s podState) corev1.PodStatus {
 	now := metav1.Now()
 	readyStatus := corev1.ConditionFalse
 	if s.ready {
 		readyStatus = corev1.ConditionTrue
 	}
-	pod.Status = corev1.PodStatus{Phase: s.phase, Reason: s.reason}
+	st := corev1.PodStatus{Phase: s.phase, Reason: s.reason}
 	if s.unschedulable {
-		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available", LastTransitionTime: now}}
 	} else {
-		pod.Status.Conditions = []corev1.PodCondition{
+		st.Conditions = []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			{Type: corev1.PodReady, Status: readyStatus, LastTransitionTime: now},
 		}
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "runtime", Ready: s.ready, Image: "sandbox-runtime:test"}}
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: "runtime", Ready: s.ready, Image: "sandbox-runtime:test"}}
 	}
 	for _, ip := range s.ips {
-		pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
+		st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: ip})
 	}
 	if len(s.ips) > 0 {
-		pod.Status.PodIP = s.ips[0]
+		st.PodIP = s.ips[0]
 	}
-	if err := k8s.Status().Update(ctx, pod); err != nil {
-		t.Fatalf("setting pod status: %v", err)
-	}
+	return st
 }
 
 func running(ips ...string) podState {
