@@ -27,6 +27,8 @@ func TestRunFlags(t *testing.T) {
 		{"help lists the port allowlist", []string{"--help"}, 0, "-allowed-ports ports"},
 		{"an allowed port out of range", []string{"--allowed-ports", "8888,70000"}, 2, `"70000" is not a port`},
 		{"a negative unclaimed wait", []string{"--unclaimed-wait", "-1s"}, 2, "--unclaimed-wait must not be negative"},
+		{"identify-pods is off by default", []string{"--help"}, 0, "-identify-pods"},
+		{"identify-pods without tokenreview", []string{"--identify-pods"}, 2, "--identify-pods needs --auth-mode tokenreview"},
 		{"no cluster", []string{"--kubeconfig", "/nonexistent/kubeconfig", "--listen", "127.0.0.1:0", "--probe-listen", ""}, 1, "kubeconfig"},
 	}
 	for _, tt := range tests {

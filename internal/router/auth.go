@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -34,6 +35,9 @@ type Identity struct {
 	Shared bool
 	// Scope, when set, is the one Sandbox a scoped token opens.
 	Scope *ScopedClaims
+	// Pod, when set, is the namespace/name of the pod a tokenless request came from; User is
+	// then that pod's ServiceAccount.
+	Pod string
 }
 
 // AnonymousIdentity is how the API server itself names a caller without credentials, so that
@@ -55,6 +59,11 @@ type GuardOptions struct {
 	Authorizer Authorizer
 	// AllowAnonymous lets requests without a token on to the Authorizer as system:anonymous.
 	AllowAnonymous bool
+	// Pods, when set, names a request without a token by the pod its connection comes from
+	// (--identify-pods); a source that names no pod stays anonymous.
+	Pods PodIdentifier
+	// HeldRights: the Authorizer accepts the rights of HeldRightsReviewer, so a 403 names them all.
+	HeldRights bool
 }
 
 // guard authenticates (401/503), lets the proxy answer malformed routing headers (400), then
@@ -95,14 +104,22 @@ func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http
 				"Anonymous callers may not reach sandbox %s/%s; send a bearer token.", route.Namespace, route.Name))
 		default:
 			m.authDecision("denied")
-			writeDetail(w, http.StatusForbidden, forbiddenMessage(id, route))
+			writeDetail(w, http.StatusForbidden, forbiddenMessage(id, route, o.HeldRights))
 		}
 	})
 }
 
-func forbiddenMessage(id *Identity, route Route) string {
+func forbiddenMessage(id *Identity, route Route, heldRights bool) string {
 	if id.Scope != nil {
 		return fmt.Sprintf("This token opens sandbox %s/%s only, not %s/%s.", id.Scope.Namespace, id.Scope.Name, route.Namespace, route.Name)
+	}
+	if heldRights {
+		from := ""
+		if id.Pod != "" {
+			from = fmt.Sprintf(" (pod %s)", id.Pod)
+		}
+		return fmt.Sprintf("User %q%s may not reach sandbox %s/%s: it holds none of %s.",
+			id.User.Username, from, route.Namespace, route.Name, heldRightsText(route))
 	}
 	return fmt.Sprintf("User %q may not reach sandbox %s/%s: it needs %s on %s/%s in API group %s.",
 		id.User.Username, route.Namespace, route.Name, ProxyVerb, ProxyResource, ProxySubresource, ProxyGroup)
@@ -130,8 +147,13 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 		writeDetail(w, http.StatusUnauthorized, msg)
 		return nil, false
 	}
-	if len(r.Header["Authorization"]) == 0 && o.AllowAnonymous {
-		return AnonymousIdentity(), true
+	if len(r.Header["Authorization"]) == 0 {
+		if id, ok := podOf(r, o.Pods); ok {
+			return id, true
+		}
+		if o.AllowAnonymous {
+			return AnonymousIdentity(), true
+		}
 	}
 	token, ok := bearerToken(r.Header)
 	if !ok {
@@ -150,6 +172,19 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 		writeDetail(w, http.StatusServiceUnavailable, "Authentication is temporarily unavailable.")
 		return nil, false
 	}
+}
+
+// podOf names the pod the connection comes from. Only the connection's own source address
+// counts: X-Forwarded-For and the like are written by the caller.
+func podOf(r *http.Request, pods PodIdentifier) (*Identity, bool) {
+	if pods == nil {
+		return nil, false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return nil, false
+	}
+	return pods.Identify(ap.Addr())
 }
 
 // bearerToken returns the token of a single "Authorization: Bearer <token>" header.

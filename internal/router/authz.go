@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	authzv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/utils/clock"
@@ -44,21 +43,10 @@ type KubeAccessReviewer struct {
 }
 
 func (k *KubeAccessReviewer) Review(ctx context.Context, user authnv1.UserInfo, namespace, name string) (bool, error) {
-	extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
-	for key, v := range user.Extra {
-		extra[key] = authzv1.ExtraValue(v)
-	}
-	res, err := k.Client.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-		ResourceAttributes: &authzv1.ResourceAttributes{
-			Namespace: namespace, Name: name, Verb: ProxyVerb,
-			Group: ProxyGroup, Resource: ProxyResource, Subresource: ProxySubresource,
-		},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		return false, fmt.Errorf("SubjectAccessReview: %w", err)
-	}
-	return res.Status.Allowed && !res.Status.Denied, nil
+	return subjectAccessReview(ctx, k.Client, user, authzv1.ResourceAttributes{
+		Namespace: namespace, Name: name, Verb: ProxyVerb,
+		Group: ProxyGroup, Resource: ProxyResource, Subresource: ProxySubresource,
+	})
 }
 
 // sandboxAuthorizer lets the shared token everywhere and a scoped token into its one Sandbox,

@@ -41,6 +41,9 @@ type Options struct {
 	// Authorize asks the API server (SubjectAccessReview) per caller and sandbox, in tokenreview mode.
 	Authorize      bool
 	AllowAnonymous bool
+	// IdentifyPods names tokenless callers by their source pod and accepts the rights they
+	// already hold (HeldRightsReviewer), in tokenreview mode with Authorize.
+	IdentifyPods   bool
 	AuthzAllowTTL  time.Duration
 	AuthzDenyTTL   time.Duration
 	AuthzCacheSize int
@@ -112,6 +115,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TokenReviewAudiences, "tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences a token must be valid for; empty: the API server's.")
 	fs.BoolVar(&o.Authorize, "authorize", o.Authorize, "With --auth-mode tokenreview, let a caller reach a sandbox only when the API server allows it "+ProxyVerb+" on "+ProxyResource+"/"+ProxySubresource+" of that Sandbox (SubjectAccessReview).")
 	fs.BoolVar(&o.AllowAnonymous, "allow-anonymous", o.AllowAnonymous, "With --auth-mode tokenreview and --authorize, authorize requests without a token as system:anonymous (group system:unauthenticated), so RBAC decides per namespace.")
+	fs.BoolVar(&o.IdentifyPods, "identify-pods", o.IdentifyPods, "With --auth-mode tokenreview and --authorize, identify a request without a token as the ServiceAccount of the pod its connection comes from (source IP, from a pod watch; host-network pods and unknown IPs stay anonymous), and let any caller in that may create sandboxes/proxy, patch or update the Sandbox, or create pods/portforward on its pod. Trust it only on a CNI that prevents source IP spoofing.")
 	fs.DurationVar(&o.AuthzAllowTTL, "authz-allow-ttl", o.AuthzAllowTTL, "How long an allowed SubjectAccessReview is cached.")
 	fs.DurationVar(&o.AuthzDenyTTL, "authz-deny-ttl", o.AuthzDenyTTL, "How long a denied SubjectAccessReview is cached.")
 	fs.IntVar(&o.AuthzCacheSize, "authz-cache-size", o.AuthzCacheSize, "Most SubjectAccessReview outcomes cached.")
@@ -148,6 +152,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AllowAnonymous && (o.AuthMode != AuthModeTokenReview || !o.Authorize) {
 		return errors.New("--allow-anonymous needs --auth-mode tokenreview and --authorize, so that RBAC decides what anonymous callers reach")
+	}
+	if o.IdentifyPods && (o.AuthMode != AuthModeTokenReview || !o.Authorize) {
+		return errors.New("--identify-pods needs --auth-mode tokenreview and --authorize, so that RBAC decides what a pod reaches")
 	}
 	if o.ScopedTokenSecretFile != "" && o.AuthMode == AuthModeNone {
 		return errors.New("--scoped-token-secret-file needs --auth-mode token or tokenreview")

@@ -19,6 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
@@ -161,8 +162,9 @@ func (o *Options) RESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// guard builds the proxy port's authentication and authorization from the flags.
-func (o *Options) guard(cfg *rest.Config, log *slog.Logger) (GuardOptions, error) {
+// guard builds the proxy port's authentication and authorization from the flags; pods is the
+// pod cache of --identify-pods, or nil.
+func (o *Options) guard(cfg *rest.Config, pods PodIdentifier, log *slog.Logger) (GuardOptions, error) {
 	var g GuardOptions
 	switch o.AuthMode {
 	case AuthModeToken:
@@ -188,6 +190,10 @@ func (o *Options) guard(cfg *rest.Config, log *slog.Logger) (GuardOptions, error
 				return g, err
 			}
 			reviewer = &KubeAccessReviewer{Client: authz.SubjectAccessReviews()}
+			if pods != nil {
+				reviewer = &HeldRightsReviewer{Client: authz.SubjectAccessReviews()}
+				g.Pods, g.HeldRights = pods, true
+			}
 		} else {
 			log.Warn("--authorize=false: any authenticated caller can use every sandbox")
 		}
@@ -217,7 +223,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	guard, err := o.guard(cfg, log)
+	var pods *PodCache
+	var podInformers crcache.Cache
+	if o.IdentifyPods {
+		pods = NewPodCache(o.AllowLoopbackPodIP)
+		if podInformers, err = pods.Attach(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	var identifier PodIdentifier
+	if pods != nil {
+		identifier = pods
+	}
+	guard, err := o.guard(cfg, identifier, log)
 	if err != nil {
 		return err
 	}
@@ -231,7 +249,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer proxy.Close()
 
 	var stopping atomic.Bool
-	ready := func() bool { return cache.HasSynced() && !stopping.Load() }
+	ready := func() bool { return cache.HasSynced() && (pods == nil || pods.HasSynced()) && !stopping.Load() }
 	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog})
 	servers := o.servers(handler, ready, metrics, log)
 	listeners, err := listen(servers)
@@ -241,6 +259,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return informers.Start(gctx) })
+	if podInformers != nil {
+		g.Go(func() error { return podInformers.Start(gctx) })
+	}
 	g.Go(func() error {
 		if toolscache.WaitForCacheSync(gctx.Done(), cache.HasSynced) {
 			log.Info("sandbox cache synced", "sandboxes", cache.Len(), "namespace", o.Namespace)

@@ -166,6 +166,8 @@ func TestOptions(t *testing.T) {
 		func(o *Options) { o.LogFormat = "xml" },
 		func(o *Options) { o.AuthMode = AuthModeTokenReview; o.TokenReviewCacheSize = 0 },
 		func(o *Options) { o.UnclaimedWait = -time.Second },
+		func(o *Options) { o.IdentifyPods = true },
+		func(o *Options) { o.AuthMode = AuthModeTokenReview; o.Authorize = false; o.IdentifyPods = true },
 	}
 	for i, mutate := range bad {
 		o := DefaultOptions()

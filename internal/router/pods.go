@@ -1,0 +1,212 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// PodIdentifier names the pod a connection comes from, by its source address.
+type PodIdentifier interface {
+	// Identify returns the ServiceAccount identity of the one live pod that owns addr, or false.
+	Identify(addr netip.Addr) (*Identity, bool)
+}
+
+type podKey struct{ namespace, name string }
+
+type podEntry struct {
+	serviceAccount string
+	addrs          []netip.Addr // empty: the pod does not count (host network, not Running, ...)
+}
+
+// PodCache maps pod IPs to pods, fed by a watch of slim pods. Only IPs the CNI assigned count:
+// a host-network pod's IP is its node's, shared with every other host-network pod and the node.
+type PodCache struct {
+	// allowLoopback counts 127.0.0.0/8 and ::1 pod IPs (single-machine tests only). Otherwise a
+	// loopback source, such as a port-forward into the router's pod, never names a pod.
+	allowLoopback bool
+
+	mu     sync.RWMutex
+	pods   map[podKey]podEntry
+	byIP   map[netip.Addr]map[podKey]struct{}
+	synced atomic.Pointer[func() bool]
+}
+
+var _ toolscache.ResourceEventHandler = (*PodCache)(nil)
+var _ PodIdentifier = (*PodCache)(nil)
+
+// NewPodCache returns an empty cache; allowLoopback as in NewSandboxCache.
+func NewPodCache(allowLoopback bool) *PodCache {
+	return &PodCache{allowLoopback: allowLoopback, pods: make(map[podKey]podEntry), byIP: make(map[netip.Addr]map[podKey]struct{})}
+}
+
+// Identify implements PodIdentifier. An address two live pods claim (a stale status during IP
+// reuse, or a spoofing attempt) names neither.
+func (c *PodCache) Identify(addr netip.Addr) (*Identity, bool) {
+	addr = addr.Unmap()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	owners := c.byIP[addr]
+	if len(owners) != 1 {
+		return nil, false
+	}
+	for k := range owners {
+		e := c.pods[k]
+		return podIdentity(k.namespace, e.serviceAccount, k.name), true
+	}
+	return nil, false
+}
+
+// podIdentity is the user the API server gives the pod's ServiceAccount token.
+func podIdentity(namespace, serviceAccount, pod string) *Identity {
+	return &Identity{Pod: namespace + "/" + pod, User: authnv1.UserInfo{
+		Username: "system:serviceaccount:" + namespace + ":" + serviceAccount,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}}
+}
+
+// HasSynced reports whether the initial pod list has been handled; a cache without an informer
+// (tests) counts as synced.
+func (c *PodCache) HasSynced() bool {
+	f := c.synced.Load()
+	return f == nil || (*f)()
+}
+
+// Len is the number of pods known.
+func (c *PodCache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.pods)
+}
+
+// OnAdd implements toolscache.ResourceEventHandler.
+func (c *PodCache) OnAdd(obj any, _ bool) { c.upsert(obj) }
+
+// OnUpdate implements toolscache.ResourceEventHandler.
+func (c *PodCache) OnUpdate(_, newObj any) { c.upsert(newObj) }
+
+// OnDelete implements toolscache.ResourceEventHandler.
+func (c *PodCache) OnDelete(obj any) {
+	var key podKey
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		key = podKey{o.Namespace, o.Name}
+	case toolscache.DeletedFinalStateUnknown:
+		ns, name, err := toolscache.SplitMetaNamespaceKey(o.Key)
+		if err != nil {
+			return
+		}
+		key = podKey{ns, name}
+	default:
+		return
+	}
+	c.mu.Lock()
+	c.removeLocked(key)
+	c.mu.Unlock()
+}
+
+func (c *PodCache) upsert(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	key := podKey{p.Namespace, p.Name}
+	e := podEntry{serviceAccount: p.Spec.ServiceAccountName, addrs: identifyingAddrs(p, c.allowLoopback)}
+	if e.serviceAccount == "" {
+		e.serviceAccount = "default"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeLocked(key)
+	c.pods[key] = e
+	for _, a := range e.addrs {
+		owners := c.byIP[a]
+		if owners == nil {
+			owners = make(map[podKey]struct{}, 1)
+			c.byIP[a] = owners
+		}
+		owners[key] = struct{}{}
+	}
+}
+
+func (c *PodCache) removeLocked(key podKey) {
+	old, ok := c.pods[key]
+	if !ok {
+		return
+	}
+	for _, a := range old.addrs {
+		delete(c.byIP[a], key)
+		if len(c.byIP[a]) == 0 {
+			delete(c.byIP, a)
+		}
+	}
+	delete(c.pods, key)
+}
+
+// identifyingAddrs are the pod's CNI-assigned IPs while it runs; none for a host-network pod or
+// one that is not Running or is being deleted (its IP may already be another pod's).
+func identifyingAddrs(p *corev1.Pod, allowLoopback bool) []netip.Addr {
+	if p.Spec.HostNetwork || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return nil
+	}
+	var out []netip.Addr
+	for _, ip := range p.Status.PodIPs {
+		a, err := netip.ParseAddr(ip.IP)
+		if err != nil || a.Zone() != "" || a.IsUnspecified() || a.IsLinkLocalUnicast() || (a.IsLoopback() && !allowLoopback) {
+			continue
+		}
+		out = append(out, a.Unmap())
+	}
+	return out
+}
+
+// slimPod keeps only what identification reads, so a cluster-wide pod watch stays small.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{ServiceAccountName: p.Spec.ServiceAccountName, HostNetwork: p.Spec.HostNetwork},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIPs: p.Status.PodIPs},
+	}, nil
+}
+
+// Attach registers the cache on a new cluster-wide pod informer (callers may run in any
+// namespace) and returns the informer cache, which the caller runs with Start.
+func (c *PodCache) Attach(ctx context.Context, cfg *rest.Config) (crcache.Cache, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	informers, err := crcache.New(cfg, crcache.Options{Scheme: scheme,
+		ByObject: map[client.Object]crcache.ByObject{&corev1.Pod{}: {Transform: slimPod}}})
+	if err != nil {
+		return nil, fmt.Errorf("creating pod cache: %w", err)
+	}
+	inf, err := informers.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, fmt.Errorf("creating pod informer: %w", err)
+	}
+	reg, err := inf.AddEventHandler(c)
+	if err != nil {
+		return nil, fmt.Errorf("registering pod event handler: %w", err)
+	}
+	synced := reg.HasSynced
+	c.synced.Store(&synced)
+	return informers, nil
+}
