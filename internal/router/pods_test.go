@@ -132,7 +132,7 @@ func TestIdentifyPodsDecisionTable(t *testing.T) {
 		wantDetail []string
 		wantAsked  []string
 	}{
-		{name: "token caller with sandboxes/proxy", remote: "10.9.9.9:1", token: "alice-token",
+		{name: "token caller with the proxy subresource", remote: "10.9.9.9:1", token: "alice-token",
 			grants: []string{sarKey("alice", "create", "sandboxes/proxy.agents.x-k8s.io", "team", "sb")}, wantCode: 200, wantAsked: all[:1]},
 		{name: "token caller with patch on the Sandbox", remote: "10.9.9.9:1", token: "alice-token",
 			grants: []string{sarKey("alice", "patch", "sandboxes.agents.x-k8s.io", "team", "sb")}, wantCode: 200, wantAsked: all[:2]},
@@ -140,13 +140,13 @@ func TestIdentifyPodsDecisionTable(t *testing.T) {
 			wantCode: 403, wantDetail: []string{`User "alice" may not reach sandbox team/sb`, strings.Join(all, ", ")}, wantAsked: all},
 		{name: "invalid token from a pod is not the pod", remote: "10.0.0.1:1", token: "wrong",
 			grants: []string{sarKey(workerSA, "create", "sandboxes/proxy.agents.x-k8s.io", "team", "sb")}, wantCode: 401},
-		{name: "pod with sandboxes/proxy", remote: "10.0.0.1:1",
+		{name: "pod with the proxy subresource", remote: "10.0.0.1:1",
 			grants: []string{sarKey(workerSA, "create", "sandboxes/proxy.agents.x-k8s.io", "team", "sb")}, wantCode: 200, wantAsked: all[:1]},
 		{name: "pod with patch on the Sandbox", remote: "10.0.0.1:1",
 			grants: []string{sarKey(workerSA, "patch", "sandboxes.agents.x-k8s.io", "team", "sb")}, wantCode: 200, wantAsked: all[:2]},
 		{name: "pod with update on the Sandbox", remote: "10.0.0.1:1",
 			grants: []string{sarKey(workerSA, "update", "sandboxes.agents.x-k8s.io", "team", "sb")}, wantCode: 200, wantAsked: all[:3]},
-		{name: "pod with pods/portforward on the Sandbox's pod", remote: "10.0.0.1:1",
+		{name: "pod with port-forward on the Sandbox's pod", remote: "10.0.0.1:1",
 			grants: []string{sarKey(workerSA, "create", "pods/portforward", "team", "sb")}, wantCode: 200, wantAsked: all},
 		{name: "pod by its IPv6 address", remote: "[fd00::1]:1",
 			grants: []string{sarKey(workerSA, "create", "sandboxes/proxy.agents.x-k8s.io", "team", "sb")}, wantCode: 200, wantAsked: all[:1]},
