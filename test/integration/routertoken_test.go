@@ -116,11 +116,16 @@ func TestRouterTokenDoesNotOpenALaterSandboxOfTheSameName(t *testing.T) {
 	if err := k8s.Delete(context.Background(), claim); err != nil {
 		t.Fatal(err)
 	}
-	testwrap.Eventually(t, "the claim and its Sandbox are gone", func() error {
+	// The pod goes last (garbage collection); a pod left from the first Sandbox would be taken for
+	// the second one's.
+	testwrap.Eventually(t, "the claim, its Sandbox and its pod are gone", func() error {
 		if err := exists(claim, false)(); err != nil {
 			return err
 		}
-		return exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}, false)()
+		if err := exists(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}}, false)(); err != nil {
+			return err
+		}
+		return exists(podOf(ns, "c"), false)()
 	})
 	_, newClaims := issue("the second claim")
 	if newClaims.UID == oldClaims.UID {
