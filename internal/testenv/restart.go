@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ func (e *Env) RestartAPIServer() error {
 	if err := killByCmdline("kube-apiserver", s.CertDir); err != nil {
 		return err
 	}
-	if err := s.Stop(); err != nil {
+	if err := stopAfterKill(s.Stop); err != nil {
 		return fmt.Errorf("stopping kube-apiserver: %w", err)
 	}
 	if err := s.Start(); err != nil {
@@ -54,13 +55,27 @@ func (e *Env) RestartEtcd() error {
 	if err := killByCmdline("etcd", etcd.DataDir); err != nil {
 		return err
 	}
-	if err := etcd.Stop(); err != nil {
+	if err := stopAfterKill(etcd.Stop); err != nil {
 		return fmt.Errorf("stopping etcd: %w", err)
 	}
 	if err := etcd.Start(); err != nil {
 		return fmt.Errorf("starting etcd again: %w", err)
 	}
 	return nil
+}
+
+// stopAfterKill lets envtest forget a process killByCmdline killed. Its waiter may not have
+// noticed the exit yet, and then stop signals a finished process (os.ErrProcessDone): ask again
+// until it has.
+func stopAfterKill(stop func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := stop()
+		if !errors.Is(err, os.ErrProcessDone) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // killByCmdline SIGKILLs the process running binary whose command line mentions marker (its own
