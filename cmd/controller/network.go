@@ -28,21 +28,12 @@ func parseNetworkFlags(opts *manager.Options, dnsLabels, dnsIPs, linkLocal strin
 			return fmt.Errorf("--egress-allowed-link-local: %w", err)
 		}
 		p := netip.MustParsePrefix(c)
-		if !insideLinkLocal(p) {
+		if !egress.InLinkLocal(p) {
 			return fmt.Errorf("--egress-allowed-link-local: %s is not inside %v", c, egress.LinkLocal)
 		}
 		opts.Network.AllowedLinkLocal = append(opts.Network.AllowedLinkLocal, p)
 	}
 	return nil
-}
-
-func insideLinkLocal(p netip.Prefix) bool {
-	for _, ll := range egress.LinkLocal {
-		if ll.Contains(p.Addr()) && p.Bits() >= ll.Bits() {
-			return true
-		}
-	}
-	return false
 }
 
 func splitComma(s string) []string {

@@ -46,6 +46,21 @@ func DefaultPeers() Peers {
 // LinkLocal are the ranges closed unless an admin opens part of them.
 var LinkLocal = []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10")}
 
+// Within reports whether every address of p lies in outer.
+func Within(p, outer netip.Prefix) bool {
+	return outer.Contains(p.Addr()) && p.Bits() >= outer.Bits()
+}
+
+// InLinkLocal reports whether p lies inside one of the LinkLocal ranges.
+func InLinkLocal(p netip.Prefix) bool {
+	for _, ll := range LinkLocal {
+		if Within(p, ll) {
+			return true
+		}
+	}
+	return false
+}
+
 // Policy is what one Sandbox's NetworkPolicy enforces.
 type Policy struct {
 	// Egress is the egress mode; nil leaves egress to other policies (the template's, for a
@@ -60,14 +75,9 @@ type Policy struct {
 func (p Peers) CheckLinkLocal(s Spec) error {
 	for _, c := range s.CIDRs {
 		pfx := netip.MustParsePrefix(c) // canonical: New parsed it
-		for _, ll := range LinkLocal {
-			if !ll.Contains(pfx.Addr()) || pfx.Bits() < ll.Bits() {
-				continue
-			}
-			if !p.linkLocalAllowed(pfx) {
-				return fmt.Errorf("egress CIDR %s is link-local (%s: cloud metadata and node-local services); "+
-					"only the prefixes an admin allows (controller flag --egress-allowed-link-local) may be opened", c, ll)
-			}
+		if InLinkLocal(pfx) && !p.linkLocalAllowed(pfx) {
+			return fmt.Errorf("egress CIDR %s is link-local (%v: cloud metadata and node-local services); "+
+				"only the prefixes an admin allows (controller flag --egress-allowed-link-local) may be opened", c, LinkLocal)
 		}
 	}
 	return nil
@@ -75,7 +85,7 @@ func (p Peers) CheckLinkLocal(s Spec) error {
 
 func (p Peers) linkLocalAllowed(pfx netip.Prefix) bool {
 	for _, a := range p.AllowedLinkLocal {
-		if a.Contains(pfx.Addr()) && pfx.Bits() >= a.Bits() {
+		if Within(pfx, a) {
 			return true
 		}
 	}
@@ -166,7 +176,7 @@ func (p Peers) egressRules(s Spec) []networkingv1.NetworkPolicyEgressRule {
 func (p Peers) ipBlock(pfx netip.Prefix) networkingv1.NetworkPolicyPeer {
 	b := &networkingv1.IPBlock{CIDR: pfx.String()}
 	for _, ll := range LinkLocal {
-		if pfx.Addr().Is4() == ll.Addr().Is4() && pfx.Bits() < ll.Bits() && pfx.Contains(ll.Addr()) {
+		if ll != pfx && Within(ll, pfx) {
 			b.Except = append(b.Except, ll.String())
 		}
 	}

@@ -150,7 +150,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		Router:   opts.Router,
 	})
 	podRules := templates.PodRules()
-	peers := networkPeers(mgr, opts)
+	peers := networkPeers(mgr, opts, templates.Router())
 	// Background work yields to claims, but at most this long at a stretch.
 	const maxHold = 2 * time.Second
 	if err := sandbox.New(mgr.GetClient(), mgr.GetAPIReader(), sandbox.Options{

@@ -10,25 +10,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 )
 
 // kubeDNSService is the conventional name of the cluster DNS Service.
 const kubeDNSService = "kube-dns"
 
-// networkPeers completes opts.Network for the Sandbox controller: the router as the templates
-// see it, the defaults for DNS, and the DNS Service's addresses when none were given (a policy
-// may see a Service address before it is translated to a DNS pod's).
-func networkPeers(mgr ctrl.Manager, opts Options) egress.Peers {
+// networkPeers completes opts.Network for the Sandbox controller: the router exactly as the
+// templates' policies name it, the defaults for DNS, and the DNS Service's addresses when none
+// were given (a policy may see a Service address before it is translated to a DNS pod's).
+func networkPeers(mgr ctrl.Manager, opts Options, router sandboxtemplate.RouterPeer) egress.Peers {
 	def := egress.DefaultPeers()
 	p := opts.Network
-	p.RouterNamespace, p.RouterPodLabels = opts.Router.Namespace, opts.Router.PodLabels
-	if p.RouterNamespace == "" {
-		p.RouterNamespace = def.RouterNamespace
-	}
-	if len(p.RouterPodLabels) == 0 {
-		p.RouterPodLabels = def.RouterPodLabels
-	}
+	p.RouterNamespace, p.RouterPodLabels = router.Namespace, router.PodLabels
 	if p.DNSNamespace == "" {
 		p.DNSNamespace = def.DNSNamespace
 	}

@@ -69,6 +69,14 @@ func newRig(t *testing.T, objs ...client.Object) *rig {
 }
 
 // claim asks for a token and names testSandbox; shutdown is its shutdownTime (zero: none).
+// shutdownIn is the shutdownTime d after the epoch; none for 0.
+func shutdownIn(d time.Duration) time.Time {
+	if d == 0 {
+		return time.Time{}
+	}
+	return epoch.Add(d)
+}
+
 func claim(shutdown time.Time) *extv1alpha1.SandboxClaim {
 	w := testwrap.MakeClaim(testNS, testClaim).Template("tmpl").
 		Annotation(extv1alpha1.RouterTokenAnnotation, "true").SandboxStatus(testSandbox)
@@ -125,11 +133,7 @@ func TestRenewalWaitsForAThirdOfTheTokensOwnLifetime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var shutdown time.Time
-			if tt.shutdown > 0 {
-				shutdown = epoch.Add(tt.shutdown)
-			}
-			g := newRig(t, claim(shutdown), sandboxObj(testUID))
+			g := newRig(t, claim(shutdownIn(tt.shutdown)), sandboxObj(testUID))
 			if got := g.reconcile().RequeueAfter; got != tt.wantRequeue {
 				t.Fatalf("after minting, requeue in %v, want %v (when a third of the token's lifetime is left)", got, tt.wantRequeue)
 			}
@@ -286,11 +290,7 @@ func TestRenewalAtItsTime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var shutdown time.Time
-			if tt.shutdown > 0 {
-				shutdown = epoch.Add(tt.shutdown)
-			}
-			g := newRig(t, claim(shutdown), sandboxObj(testUID))
+			g := newRig(t, claim(shutdownIn(tt.shutdown)), sandboxObj(testUID))
 			g.reconcile()
 			before := g.secret().ResourceVersion
 			g.clock.SetTime(epoch.Add(tt.due))

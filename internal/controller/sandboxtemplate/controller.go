@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
@@ -29,8 +30,8 @@ type RouterPeer struct {
 	PodLabels map[string]string // the router pods' labels
 }
 
-// DefaultRouterPeer is where `config/` deploys the router.
-var DefaultRouterPeer = RouterPeer{Namespace: "agent-sandbox-system", PodLabels: map[string]string{"app": "sandbox-router"}}
+// DefaultRouterPeer is where `config/` deploys the router (the Sandbox policies' default too).
+var DefaultRouterPeer = RouterPeer{Namespace: egress.DefaultPeers().RouterNamespace, PodLabels: egress.DefaultPeers().RouterPodLabels}
 
 // Reconciler keeps the template's NetworkPolicy.
 type Reconciler struct {
@@ -158,6 +159,9 @@ func (r *Reconciler) warnReservedPodMetadata(tmpl *extv1alpha1.SandboxTemplate) 
 			"left out of every Sandbox made from this template: %s", strings.Join(problems, "; "))
 	}
 }
+
+// Router is who the template policies admit: the router's pods, defaults applied.
+func (r *Reconciler) Router() RouterPeer { return r.router }
 
 // PodRules are the pod metadata rules that follow from where the router runs.
 func (r *Reconciler) PodRules() podmeta.Rules {
