@@ -64,7 +64,7 @@ func runDemo(ctx context.Context, out io.Writer, cfg devcluster.Config) error {
 	}); err != nil {
 		return err
 	}
-	cli, err := sdk.New(sdk.Options{Kubeconfig: cl.Kubeconfig, RouterURL: cl.RouterURL, Namespace: demoNS, Mode: sdk.ModeRouter})
+	cli, err := sdk.New(sdk.Options{Kubeconfig: cl.Kubeconfig, RouterURL: cl.RouterURL, RouterToken: cl.RouterToken, Namespace: demoNS, Mode: sdk.ModeRouter})
 	if err != nil {
 		return err
 	}

@@ -27,8 +27,10 @@ func TestRunFlags(t *testing.T) {
 		{"help lists the port allowlist", []string{"--help"}, 0, "-allowed-ports ports"},
 		{"an allowed port out of range", []string{"--allowed-ports", "8888,70000"}, 2, `"70000" is not a port`},
 		{"a negative unclaimed wait", []string{"--unclaimed-wait", "-1s"}, 2, "--unclaimed-wait must not be negative"},
-		{"identify-pods is off by default", []string{"--help"}, 0, "-identify-pods"},
-		{"identify-pods without tokenreview", []string{"--identify-pods"}, 2, "--identify-pods needs --auth-mode tokenreview"},
+		{"authorization is on by default", []string{"--help"}, 0, `(default "tokenreview")`},
+		{"no auth needs the insecure flag", []string{"--auth-mode", "none"}, 2, "it needs --insecure-no-auth"},
+		{"no auth listens on loopback only", []string{"--auth-mode", "none", "--insecure-no-auth"}, 2, "loopback only"},
+		{"anonymous callers are gone", []string{"--allow-anonymous"}, 2, "never authorizes system:anonymous"},
 		{"no cluster", []string{"--kubeconfig", "/nonexistent/kubeconfig", "--listen", "127.0.0.1:0", "--probe-listen", ""}, 1, "kubeconfig"},
 	}
 	for _, tt := range tests {

@@ -31,7 +31,8 @@ const (
 
 // chartValues are the dev cluster's settings on top of the chart's defaults: our images, never
 // pulled; one replica each and small requests on 2 cores; the router on a fixed NodePort so the
-// host reaches it; router auth off, as upstream's router (and so the seeds' clients) have none.
+// host reaches it. Router auth is the chart's default, as in every install: the host's clients
+// send the developer's token (writeRouterToken), pods are named by their source IP.
 func (c *Config) chartValues(imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{
@@ -46,7 +47,6 @@ func (c *Config) chartValues(imageIDs map[string]string) map[string]any {
 	}
 	ctrl := component("controller", strings.TrimSuffix(ControllerImage, ":dev"))
 	router := component("router", strings.TrimSuffix(RouterImage, ":dev"))
-	router["auth"] = map[string]any{"mode": "none"}
 	router["service"] = map[string]any{"type": "NodePort", "nodePort": c.Ports.RouterNodePort}
 	return map[string]any{"controller": ctrl, "router": router}
 }

@@ -16,6 +16,10 @@ type Cluster struct {
 	Dir        string
 	Kubeconfig string
 	RouterURL  string
+	// RouterToken is a bearer token the router accepts from the host (a ServiceAccount's, bound
+	// to agent-sandbox-user cluster-wide); it is also in RouterTokenFile.
+	RouterToken     string
+	RouterTokenFile string
 	// Reused is set when every component was already running.
 	Reused bool
 }
@@ -81,14 +85,20 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.waitDNS(ctx); err != nil {
 		return nil, err
 	}
-	cl := &Cluster{Dir: c.Dir, Kubeconfig: c.KubeconfigPath(), RouterURL: c.RouterURL(), Reused: wasRunning}
+	token, err := c.writeRouterToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl := &Cluster{Dir: c.Dir, Kubeconfig: c.KubeconfigPath(), RouterURL: c.RouterURL(), Reused: wasRunning,
+		RouterToken: token, RouterTokenFile: c.RouterTokenPath()}
 	c.progress("cluster ready in %s", time.Since(start).Round(100*time.Millisecond))
 	fmt.Fprintf(c.Out, `
   export KUBECONFIG=%s
   kubectl get nodes            # (%s/kubectl is version-matched)
-  router: %s  (X-Sandbox-ID: <sandbox name>)
+  router: %s  (X-Sandbox-ID: <sandbox name>, Authorization: Bearer <token>)
+  export SBX_ROUTER=%s SBX_ROUTER_TOKEN=$(cat %s)   # for sbx
   stop and clean up: dev down
-`, cl.Kubeconfig, bin, cl.RouterURL)
+`, cl.Kubeconfig, bin, cl.RouterURL, cl.RouterURL, cl.RouterTokenFile)
 	return cl, nil
 }
 

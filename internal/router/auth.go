@@ -27,10 +27,8 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 
 // Identity is who a request comes from, as authentication established it.
 type Identity struct {
-	// User is the Kubernetes user a token belongs to, or the anonymous user.
+	// User is the Kubernetes user a token (or the calling pod's ServiceAccount) belongs to.
 	User authnv1.UserInfo
-	// Anonymous: no token was sent and anonymous callers are let through to authorization.
-	Anonymous bool
 	// Shared: the installation's one shared token (--auth-mode token), trusted with every sandbox.
 	Shared bool
 	// Scope, when set, is the one Sandbox a scoped token opens.
@@ -38,12 +36,6 @@ type Identity struct {
 	// Pod, when set, is the namespace/name of the pod a tokenless request came from; User is
 	// then that pod's ServiceAccount.
 	Pod string
-}
-
-// AnonymousIdentity is how the API server itself names a caller without credentials, so that
-// RBAC bindings to system:unauthenticated decide what such callers may reach.
-func AnonymousIdentity() *Identity {
-	return &Identity{Anonymous: true, User: authnv1.UserInfo{Username: "system:anonymous", Groups: []string{"system:unauthenticated"}}}
 }
 
 // Authenticator tells who a bearer token belongs to.
@@ -57,17 +49,16 @@ type GuardOptions struct {
 	Authenticator Authenticator
 	// Authorizer decides per sandbox; nil allows every authenticated caller everywhere.
 	Authorizer Authorizer
-	// AllowAnonymous lets requests without a token on to the Authorizer as system:anonymous.
-	AllowAnonymous bool
 	// Pods, when set, names a request without a token by the pod its connection comes from
-	// (--identify-pods); a source that names no pod stays anonymous.
+	// (--identify-pods); a source that names no pod is refused (401). Nobody is ever authorized
+	// as system:anonymous: a binding for it would open a sandbox to every network peer.
 	Pods PodIdentifier
 	// HeldRights: the Authorizer accepts the rights of HeldRightsReviewer, so a 403 names them all.
 	HeldRights bool
 }
 
 // guard authenticates (401/503), lets the proxy answer malformed routing headers (400), then
-// authorizes the caller for the routed Sandbox (403, or 401 for an anonymous caller).
+// authorizes the caller for the routed Sandbox (403).
 func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http.Handler {
 	if o.Authenticator == nil {
 		return next
@@ -97,11 +88,6 @@ func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http
 				r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, id.Scope))
 			}
 			next.ServeHTTP(w, r)
-		case id.Anonymous:
-			m.authDecision("denied")
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sandbox-router"`)
-			writeDetail(w, http.StatusUnauthorized, fmt.Sprintf(
-				"Anonymous callers may not reach sandbox %s/%s; send a bearer token.", route.Namespace, route.Name))
 		default:
 			m.authDecision("denied")
 			writeDetail(w, http.StatusForbidden, forbiddenMessage(id, route, o.HeldRights))
@@ -151,8 +137,9 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 		if id, ok := podOf(r, o.Pods); ok {
 			return id, true
 		}
-		if o.AllowAnonymous {
-			return AnonymousIdentity(), true
+		if o.Pods != nil {
+			return deny("No bearer token, and the connection comes from no pod the router can name "+
+				"(the node, a host-network pod, or outside the cluster): send a bearer token.", `Bearer realm="sandbox-router"`)
 		}
 	}
 	token, ok := bearerToken(r.Header)

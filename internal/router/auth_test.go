@@ -207,7 +207,8 @@ func TestTokenReviewAuthentication(t *testing.T) {
 }
 
 // With authorization on, the API server's answer for (caller, sandbox) decides: 403 for a known
-// caller without the right, 401 for an anonymous one, 503 when it cannot be asked.
+// caller without the right, 401 without a token (never system:anonymous, whatever RBAC says of
+// it), 503 when it cannot be asked.
 func TestSandboxAuthorization(t *testing.T) {
 	port := authUpstream(t)
 	rev := &fakeReviewer{users: map[string]string{"alice-token": "alice", "bob-token": "bob"}}
@@ -218,9 +219,8 @@ func TestSandboxAuthorization(t *testing.T) {
 	router := newRouter(t, routerOpts{
 		resolver: &stubResolver{targets: map[string]Target{"team-a/sb": loopback, "team-b/sb": loopback, "public/sb": loopback}},
 		guard: GuardOptions{
-			Authenticator:  NewTokenReviewAuthenticator(rev, time.Hour, 16),
-			Authorizer:     NewSandboxAuthorizer(access, time.Hour, time.Hour, 16),
-			AllowAnonymous: true,
+			Authenticator: NewTokenReviewAuthenticator(rev, time.Hour, 16),
+			Authorizer:    NewSandboxAuthorizer(access, time.Hour, time.Hour, 16),
 		},
 	})
 	client := h1Client(t)
@@ -233,9 +233,9 @@ func TestSandboxAuthorization(t *testing.T) {
 		{"allowed user in its namespace", "team-a", "alice-token", 200, ""},
 		{"allowed user in another namespace", "team-b", "alice-token", 403, `User \"alice\" may not reach sandbox team-b/sb: it needs create on sandboxes/proxy in API group agents.x-k8s.io.`},
 		{"user without any grant", "team-a", "bob-token", 403, `User \"bob\" may not reach sandbox team-a/sb`},
-		{"anonymous where RBAC lets system:unauthenticated in", "public", "", 200, ""},
-		{"anonymous elsewhere", "team-a", "", 401, "Anonymous callers may not reach sandbox team-a/sb; send a bearer token."},
-		{"invalid token is not downgraded to anonymous", "public", "nope", 401, "Invalid bearer token."},
+		{"no token, even where RBAC lets system:anonymous in", "public", "", 401, "Missing or malformed bearer token."},
+		{"no token elsewhere", "team-a", "", 401, "Missing or malformed bearer token."},
+		{"invalid token", "public", "nope", 401, "Invalid bearer token."},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

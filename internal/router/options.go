@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -40,7 +41,8 @@ type Options struct {
 
 	// Authorize asks the API server (SubjectAccessReview) per caller and sandbox, in tokenreview mode.
 	Authorize      bool
-	AllowAnonymous bool
+	AllowAnonymous bool // removed; kept so that setting it fails with a reason
+	InsecureNoAuth bool
 	// IdentifyPods names tokenless callers by their source pod and accepts the rights they
 	// already hold (HeldRightsReviewer), in tokenreview mode with Authorize.
 	IdentifyPods   bool
@@ -77,7 +79,8 @@ func DefaultOptions() Options {
 		ProbeListen:           ":8081",
 		KubeAPIQPS:            50,
 		KubeAPIBurst:          100,
-		AuthMode:              AuthModeNone,
+		AuthMode:              AuthModeTokenReview,
+		IdentifyPods:          true,
 		TokenReviewTTL:        30 * time.Second,
 		TokenReviewCacheSize:  2048,
 		Authorize:             true,
@@ -114,8 +117,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.TokenReviewCacheSize, "tokenreview-cache-size", o.TokenReviewCacheSize, "Most TokenReview outcomes cached.")
 	fs.StringVar(&o.TokenReviewAudiences, "tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences a token must be valid for; empty: the API server's.")
 	fs.BoolVar(&o.Authorize, "authorize", o.Authorize, "With --auth-mode tokenreview, let a caller reach a sandbox only when the API server allows it "+ProxyVerb+" on "+ProxyResource+"/"+ProxySubresource+" of that Sandbox (SubjectAccessReview).")
-	fs.BoolVar(&o.AllowAnonymous, "allow-anonymous", o.AllowAnonymous, "With --auth-mode tokenreview and --authorize, authorize requests without a token as system:anonymous (group system:unauthenticated), so RBAC decides per namespace.")
-	fs.BoolVar(&o.IdentifyPods, "identify-pods", o.IdentifyPods, "With --auth-mode tokenreview and --authorize, identify a request without a token as the ServiceAccount of the pod its connection comes from (source IP, from a pod watch; host-network pods and unknown IPs stay anonymous), and let any caller in that may create sandboxes/proxy, patch or update the Sandbox, or create pods/portforward on its pod. Trust it only on a CNI that prevents source IP spoofing.")
+	fs.BoolVar(&o.AllowAnonymous, "allow-anonymous", o.AllowAnonymous, "Removed: the router never authorizes system:anonymous. Setting it is an error.")
+	fs.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", o.InsecureNoAuth, "Allow --auth-mode none: every client that reaches the router may use every sandbox. Only with a loopback --listen.")
+	fs.BoolVar(&o.IdentifyPods, "identify-pods", o.IdentifyPods, "With --auth-mode tokenreview and --authorize, identify a request without a token as the ServiceAccount of the pod its connection comes from (source IP, from a pod watch; host-network pods and unknown IPs are refused), and let any caller in that may create sandboxes/proxy, patch or update the Sandbox, or create pods/portforward on its pod. Trust it only on a CNI that prevents source IP spoofing; ignored in the other modes.")
 	fs.DurationVar(&o.AuthzAllowTTL, "authz-allow-ttl", o.AuthzAllowTTL, "How long an allowed SubjectAccessReview is cached.")
 	fs.DurationVar(&o.AuthzDenyTTL, "authz-deny-ttl", o.AuthzDenyTTL, "How long a denied SubjectAccessReview is cached.")
 	fs.IntVar(&o.AuthzCacheSize, "authz-cache-size", o.AuthzCacheSize, "Most SubjectAccessReview outcomes cached.")
@@ -150,11 +154,17 @@ func (o *Options) Validate() error {
 	if o.AuthMode == AuthModeTokenReview && o.TokenReviewCacheSize < 1 {
 		return errors.New("--tokenreview-cache-size must be at least 1")
 	}
-	if o.AllowAnonymous && (o.AuthMode != AuthModeTokenReview || !o.Authorize) {
-		return errors.New("--allow-anonymous needs --auth-mode tokenreview and --authorize, so that RBAC decides what anonymous callers reach")
+	if o.AllowAnonymous {
+		return errors.New("--allow-anonymous was removed: the router never authorizes system:anonymous (a binding for it opens a sandbox to every network peer); " +
+			"in-cluster clients without a token are named by their pod (--identify-pods), others send a bearer token")
 	}
-	if o.IdentifyPods && (o.AuthMode != AuthModeTokenReview || !o.Authorize) {
-		return errors.New("--identify-pods needs --auth-mode tokenreview and --authorize, so that RBAC decides what a pod reaches")
+	if o.AuthMode == AuthModeNone {
+		if !o.InsecureNoAuth {
+			return errors.New("--auth-mode none lets every client that reaches the router use every sandbox: it needs --insecure-no-auth, and a loopback --listen")
+		}
+		if !isLoopbackListen(o.Listen) {
+			return fmt.Errorf("--auth-mode none listens on loopback only (127.0.0.1, [::1] or localhost), not %q", o.Listen)
+		}
 	}
 	if o.ScopedTokenSecretFile != "" && o.AuthMode == AuthModeNone {
 		return errors.New("--scoped-token-secret-file needs --auth-mode token or tokenreview")
@@ -251,4 +261,23 @@ func (l *PortList) Set(v string) error {
 	slices.Sort(ports)
 	*l = slices.Compact(ports)
 	return nil
+}
+
+// identifiesPods: --identify-pods applies where RBAC decides (tokenreview with --authorize);
+// without authorization it would let every pod in.
+func (o *Options) identifiesPods() bool {
+	return o.IdentifyPods && o.AuthMode == AuthModeTokenReview && o.Authorize
+}
+
+// isLoopbackListen reports whether a listen address binds loopback only.
+func isLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -186,15 +186,22 @@ func slimPod(obj any) (any, error) {
 	}, nil
 }
 
-// Attach registers the cache on a new cluster-wide pod informer (callers may run in any
-// namespace) and returns the informer cache, which the caller runs with Start.
-func (c *PodCache) Attach(ctx context.Context, cfg *rest.Config) (crcache.Cache, error) {
+// Attach registers the cache on a new pod informer, cluster-wide (callers may run in any
+// namespace) or of one namespace, and returns the informer cache, which the caller runs with
+// Start.
+func (c *PodCache) Attach(ctx context.Context, cfg *rest.Config, namespace string) (crcache.Cache, error) {
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	informers, err := crcache.New(cfg, crcache.Options{Scheme: scheme,
-		ByObject: map[client.Object]crcache.ByObject{&corev1.Pod{}: {Transform: slimPod}}})
+	opts := crcache.Options{Scheme: scheme,
+		ByObject: map[client.Object]crcache.ByObject{&corev1.Pod{}: {Transform: slimPod}}}
+	if namespace != "" {
+		// A router of one namespace (--namespace) names that namespace's pods only: a Role,
+		// not a cluster-wide pod watch, is all it needs.
+		opts.DefaultNamespaces = map[string]crcache.Config{namespace: {}}
+	}
+	informers, err := crcache.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating pod cache: %w", err)
 	}

@@ -198,7 +198,6 @@ func (o *Options) guard(cfg *rest.Config, pods PodIdentifier, log *slog.Logger) 
 			log.Warn("--authorize=false: any authenticated caller can use every sandbox")
 		}
 		g.Authorizer = NewSandboxAuthorizer(reviewer, o.AuthzAllowTTL, o.AuthzDenyTTL, o.AuthzCacheSize)
-		g.AllowAnonymous = o.AllowAnonymous
 	default:
 		log.Warn("--auth-mode none: any client that can reach the router can use every sandbox; use tokenreview outside development")
 		return g, nil
@@ -225,9 +224,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	var pods *PodCache
 	var podInformers crcache.Cache
-	if o.IdentifyPods {
+	if o.identifiesPods() {
 		pods = NewPodCache(o.AllowLoopbackPodIP)
-		if podInformers, err = pods.Attach(ctx, cfg); err != nil {
+		if podInformers, err = pods.Attach(ctx, cfg, o.Namespace); err != nil {
 			return err
 		}
 	}

@@ -158,22 +158,51 @@ func TestOptions(t *testing.T) {
 	if got := o.Audiences(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
 		t.Fatalf("audiences = %q", got)
 	}
-	bad := []func(*Options){
-		func(o *Options) { o.AuthMode = "allow-all" },
-		func(o *Options) { o.Listen = "" },
-		func(o *Options) { o.Namespace = "Bad_NS" },
-		func(o *Options) { o.LogLevel = "loud" },
-		func(o *Options) { o.LogFormat = "xml" },
-		func(o *Options) { o.AuthMode = AuthModeTokenReview; o.TokenReviewCacheSize = 0 },
-		func(o *Options) { o.UnclaimedWait = -time.Second },
-		func(o *Options) { o.IdentifyPods = true },
-		func(o *Options) { o.AuthMode = AuthModeTokenReview; o.Authorize = false; o.IdentifyPods = true },
+	bad := []struct {
+		name    string
+		mutate  func(*Options)
+		wantErr string
+	}{
+		{"unknown auth mode", func(o *Options) { o.AuthMode = "allow-all" }, "--auth-mode must be"},
+		{"no listen address", func(o *Options) { o.Listen = "" }, "--listen"},
+		{"bad namespace", func(o *Options) { o.Namespace = "Bad_NS" }, "--namespace"},
+		{"bad log level", func(o *Options) { o.LogLevel = "loud" }, "loud"},
+		{"bad log format", func(o *Options) { o.LogFormat = "xml" }, "--log-format"},
+		{"empty review cache", func(o *Options) { o.TokenReviewCacheSize = 0 }, "--tokenreview-cache-size"},
+		{"negative unclaimed wait", func(o *Options) { o.UnclaimedWait = -time.Second }, "--unclaimed-wait"},
+		{"no auth without the insecure flag", func(o *Options) { o.AuthMode = AuthModeNone; o.Listen = "127.0.0.1:8080" }, "--insecure-no-auth"},
+		{"no auth beyond loopback", func(o *Options) { o.AuthMode = AuthModeNone; o.InsecureNoAuth = true }, "loopback only"},
+		{"no auth on a pod address", func(o *Options) { o.AuthMode = AuthModeNone; o.InsecureNoAuth = true; o.Listen = "10.0.0.1:8080" }, "loopback only"},
+		{"anonymous callers", func(o *Options) { o.AllowAnonymous = true }, "never authorizes system:anonymous"},
 	}
-	for i, mutate := range bad {
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tc.mutate(&o)
+			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Validate() = %v, want an error naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// The binary's defaults are the chart's: every request authenticated and authorized, tokenless
+// in-cluster callers named by their pod. Without authorization pods are never identified (every
+// pod would get in).
+func TestDefaultsAuthorizeEveryRequest(t *testing.T) {
+	o := DefaultOptions()
+	if o.AuthMode != AuthModeTokenReview || !o.Authorize || !o.identifiesPods() {
+		t.Fatalf("defaults: auth %q, authorize %v, identify pods %v; want tokenreview, true, true", o.AuthMode, o.Authorize, o.identifiesPods())
+	}
+	o.Authorize = false
+	if o.identifiesPods() {
+		t.Error("pods identified with --authorize=false: every pod would reach every sandbox")
+	}
+	for _, listen := range []string{"127.0.0.1:8080", "[::1]:8080", "localhost:8080"} {
 		o := DefaultOptions()
-		mutate(&o)
-		if err := o.Validate(); err == nil {
-			t.Errorf("case %d: invalid options accepted: %+v", i, o)
+		o.AuthMode, o.InsecureNoAuth, o.Listen = AuthModeNone, true, listen
+		if err := o.Validate(); err != nil {
+			t.Errorf("--auth-mode none --insecure-no-auth --listen %s: %v, want accepted", listen, err)
 		}
 	}
 }

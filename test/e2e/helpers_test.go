@@ -115,10 +115,12 @@ func waitPoolReady(t *testing.T, pool *extv1alpha1.SandboxWarmPool) {
 	})
 }
 
-// sdkClient is an SDK client for a namespace that reaches sandboxes through the router.
+// sdkClient is an SDK client for a namespace that reaches sandboxes through the router, with
+// the developer's token (the host is no pod the router could name).
 func sdkClient(t *testing.T, ns string) *sdk.Client {
 	t.Helper()
-	cli, err := sdk.New(sdk.Options{Kubeconfig: cluster.Kubeconfig, Namespace: ns, RouterURL: cluster.RouterURL, Mode: sdk.ModeRouter})
+	cli, err := sdk.New(sdk.Options{Kubeconfig: cluster.Kubeconfig, Namespace: ns, RouterURL: cluster.RouterURL,
+		RouterToken: cluster.RouterToken, Mode: sdk.ModeRouter})
 	if err != nil {
 		t.Fatalf("sdk client: %v", err)
 	}
@@ -158,7 +160,8 @@ func execOut(t *testing.T, ns, pod, script string) (string, string) {
 	return out.String(), errOut.String()
 }
 
-// routerPost sends a request to the router for a sandbox, the way seed 004's Python SDK does.
+// routerPost sends a request to the router for a sandbox, the way seed 004's Python SDK does,
+// with the developer's token.
 func routerPost(ctx context.Context, ns, sandbox, path, body string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cluster.RouterURL+path, strings.NewReader(body))
 	if err != nil {
@@ -168,6 +171,7 @@ func routerPost(ctx context.Context, ns, sandbox, path, body string) (int, strin
 	req.Header.Set("X-Sandbox-ID", sandbox)
 	req.Header.Set("X-Sandbox-Namespace", ns)
 	req.Header.Set("X-Sandbox-Port", "8888")
+	req.Header.Set("Authorization", "Bearer "+cluster.RouterToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err

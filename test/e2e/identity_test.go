@@ -89,10 +89,11 @@ func clientAs(t *testing.T, cfg *rest.Config) client.Client {
 }
 
 // sdkClientAs is an SDK client of ns under that identity that reaches sandboxes through the
-// router.
+// router, sending the identity's token there too (the host is no pod the router could name).
 func sdkClientAs(t *testing.T, ns string, cfg *rest.Config) *sdk.Client {
 	t.Helper()
-	cli, err := sdk.New(sdk.Options{RESTConfig: cfg, Namespace: ns, RouterURL: cluster.RouterURL, Mode: sdk.ModeRouter})
+	cli, err := sdk.New(sdk.Options{RESTConfig: cfg, Namespace: ns, RouterURL: cluster.RouterURL,
+		RouterToken: cfg.BearerToken, Mode: sdk.ModeRouter})
 	mustf(t, err, "sdk client")
 	t.Cleanup(cli.Close)
 	return cli

@@ -177,7 +177,7 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		}, nil},
 		{"helm chart with a shared router token, one namespace routed", "it-helm-token", func(t *testing.T, ns string) []*unstructured.Unstructured {
 			objs, err := helmTemplate(t, ns, "router.auth.mode=token", "router.auth.tokenSecret=router-token",
-				"router.watchNamespace=agents", "controller.replicas=2")
+				"router.auth.identifyPods=false", "router.watchNamespace=agents", "controller.replicas=2")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,14 +190,15 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantRouterService(t, objs, tenant)
+			wantRouterService(t, objs, tenant, "sandbox-router-svc")
+			wantRouterArgs(t, objs, tenant, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true")
 			return objs
 		}, map[string]int{"Deployment": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRoleBinding": 1, "Service": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			restrictedNamespace(t, tc.ns)
 			objs := tc.render(t, tc.ns)
-			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 5, "ClusterRoleBinding": 2, "Service": 3,
+			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 5, "ClusterRoleBinding": 2, "Service": 4,
 				"Secret": 1, "Role": 1, "RoleBinding": 1, // the conversion webhook's Service, certificate Secret and its Role
 				"ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3}
 			for k, n := range tc.extra {
@@ -209,31 +210,66 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 					t.Errorf("rendered %d %s, want %d (all: %v)", got[k], k, n, got)
 				}
 			}
-			wantRouterService(t, objs, tc.ns)
+			wantRouterService(t, objs, tc.ns, "sandbox-router-svc", "agent-sandbox-router")
+			if tc.name != "helm chart with a shared router token, one namespace routed" {
+				wantRouterArgs(t, objs, tc.ns, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true")
+			}
 			dryRunApply(t, objs)
 			dryRunPods(t, objs)
 		})
 	}
 }
 
-// wantRouterService checks that the router is reachable where upstream's clients look for it:
-// Service sandbox-router-svc, port 8080, selecting the router pods (app=sandbox-router).
-func wantRouterService(t *testing.T, objs []*unstructured.Unstructured, ns string) {
+// wantRouterService checks that the router is reachable where the integrators' clients look
+// for it: upstream's sandbox-router-svc, and seed 003's agent-sandbox-router, port 8080 first,
+// selecting the router pods (app=sandbox-router).
+func wantRouterService(t *testing.T, objs []*unstructured.Unstructured, ns string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		found := false
+		for _, o := range objs {
+			if o.GetKind() != "Service" || o.GetName() != name || o.GetNamespace() != ns {
+				continue
+			}
+			found = true
+			var svc corev1.Service
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &svc); err != nil {
+				t.Fatal(err)
+			}
+			if svc.Spec.Selector["app"] != "sandbox-router" || len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].Port != 8080 {
+				t.Errorf("Service %s: selector %v, ports %v; want app=sandbox-router and 8080 first", name, svc.Spec.Selector, svc.Spec.Ports)
+			}
+		}
+		if !found {
+			t.Errorf("no Service %s in namespace %s", name, ns)
+		}
+	}
+}
+
+// wantRouterArgs checks that the router Deployment in ns runs with every argument (or argument
+// prefix) in want: authorization is on in every install.
+func wantRouterArgs(t *testing.T, objs []*unstructured.Unstructured, ns string, want ...string) {
 	t.Helper()
 	for _, o := range objs {
-		if o.GetKind() != "Service" || o.GetName() != "sandbox-router-svc" || o.GetNamespace() != ns {
+		if o.GetKind() != "Deployment" || o.GetName() != "sandbox-router" || o.GetNamespace() != ns {
 			continue
 		}
-		var svc corev1.Service
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &svc); err != nil {
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
 			t.Fatal(err)
 		}
-		if svc.Spec.Selector["app"] != "sandbox-router" || len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].Port != 8080 {
-			t.Fatalf("Service sandbox-router-svc: selector %v, ports %v; want app=sandbox-router and 8080 first", svc.Spec.Selector, svc.Spec.Ports)
+		args := d.Spec.Template.Spec.Containers[0].Args
+		for _, w := range want {
+			if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, w) }) {
+				t.Errorf("router in %s runs with %v, want %s", ns, args, w)
+			}
+		}
+		if slices.Contains(args, "--auth-mode=none") {
+			t.Errorf("router in %s runs without authentication: %v", ns, args)
 		}
 		return
 	}
-	t.Fatalf("no Service sandbox-router-svc in namespace %s", ns)
+	t.Errorf("no Deployment sandbox-router in namespace %s", ns)
 }
 
 func TestSamplesValidateAgainstTheCRDs(t *testing.T) {
@@ -259,8 +295,11 @@ func TestHelmChart(t *testing.T) {
 			set  []string
 			want string
 		}{
-			{[]string{"router.auth.mode=open"}, `router.auth.mode must be none, token or tokenreview, not "open"`},
-			{[]string{"router.auth.mode=token"}, "router.auth.mode=token needs router.auth.tokenSecret"},
+			{[]string{"router.auth.mode=open"}, `router.auth.mode must be token or tokenreview, not "open"`},
+			{[]string{"router.auth.mode=none"}, "router.auth.mode none is not installable"},
+			{[]string{"router.auth.mode=token", "router.auth.tokenSecret=t"}, "router.auth.identifyPods needs router.auth.mode=tokenreview"},
+			{[]string{"router.auth.allowAnonymous=true"}, "router.auth.allowAnonymous was removed"},
+			{[]string{"router.auth.mode=token", "router.auth.identifyPods=false"}, "router.auth.mode=token needs router.auth.tokenSecret"},
 		} {
 			_, err := helmTemplate(t, "x", tc.set...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {

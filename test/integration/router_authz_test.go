@@ -74,7 +74,7 @@ func TestRouterAuthorizesCallersWithTheAPIServer(t *testing.T) {
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "agent-proxy"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agent-sandbox-user"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: allowed, Name: "agent"}}},
-		// Anonymous callers may reach one named sandbox in the allowed namespace.
+		// A binding that opens one sandbox to system:unauthenticated: the router never uses it.
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "public-proxy"}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{router.ProxyGroup}, Resources: []string{"sandboxes/proxy"},
 			Verbs: []string{"create"}, ResourceNames: []string{"public"},
@@ -92,9 +92,8 @@ func TestRouterAuthorizesCallersWithTheAPIServer(t *testing.T) {
 	proxy := router.NewProxy(router.ProxyOptions{Resolver: everywhere{}})
 	t.Cleanup(proxy.Close)
 	front := httptest.NewServer(router.NewHandler(router.HandlerOptions{Proxy: proxy, Guard: router.GuardOptions{
-		Authenticator:  router.NewTokenReviewAuthenticator(&router.KubeTokenReviewer{Client: cs.AuthenticationV1().TokenReviews()}, time.Minute, 16),
-		Authorizer:     router.NewSandboxAuthorizer(&router.KubeAccessReviewer{Client: cs.AuthorizationV1().SubjectAccessReviews()}, time.Second, 0, 16),
-		AllowAnonymous: true,
+		Authenticator: router.NewTokenReviewAuthenticator(&router.KubeTokenReviewer{Client: cs.AuthenticationV1().TokenReviews()}, time.Minute, 16),
+		Authorizer:    router.NewSandboxAuthorizer(&router.KubeAccessReviewer{Client: cs.AuthorizationV1().SubjectAccessReviews()}, time.Second, 0, 16),
 	}}))
 	t.Cleanup(front.Close)
 
@@ -107,8 +106,8 @@ func TestRouterAuthorizesCallersWithTheAPIServer(t *testing.T) {
 		{"the same account elsewhere", agent, other, "any", 403, "may not reach sandbox " + other + "/any"},
 		{"an account without a binding", stranger, allowed, "any", 403, `User \"system:serviceaccount:` + allowed + `:stranger\" may not reach`},
 		{"a forged token", "not-a-token", allowed, "any", 401, "Invalid bearer token."},
-		{"anonymous, to the sandbox RBAC opens to everyone", "", allowed, "public", 200, ""},
-		{"anonymous, to any other sandbox", "", allowed, "any", 401, "Anonymous callers may not reach"},
+		{"no token, to the sandbox RBAC opens to system:unauthenticated", "", allowed, "public", 401, "Missing or malformed bearer token."},
+		{"no token, to any other sandbox", "", allowed, "any", 401, "Missing or malformed bearer token."},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -69,6 +69,10 @@ type Reconciler struct {
 	// createdPods remember, per Sandbox (and its UID), the pod this process created until the
 	// cache shows it, so a reconcile woken by another child's event does not create it twice.
 	createdPods *expectations.Store[types.UID, *corev1.Pod]
+	// createdServices and createdPolicies do the same for the Service and the NetworkPolicy:
+	// under load the pod's event can come before theirs, and a second create costs a 409.
+	createdServices *expectations.Store[types.UID, *corev1.Service]
+	createdPolicies *expectations.Store[types.UID, *networkingv1.NetworkPolicy]
 }
 
 // New returns a Sandbox reconciler that reads through c (the cache) and, for objects the cache
@@ -95,6 +99,8 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 		r.peers = *opts.Peers
 	}
 	r.createdPods = expectations.New[types.UID, *corev1.Pod](r.clock, expectations.CacheLag)
+	r.createdServices = expectations.New[types.UID, *corev1.Service](r.clock, expectations.CacheLag)
+	r.createdPolicies = expectations.New[types.UID, *networkingv1.NetworkPolicy](r.clock, expectations.CacheLag)
 	return r
 }
 
@@ -114,6 +120,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.createdPods.Forget(req.NamespacedName)
+			r.createdServices.Forget(req.NamespacedName)
+			r.createdPolicies.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

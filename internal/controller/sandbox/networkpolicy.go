@@ -167,6 +167,7 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 	if err != nil {
 		return st, fmt.Errorf("creating NetworkPolicy %s: %w", np.Name, err)
 	}
+	r.createdPolicies.Expect(client.ObjectKeyFromObject(sb), sb.UID, np.DeepCopy())
 	st.applied = st.requested && st.ignored == ""
 	return st, nil
 }
@@ -201,13 +202,18 @@ func conflictMessage(policy string) (string, string) {
 // getEgressPolicy reads the policy named after the Sandbox from the cache (nil when none).
 func (r *Reconciler) getEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*networkingv1.NetworkPolicy, error) {
 	np := &networkingv1.NetworkPolicy{}
+	key := client.ObjectKeyFromObject(sb)
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, np)
 	if apierrors.IsNotFound(err) {
+		if mine, ok := r.createdPolicies.Get(key, sb.UID); ok {
+			return mine.DeepCopy(), nil // created moments ago, not in the cache yet
+		}
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	r.createdPolicies.Observed(key, sb.UID)
 	return np, nil
 }
 

@@ -29,12 +29,19 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	current := &corev1.Service{}
 	err := r.client.Get(ctx, key, current)
+	if err == nil {
+		r.createdServices.Observed(key, sb.UID)
+	} else if mine, ok := r.createdServices.Get(key, sb.UID); ok && apierrors.IsNotFound(err) {
+		// Created moments ago, not in the cache yet.
+		current, err = mine.DeepCopy(), nil
+	}
 	if apierrors.IsNotFound(err) {
 		if err := controllerutil.SetControllerReference(sb, desired, r.client.Scheme()); err != nil {
 			return nil, "", err
 		}
 		err = r.client.Create(ctx, desired, naming.FieldOwner)
 		if err == nil {
+			r.createdServices.Expect(key, sb.UID, desired.DeepCopy())
 			return desired, "", nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
