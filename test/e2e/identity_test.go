@@ -98,3 +98,17 @@ func sdkClientAs(t *testing.T, ns string, cfg *rest.Config) *sdk.Client {
 	t.Cleanup(cli.Close)
 	return cli
 }
+
+// grantProxy lets ServiceAccount ns/sa create sandboxes/proxy on the named Sandboxes of ns: the
+// router's own right, for a pod that calls it without a token.
+func grantProxy(t *testing.T, ns, sa string, sandboxes ...string) {
+	t.Helper()
+	name := "proxy-" + sa
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes/proxy"}, Verbs: []string{"create"}, ResourceNames: sandboxes}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}}
+	mustf(t, kube.Create(t.Context(), role), "creating Role %s", name)
+	mustf(t, kube.Create(t.Context(), binding), "creating RoleBinding %s", name)
+}

@@ -178,6 +178,9 @@ func TestNetworkPolicyIsEnforced(t *testing.T) {
 		// busybox-static resolves names only through its own nslookup (its libc resolver is
 		// not usable statically): resolve, then speak HTTP/1.0 with nc, keeping nc's stdin open
 		// while the answer comes (at stdin's end it closes, and the router sees the client go).
+		// The router names the tokenless caller by its pod: the neighbour's ServiceAccount may
+		// reach secure-a, and only it.
+		grantProxy(t, ns, "default", "secure-a")
 		body := `{"command":"echo via dns"}`
 		script := fmt.Sprintf(`ip=$(nslookup %s | awk '/^Address/ { a = $NF } END { print a }') && `+
 			`(printf 'POST /execute HTTP/1.0\r\nX-Sandbox-ID: secure-a\r\nX-Sandbox-Namespace: %s\r\n`+
