@@ -45,6 +45,7 @@ type Lifecycle struct {
 
 // SandboxSpec is the desired state of a Sandbox.
 // +kubebuilder:validation:XValidation:rule="has(self.volumeClaimTemplates) == has(oldSelf.volumeClaimTemplates) && (!has(self.volumeClaimTemplates) || self.volumeClaimTemplates == oldSelf.volumeClaimTemplates)",message="volumeClaimTemplates is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas)",message="spec.replicas is a v1alpha1 field and v1beta1 has none: set spec.operatingMode to Suspended (pause) or Running (resume), e.g. kubectl patch sandbox <name> --type merge -p '{\"spec\":{\"operatingMode\":\"Suspended\"}}', or keep v1alpha1 explicitly: kubectl scale sandboxes.v1alpha1.agents.x-k8s.io <name> --replicas=0"
 type SandboxSpec struct {
 	SandboxBlueprint `json:",inline"`
 
@@ -56,6 +57,12 @@ type SandboxSpec struct {
 	// +kubebuilder:default=Running
 	// +optional
 	OperatingMode SandboxOperatingMode `json:"operatingMode,omitempty"`
+
+	// replicas is v1alpha1's pause switch, in this version's schema only to be refused: a
+	// v1alpha1 habit (seed 002's `kubectl patch ... replicas: 0`) sent to the preferred version
+	// would otherwise be pruned with a warning, and nothing would pause.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
 }
 
 // SandboxStatus is the observed state of a Sandbox.

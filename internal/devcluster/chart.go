@@ -30,14 +30,14 @@ const (
 )
 
 // chartValues are the dev cluster's settings on top of the chart's defaults: our images, never
-// pulled; one replica each and small requests on 2 cores; the router on a fixed NodePort so the
-// host reaches it. Router auth is the chart's default, as in every install: the host's clients
+// pulled; the chart's two replicas each (the conversion webhook and the router stay up while one
+// restarts, as on a real install) with small requests on 2 cores; the router on a fixed
+// NodePort so the host reaches it. Router auth is the chart's default, as in every install: the host's clients
 // send the developer's token (writeRouterToken), pods are named by their source IP.
 func (c *Config) chartValues(imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{
 			"image":          map[string]any{"repository": repo, "tag": "dev", "pullPolicy": "Never"},
-			"replicas":       1,
 			"podAnnotations": map[string]any{imageAnnotation: imageIDs[name]},
 			"resources": map[string]any{
 				"requests": map[string]any{"cpu": "50m", "memory": "64Mi"},

@@ -143,6 +143,7 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 		t.Run(tc.name+", no token: 200", func(t *testing.T) {
 			res, err := fromPod(t, ns, tc.pod, tc.flow, ns, tc.claim, tc.router)
 			mustf(t, err, "%s from pod %s", tc.flow, tc.pod)
+			t.Logf("router: %d %s", res.Code, strings.TrimSpace(res.Body))
 			if res.Code != http.StatusOK || !strings.Contains(res.Body, "hello from "+tc.claim) {
 				t.Errorf("router: %d %s, want 200 with the command's output", res.Code, res.Body)
 			}
@@ -164,6 +165,7 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 		t.Run(tc.name+": "+http.StatusText(tc.wantCode), func(t *testing.T) {
 			res, err := fromPod(t, tc.podNS, tc.pod, "execute", ns, "target", upstreamRouterURL)
 			mustf(t, err, "request from pod %s", tc.pod)
+			t.Logf("router: %d %s", res.Code, strings.TrimSpace(res.Body))
 			if res.Code != tc.wantCode || !strings.Contains(res.Body, tc.wantBody) {
 				t.Errorf("router: %d %s, want %d naming %q", res.Code, res.Body, tc.wantCode, tc.wantBody)
 			}
@@ -171,7 +173,9 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 	}
 
 	t.Run("the node without a token: 401", func(t *testing.T) {
-		if res := fromNode(t, ns, "target"); res.Code != http.StatusUnauthorized || !strings.Contains(res.Body, "send a bearer token") {
+		res := fromNode(t, ns, "target")
+		t.Logf("router: %d %s", res.Code, strings.TrimSpace(res.Body))
+		if res.Code != http.StatusUnauthorized || !strings.Contains(res.Body, "send a bearer token") {
 			t.Errorf("router: %d %s, want 401 asking for a bearer token", res.Code, res.Body)
 		}
 	})

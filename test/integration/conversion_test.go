@@ -3,11 +3,14 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -138,6 +141,50 @@ func TestConversionPatchInV1beta1SuspendsAV1alpha1Sandbox(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Seed 002 pauses with `kubectl patch sandbox X --type merge -p '{"spec":{"replicas":0}}'`,
+// written against v1alpha1; kubectl sends it to the preferred version, v1beta1, which has no
+// replicas. The write is refused with the way to say it there, never pruned with a warning while
+// nothing pauses.
+func TestV1alpha1ReplicasSentToV1beta1AreRefusedNamingOperatingMode(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testwrap.MakeSandbox(ns, "running").Obj())
+	wantRefusal := []string{"spec.replicas is a v1alpha1 field", "spec.operatingMode", "kubectl scale sandboxes.v1alpha1.agents.x-k8s.io"}
+	cases := []struct {
+		name  string
+		write func() error
+	}{
+		{"merge patch of replicas 0", func() error {
+			beta := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "running"}}
+			return k8s.Patch(context.Background(), beta, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)))
+		}},
+		{"create with replicas", func() error {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": agentsv1beta1.GroupVersion.String(), "kind": "Sandbox",
+				"metadata": map[string]any{"namespace": ns, "name": "created-with-replicas"},
+				"spec": map[string]any{"replicas": int64(1), "podTemplate": map[string]any{"spec": map[string]any{
+					"containers": []any{map[string]any{"name": "c", "image": "busybox"}}}}},
+			}}
+			return k8s.Create(context.Background(), u)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.write()
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("write in v1beta1: %v, want Invalid", err)
+			}
+			for _, w := range wantRefusal {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("refusal %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+	if got := getSandbox(t, ns, "running"); got.DesiredReplicas() != 1 {
+		t.Errorf("replicas after the refused patch: %d, want 1 (unchanged)", got.DesiredReplicas())
+	}
 }
 
 func TestConversionWatchInV1beta1SeesV1alpha1WritesAndControllerStatus(t *testing.T) {

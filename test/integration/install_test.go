@@ -193,14 +193,15 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			wantRouterService(t, objs, tenant, "sandbox-router-svc")
 			wantRouterArgs(t, objs, tenant, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true")
 			return objs
-		}, map[string]int{"Deployment": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRoleBinding": 1, "Service": 1}},
+		}, map[string]int{"Deployment": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRoleBinding": 1, "Service": 1, "PodDisruptionBudget": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			restrictedNamespace(t, tc.ns)
 			objs := tc.render(t, tc.ns)
 			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 5, "ClusterRoleBinding": 2, "Service": 4,
 				"Secret": 1, "Role": 1, "RoleBinding": 1, // the conversion webhook's Service, certificate Secret and its Role
-				"ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3}
+				"ValidatingAdmissionPolicy": 3, "ValidatingAdmissionPolicyBinding": 3,
+				"PodDisruptionBudget": 2} // controller and router run two replicas each, one kept through drains
 			for k, n := range tc.extra {
 				want[k] += n
 			}
@@ -347,7 +348,7 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 		slices.Sort(got)
-		want := []string{"Deployment/sandbox-router", "Role/sandbox-router", "RoleBinding/sandbox-router", "Service/sandbox-router-svc", "ServiceAccount/sandbox-router"}
+		want := []string{"Deployment/sandbox-router", "PodDisruptionBudget/sandbox-router", "Role/sandbox-router", "RoleBinding/sandbox-router", "Service/sandbox-router-svc", "ServiceAccount/sandbox-router"}
 		if !slices.Equal(got, want) {
 			t.Errorf("objects in team-a: %v, want %v (namespaced read of Sandboxes, no cluster-wide grant)", got, want)
 		}

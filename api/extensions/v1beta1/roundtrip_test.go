@@ -46,6 +46,7 @@ func valueFuncs(runtimeserializer.CodecFactory) []any {
 		func(s *agentsv1beta1.SandboxSpec, c randfill.Continue) {
 			c.FillNoCustom(s)
 			s.OperatingMode = []agentsv1beta1.SandboxOperatingMode{"", agentsv1beta1.SandboxOperatingModeRunning, agentsv1beta1.SandboxOperatingModeSuspended}[c.Intn(3)]
+			s.Replicas = nil // refused at admission: never converted
 		},
 		func(s *exthub.SandboxClaimSpec, c randfill.Continue) {
 			c.FillNoCustom(s)

@@ -26,18 +26,53 @@ capabilities:
   drop: ["ALL"]
 {{- end -}}
 
-{{/* scheduling renders nodeSelector, tolerations and affinity of a component's values. */}}
+{{/*
+scheduling renders nodeSelector, tolerations and affinity of a component's values (.values) for
+its pods (labelled app=.app). Without an affinity of their own, replicas prefer different nodes,
+so that one node going away leaves one serving.
+*/}}
 {{- define "agent-sandbox.scheduling" -}}
-{{- with .nodeSelector }}
+{{- with .values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .tolerations }}
+{{- with .values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .affinity }}
 affinity:
-  {{- toYaml . | nindent 2 }}
+{{- if .values.affinity }}
+  {{- toYaml .values.affinity | nindent 2 }}
+{{- else }}
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            app: {{ .app }}
+{{- end }}
+{{- end -}}
+
+{{/*
+pdb keeps one replica of a component (.name, pods labelled app=.app, in .namespace) through
+voluntary disruptions (node drains, cluster upgrades) when it runs more than one.
+*/}}
+{{- define "agent-sandbox.pdb" -}}
+{{- if gt (int .replicas) 1 }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "agent-sandbox.labels" .root | nindent 4 }}
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels:
+      app: {{ .app }}
 {{- end }}
 {{- end -}}
