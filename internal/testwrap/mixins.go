@@ -211,6 +211,12 @@ func (p podSpec[W]) TerminationGracePeriod(seconds int64) W {
 	return p.self
 }
 
+// NodeSelector sets one label of the pod's nodeSelector.
+func (p podSpec[W]) NodeSelector(key, value string) W {
+	p.spec.NodeSelector = with(p.spec.NodeSelector, key, value)
+	return p.self
+}
+
 // with sets m[k] = v, making m when it is nil.
 func with(m map[string]string, k, v string) map[string]string {
 	if m == nil {

@@ -1,0 +1,245 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+)
+
+// Faults on the installed system (issue 24): clients keep creating and reading claims, in
+// v1beta1 (kubectl's default version and upstream's Python SDK, both through the conversion
+// webhook) and v1alpha1, while controller containers are SIGKILLed in turn and restarted by the
+// kubelet. The install runs two controller replicas, each serving the webhook.
+
+// controllerKills is how many controller containers the test kills (E2E_CONTROLLER_KILLS;
+// `make chaos-cluster` asks for 10).
+func controllerKills(t *testing.T) int {
+	if v := os.Getenv("E2E_CONTROLLER_KILLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		mustf(t, err, "E2E_CONTROLLER_KILLS")
+		return n
+	}
+	return 2
+}
+
+// callLog counts the clients' API calls and keeps the failures.
+type callLog struct {
+	mu       sync.Mutex
+	calls    map[string]int
+	failures []string
+	created  []string // claims whose create was acknowledged
+}
+
+func (l *callLog) record(what string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls[what]++
+	if err != nil {
+		l.failures = append(l.failures, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), what, err))
+	}
+}
+
+// claimLoad creates claims in both versions and lists them in v1beta1 until ctx ends. Their
+// template pins pods to a node that does not exist: the controller does every write of a claim
+// (Sandbox, Service, NetworkPolicy, Pod), no container starts.
+func claimLoad(ctx context.Context, ns string, log *callLog) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	every := func(period time.Duration, f func(i int)) {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				f(i)
+				select {
+				case <-ctx.Done():
+				case <-time.After(period):
+				}
+			}
+		})
+	}
+	create := func(what string, obj client.Object) {
+		err := kube.Create(ctx, obj)
+		if ctx.Err() != nil {
+			return // the load ended mid-call
+		}
+		log.record(what, err)
+		if err == nil {
+			log.mu.Lock()
+			log.created = append(log.created, obj.GetName())
+			log.mu.Unlock()
+		}
+	}
+	every(500*time.Millisecond, func(i int) {
+		claim := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+			"metadata": map[string]any{"namespace": ns, "name": fmt.Sprintf("beta-%03d", i)},
+			// Upstream's Python SDK names a pool; shadow-pool-<template> is its template, cold.
+			"spec": map[string]any{"warmPoolRef": map[string]any{"name": "shadow-pool-pinned"}},
+		}}
+		create("create claim v1beta1", claim)
+	})
+	every(time.Second, func(i int) {
+		create("create claim v1alpha1", testwrap.MakeClaim(ns, fmt.Sprintf("alpha-%03d", i)).Template("pinned").WarmPool("none").Obj())
+	})
+	list := func(what, kind string) {
+		l := &unstructured.UnstructuredList{}
+		l.SetAPIVersion(kind)
+		l.SetKind(strings.Split(what, " ")[1] + "List")
+		err := kube.List(ctx, l, client.InNamespace(ns))
+		if ctx.Err() == nil {
+			log.record("list "+what, err)
+		}
+	}
+	every(100*time.Millisecond, func(int) { list("v1beta1 SandboxClaim", "extensions.agents.x-k8s.io/v1beta1") })
+	every(100*time.Millisecond, func(int) { list("v1beta1 Sandbox", "agents.x-k8s.io/v1beta1") })
+	return &wg
+}
+
+// killContainer SIGKILLs the process of exe in pod (found by the pod's cgroup, as the node
+// sees it) and returns its pid.
+func killContainer(t *testing.T, pod *corev1.Pod, exe string) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmd, err1 := os.ReadFile(p)
+		cg, err2 := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
+		if err1 != nil || err2 != nil || !strings.HasPrefix(string(cmd), exe+"\x00") || !strings.Contains(string(cg), "pod"+string(pod.UID)) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		mustf(t, syscall.Kill(pid, syscall.SIGKILL), "killing %s (pid %d) of pod %s", exe, pid, pod.Name)
+		return pid
+	}
+	t.Fatalf("no process %s in pod %s", exe, pod.Name)
+	return 0
+}
+
+// controllerPods returns the controller's pods, by name.
+func controllerPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	mustf(t, kube.List(t.Context(), &pods, client.InNamespace(devcluster.SystemNS), client.MatchingLabels{"app": "agent-sandbox-controller"}), "listing controller pods")
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return pods.Items
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
+}
+
+func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
+	ns := newNamespace(t, "chaos")
+	mustf(t, kube.Create(t.Context(), testwrap.MakeTemplate(ns, "pinned").Containers(runtimeContainer()).
+		NodeSelector("kubernetes.io/hostname", "nowhere").Obj()), "creating the template")
+	pods := controllerPods(t)
+	if len(pods) < 2 {
+		t.Fatalf("%d controller replicas, want the install's 2", len(pods))
+	}
+
+	ctx, stop := context.WithCancel(t.Context())
+	log := &callLog{calls: map[string]int{}}
+	load := claimLoad(ctx, ns, log)
+	time.Sleep(2 * time.Second) // calls before the first fault
+	kills := controllerKills(t)
+	var recovery []time.Duration
+	for i := range kills {
+		victim := controllerPods(t)[i%2]
+		before := restarts(&victim)
+		pid := killContainer(t, &victim, "/usr/local/bin/controller")
+		killed := time.Now()
+		slow.EventuallyContext(t, "controller "+victim.Name+" back after kill "+strconv.Itoa(i+1), func(ctx context.Context) error {
+			p := &corev1.Pod{}
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(&victim), p); err != nil {
+				return err
+			}
+			d := &appsv1.Deployment{}
+			if err := kube.Get(ctx, client.ObjectKey{Namespace: devcluster.SystemNS, Name: "agent-sandbox-controller"}, d); err != nil {
+				return err
+			}
+			if restarts(p) == before || d.Status.ReadyReplicas < 2 {
+				return fmt.Errorf("restarts %d (were %d), %d replicas ready", restarts(p), before, d.Status.ReadyReplicas)
+			}
+			return nil
+		})
+		recovery = append(recovery, time.Since(killed).Round(100*time.Millisecond))
+		t.Logf("kill %d: pid %d of %s; both replicas ready again after %s", i+1, pid, victim.Name, recovery[i])
+	}
+	time.Sleep(2 * time.Second)
+	stop()
+	load.Wait()
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	t.Logf("%d controller kills; calls %v; failed %d", kills, log.calls, len(log.failures))
+	for i, f := range log.failures {
+		if i == 10 {
+			t.Errorf("... and %d more", len(log.failures)-10)
+			break
+		}
+		t.Errorf("failed call: %s", f)
+	}
+	// Every acknowledged claim exists and has exactly one Sandbox.
+	slow.EventuallyContext(t, "one Sandbox per acknowledged claim", func(ctx context.Context) error {
+		var claims extv1alpha1.SandboxClaimList
+		var sbs agentsv1alpha1.SandboxList
+		if err := kube.List(ctx, &claims, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if err := kube.List(ctx, &sbs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		have := map[string]int{}
+		for _, c := range claims.Items {
+			have[c.Name] = 0
+		}
+		for _, sb := range sbs.Items {
+			if owner := metav1ControllerName(&sb); owner != "" {
+				have[owner]++
+			}
+		}
+		for _, name := range log.created {
+			switch n, ok := have[name]; {
+			case !ok:
+				return fmt.Errorf("claim %s was acknowledged and is gone", name)
+			case n != 1:
+				return fmt.Errorf("claim %s has %d Sandboxes, want 1", name, n)
+			}
+		}
+		if len(have) != len(log.created) {
+			return fmt.Errorf("%d claims exist, %d were acknowledged", len(have), len(log.created))
+		}
+		return nil
+	})
+}
+
+// metav1ControllerName is the name of the object's controller (its claim), or "".
+func metav1ControllerName(o client.Object) string {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller {
+			return ref.Name
+		}
+	}
+	return ""
+}
