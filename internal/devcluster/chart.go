@@ -32,8 +32,9 @@ const (
 // chartValues are the dev cluster's settings on top of the chart's defaults: our images, never
 // pulled; the chart's two replicas each (the conversion webhook and the router stay up while one
 // restarts, as on a real install) with small requests on 2 cores; the router on a fixed
-// NodePort so the host reaches it. Router auth is the chart's default, as in every install: the host's clients
-// send the developer's token (writeRouterToken), pods are named by their source IP.
+// NodePort so the host reaches it. Router auth is the chart's default, as in every install:
+// the host's clients send the developer's token (writeRouterToken), pods are named by their
+// source IP.
 func (c *Config) chartValues(imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{
