@@ -90,10 +90,11 @@ type endpoint interface {
 	base(ctx context.Context) (*url.URL, error)
 	// decorate adds routing and authentication headers.
 	decorate(h http.Header)
-	// dialFailed is told that connecting failed, so that the next base()
-	// looks the pod up again (a resumed pod has a new IP; a port-forward
-	// dies with its pod). It reports whether a retry may help.
-	dialFailed(ctx context.Context) bool
+	// dialFailed is told that connecting failed for the n-th time (from 0),
+	// so that the next base() looks the pod up again (a resumed pod has a new
+	// IP; a port-forward dies with its pod). It reports whether a retry may
+	// help. Nothing reached a server, so any request may be sent again.
+	dialFailed(ctx context.Context, n int) bool
 	reset()
 }
 
@@ -124,8 +125,28 @@ func (e *routerEndpoint) decorate(h http.Header) {
 	}
 }
 
-func (e *routerEndpoint) dialFailed(context.Context) bool { return false }
-func (e *routerEndpoint) reset()                          {}
+// routerRedialDelays pace the redials of a router that refuses connections:
+// a replica that died stays behind its Service until the kubelet and the
+// endpoint controller notice (a second or two), and a later dial reaches a
+// live one. About 3 s in all.
+var routerRedialDelays = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond,
+	200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond}
+
+func (e *routerEndpoint) dialFailed(ctx context.Context, n int) bool {
+	if n >= len(routerRedialDelays) {
+		return false
+	}
+	t := time.NewTimer(routerRedialDelays[n])
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (e *routerEndpoint) reset() {}
 
 type directEndpoint struct {
 	c *Client
@@ -146,7 +167,10 @@ func (e *directEndpoint) decorate(h http.Header) {
 	}
 }
 
-func (e *directEndpoint) dialFailed(ctx context.Context) bool {
+func (e *directEndpoint) dialFailed(ctx context.Context, n int) bool {
+	if n > 0 {
+		return false
+	}
 	old := e.s.PodIP()
 	if err := e.s.Refresh(ctx); err != nil {
 		return false
@@ -178,15 +202,17 @@ type request struct {
 func (r *request) op() string { return r.method + " " + r.path }
 
 // do sends r and returns a 2xx response, or an *APIError for any other
-// status. A failed dial is retried once after looking the pod up again, and
-// a router that does not know a just-ready sandbox yet is retried for a
-// moment (routerLag), when the body can be replayed.
+// status. A failed dial is retried once after looking the pod up again (a
+// router: for a few seconds, until its Service drops a dead replica), and a
+// router that does not know a just-ready sandbox yet is retried for a moment
+// (routerLag), when the body can be replayed.
 func (t *httpTransport) do(ctx context.Context, r *request) (*http.Response, error) {
 	var lag routerLag
 	// The first request's body source replays the body on every retry (r.body itself is read
 	// once).
 	var getBody func() (io.ReadCloser, error)
 	var contentLength int64
+	dials := 0
 	for attempt := 0; ; attempt++ {
 		req, err := t.newRequest(ctx, r)
 		if err != nil {
@@ -207,7 +233,8 @@ func (t *httpTransport) do(ctx context.Context, r *request) (*http.Response, err
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if attempt == 0 && isDialError(err) && replayable && t.ep.dialFailed(ctx) {
+			if isDialError(err) && replayable && t.ep.dialFailed(ctx, dials) {
+				dials++
 				continue
 			}
 			return nil, fmt.Errorf("sandbox API %s: %w", r.op(), err)

@@ -114,7 +114,10 @@ func (e *portForwardEndpoint) decorate(h http.Header) {
 
 // dialFailed drops the forward so the next request opens a new one (after
 // looking the pod up again).
-func (e *portForwardEndpoint) dialFailed(ctx context.Context) bool {
+func (e *portForwardEndpoint) dialFailed(ctx context.Context, n int) bool {
+	if n > 0 {
+		return false
+	}
 	e.reset()
 	return e.s.Refresh(ctx) == nil
 }

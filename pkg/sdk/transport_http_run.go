@@ -243,6 +243,7 @@ func (t *httpTransport) runWS(ctx context.Context, req *wire.ExecRequest, rc *ru
 	defer cancel()
 	var conn *websocket.Conn
 	var lag routerLag
+	dials := 0
 	for {
 		hreq, err := t.newRequest(ctx, &request{method: http.MethodGet, path: "/v1/exec/ws"})
 		if err != nil {
@@ -267,6 +268,10 @@ func (t *httpTransport) runWS(ctx context.Context, req *wire.ExecRequest, rc *ru
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if isDialError(err) && t.ep.dialFailed(ctx, dials) {
+			dials++
+			continue
 		}
 		return nil, fmt.Errorf("sandbox API %s: %w", op, err)
 	}
