@@ -113,20 +113,25 @@ func claimLoad(ctx context.Context, ns string, log *callLog) *sync.WaitGroup {
 	return &wg
 }
 
-// killContainer SIGKILLs the process of exe in pod (found by the pod's cgroup, as the node
-// sees it) and returns its pid.
+// killContainer SIGKILLs the process of exe in pod and returns its pid.
 func killContainer(t *testing.T, pod *corev1.Pod, exe string) int {
+	t.Helper()
+	pid := processOf(t, pod, exe)
+	mustf(t, syscall.Kill(pid, syscall.SIGKILL), "killing %s (pid %d) of pod %s", exe, pid, pod.Name)
+	return pid
+}
+
+// processOf returns the pid of exe in pod, found by the pod's cgroup as the node sees it.
+func processOf(t *testing.T, pod *corev1.Pod, exe string) int {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		cmd, err1 := os.ReadFile(p)
 		cg, err2 := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
-		if err1 != nil || err2 != nil || !strings.HasPrefix(string(cmd), exe+"\x00") || !strings.Contains(string(cg), "pod"+string(pod.UID)) {
-			continue
+		if err1 == nil && err2 == nil && strings.HasPrefix(string(cmd), exe+"\x00") && strings.Contains(string(cg), "pod"+string(pod.UID)) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
 		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		mustf(t, syscall.Kill(pid, syscall.SIGKILL), "killing %s (pid %d) of pod %s", exe, pid, pod.Name)
-		return pid
 	}
 	t.Fatalf("no process %s in pod %s", exe, pod.Name)
 	return 0
