@@ -35,6 +35,10 @@ var (
 	// ErrUnsafePath: a path would escape the directory it must stay in (a
 	// tar entry or symlink during DownloadDir).
 	ErrUnsafePath = errors.New("unsafe path")
+	// ErrConnectionLost: the connection broke after the request went out and
+	// before its answer came (a router or sandbox pod died, the network
+	// failed). The call may have taken effect, so it is not sent again.
+	ErrConnectionLost = errors.New("connection lost before the answer; the call may have taken effect")
 )
 
 // APIError is a non-2xx answer of sandboxd or the router. It matches

@@ -109,3 +109,29 @@ func TestRouterModeRedialsARouterThatRefusesConnections(t *testing.T) {
 type slowReader struct{ r *strings.Reader }
 
 func (s *slowReader) Read(b []byte) (int, error) { return s.r.Read(b) }
+
+// A router that takes the request and dies before answering: the call may have run, so it is
+// reported as ErrConnectionLost and not sent again.
+func TestRouterModeReportsAConnectionCutAfterTheRequestWentOut(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted sync.WaitGroup
+	accepted.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 4096)) // the request arrives
+			_ = c.Close()                     // and the router dies
+		}
+	})
+	t.Cleanup(func() { _ = l.Close(); accepted.Wait() })
+	p := newPlane(t, ModeRouter, func(o *Options) { o.RouterURL = "http://" + l.Addr().String() })
+	_, err = p.sb.Run(testCtx(t), Shell("echo once"))
+	if !errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), "POST /v1/exec") {
+		t.Fatalf("Run through a router that dies mid-request: %v, want ErrConnectionLost naming the call", err)
+	}
+}

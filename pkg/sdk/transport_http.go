@@ -237,6 +237,9 @@ func (t *httpTransport) do(ctx context.Context, r *request) (*http.Response, err
 				dials++
 				continue
 			}
+			if !isDialError(err) {
+				return nil, fmt.Errorf("sandbox API %s: %w: %w", r.op(), ErrConnectionLost, err)
+			}
 			return nil, fmt.Errorf("sandbox API %s: %w", r.op(), err)
 		}
 		if resp.StatusCode/100 == 2 {

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -87,8 +88,8 @@ func TestARouterKilledMidCommandCutsItWithAnErrorAndTheOtherServes(t *testing.T)
 			t.Fatalf("the command in flight through the killed router finished: %q, want an error", r.res.Stdout)
 		}
 		t.Logf("the command in flight ended %s after the kill: %v", r.at.Sub(killed).Round(time.Millisecond), r.err)
-		if !strings.Contains(r.err.Error(), "POST /v1/exec") {
-			t.Errorf("in-flight error %q does not name the call", r.err)
+		if !errors.Is(r.err, sdk.ErrConnectionLost) || !strings.Contains(r.err.Error(), "POST /v1/exec") {
+			t.Errorf("in-flight error %q: want sdk.ErrConnectionLost naming the call", r.err)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the command in flight through the killed router still hangs a minute after the kill")
