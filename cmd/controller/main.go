@@ -49,6 +49,7 @@ func main() {
 	qps := fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies).")
 	burst := fs.Int("kube-api-burst", 400, "Client-side burst of API requests.")
 	webhookFlags := bindWebhookFlags(fs)
+	fs.BoolVar(&opts.WebhookOnly, "webhook-only", false, "Serve only the CRD conversion webhook (and rotate its certificate): no reconcilers, no leader election. The install runs it as a second container of each controller pod, so that a controller that crashes leaves the webhook serving.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
@@ -72,6 +73,10 @@ func main() {
 	}
 	if opts.Webhook, err = webhookFlags.options(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if opts.WebhookOnly && opts.Webhook == nil {
+		fmt.Fprintln(os.Stderr, "--webhook-only serves the webhook: it cannot go with --enable-webhook=false")
 		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))

@@ -5,6 +5,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -70,6 +71,10 @@ type Options struct {
 	ScopedTokens *scopedtoken.Signer
 	// Webhook serves the CRD conversion webhook (v1beta1 ⇄ v1alpha1) when set.
 	Webhook *conversion.Options
+	// WebhookOnly runs the conversion webhook (and its certificate rotation) and nothing else:
+	// no reconcilers, no leader election. The install runs it beside each controller, in a
+	// container of its own, so that a controller that crashes leaves the webhook serving.
+	WebhookOnly bool
 }
 
 // NewScheme returns a scheme with the core Kubernetes kinds and ours.
@@ -88,6 +93,9 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // New builds a manager with every reconciler registered.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	if opts.WebhookOnly && opts.Webhook == nil {
+		return nil, errors.New("a webhook-only manager needs the webhook")
+	}
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
@@ -105,7 +113,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
 		PprofBindAddress:              opts.PprofAddr,
 		HealthProbeBindAddress:        opts.ProbeAddr,
-		LeaderElection:                opts.LeaderElection,
+		LeaderElection:                opts.LeaderElection && !opts.WebhookOnly,
 		LeaderElectionID:              leaderID,
 		LeaderElectionNamespace:       opts.LeaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
@@ -125,6 +133,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if opts.WebhookOnly {
+		return mgr, addWebhookAndProbes(mgr, opts)
 	}
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("registering cache indexes: %w", err)

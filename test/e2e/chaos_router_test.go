@@ -66,7 +66,7 @@ func TestARouterKilledMidCommandCutsItWithAnErrorAndTheOtherServes(t *testing.T)
 			return err
 		}
 		for i := range routers.Items {
-			if p := processOf(t, &routers.Items[i], "/usr/local/bin/router"); connectedTo(p, ip, 8888) {
+			if p := processOf(t, &routers.Items[i], "/usr/local/bin/router", ""); connectedTo(p, ip, 8888) {
 				carrier, pid = &routers.Items[i], p
 				return nil
 			}
@@ -76,7 +76,7 @@ func TestARouterKilledMidCommandCutsItWithAnErrorAndTheOtherServes(t *testing.T)
 	if len(routers.Items) < 2 {
 		t.Fatalf("%d router replicas, want the install's 2", len(routers.Items))
 	}
-	killContainer(t, carrier, "/usr/local/bin/router")
+	killContainer(t, carrier, "/usr/local/bin/router", "")
 	killed := time.Now()
 	t.Logf("killed router %s (pid %d) with a command in flight", carrier.Name, pid)
 

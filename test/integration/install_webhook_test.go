@@ -78,11 +78,30 @@ func TestInstallConversionWebhook(t *testing.T) {
 			if find(objs, "Service", "agent-sandbox-webhook-service") == nil {
 				t.Error("no webhook Service")
 			}
+			// The webhook serves from a container of its own beside the controller, so that a
+			// crashed controller leaves it serving; the controller container serves none.
 			deploy := find(objs, "Deployment", "agent-sandbox-controller")
 			containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
-			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
-			if got := slices.Contains(args, "--manage-webhook-certs=false"); got != tc.certManager {
-				t.Errorf("controller args %v: --manage-webhook-certs=false present %v, want %v", args, got, tc.certManager)
+			args := map[string][]string{}
+			ports := map[string][]any{}
+			for _, c := range containers {
+				m := c.(map[string]any)
+				name, _, _ := unstructured.NestedString(m, "name")
+				args[name], _, _ = unstructured.NestedStringSlice(m, "args")
+				ports[name], _, _ = unstructured.NestedSlice(m, "ports")
+			}
+			if !slices.Contains(args["controller"], "--enable-webhook=false") {
+				t.Errorf("controller args %v, want --enable-webhook=false", args["controller"])
+			}
+			hook := args["conversion-webhook"]
+			if !slices.Contains(hook, "--webhook-only") {
+				t.Errorf("conversion-webhook args %v, want --webhook-only", hook)
+			}
+			if got := slices.Contains(hook, "--manage-webhook-certs=false"); got != tc.certManager {
+				t.Errorf("conversion-webhook args %v: --manage-webhook-certs=false present %v, want %v", hook, got, tc.certManager)
+			}
+			if !slices.ContainsFunc(ports["conversion-webhook"], func(p any) bool { return p.(map[string]any)["name"] == "webhook" }) {
+				t.Errorf("conversion-webhook ports %v, want the port named webhook (the Service's targetPort)", ports["conversion-webhook"])
 			}
 			cert := find(objs, "Certificate", "")
 			if tc.certManager != (cert != nil) || tc.certManager == (find(objs, "Secret", "agent-sandbox-webhook-certs") != nil) {
