@@ -47,7 +47,6 @@ func controllerKills(t *testing.T) int {
 // --webhook-only, as the conversion webhook beside it.
 const controllerExe = "/usr/local/bin/controller"
 
-
 // callLog counts the clients' API calls and keeps the failures.
 type callLog struct {
 	mu       sync.Mutex
