@@ -73,6 +73,8 @@ type Reconciler struct {
 	// under load the pod's event can come before theirs, and a second create costs a 409.
 	createdServices *expectations.Store[types.UID, *corev1.Service]
 	createdPolicies *expectations.Store[types.UID, *networkingv1.NetworkPolicy]
+	// writtenStatus remembers the status this process last wrote, until the cache shows it.
+	writtenStatus *expectations.Store[types.UID, agentsv1alpha1.SandboxStatus]
 }
 
 // New returns a Sandbox reconciler that reads through c (the cache) and, for objects the cache
@@ -101,6 +103,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r.createdPods = expectations.New[types.UID, *corev1.Pod](r.clock, expectations.CacheLag)
 	r.createdServices = expectations.New[types.UID, *corev1.Service](r.clock, expectations.CacheLag)
 	r.createdPolicies = expectations.New[types.UID, *networkingv1.NetworkPolicy](r.clock, expectations.CacheLag)
+	r.writtenStatus = expectations.New[types.UID, agentsv1alpha1.SandboxStatus](r.clock, expectations.CacheLag)
 	return r
 }
 
@@ -122,6 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.createdPods.Forget(req.NamespacedName)
 			r.createdServices.Forget(req.NamespacedName)
 			r.createdPolicies.Forget(req.NamespacedName)
+			r.writtenStatus.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

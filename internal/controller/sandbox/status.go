@@ -179,7 +179,34 @@ func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alph
 	if equality.Semantic.DeepEqual(original.Status, sb.Status) || warmMemberPodUnseen(original, sb, obs) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, sb, client.MergeFrom(original), naming.FieldOwner))
+	key := client.ObjectKeyFromObject(sb)
+	if last, ok := r.writtenStatus.Get(key, sb.UID); ok {
+		switch {
+		case sameStatus(last, original.Status):
+			r.writtenStatus.Observed(key, sb.UID) // the cache shows our write
+		case sameStatus(last, sb.Status):
+			// Written moments ago; the cache still holds the status before it (another child's
+			// event came first). Writing it again would only cost a request.
+			return nil
+		}
+	}
+	if err := r.client.Status().Patch(ctx, sb, client.MergeFrom(original), naming.FieldOwner); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.writtenStatus.Expect(key, sb.UID, *sb.Status.DeepCopy())
+	return nil
+}
+
+// sameStatus compares two statuses but for their conditions' transition times: a status
+// computed again from a stale copy stamps a condition that changed with a new time.
+func sameStatus(a, b agentsv1alpha1.SandboxStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for _, st := range []*agentsv1alpha1.SandboxStatus{&a, &b} {
+		for i := range st.Conditions {
+			st.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // warmMemberPodUnseen: a warm pool member that has never had a status and whose pod no

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +58,35 @@ func TestWarmMemberStatusWaitsForTheScheduler(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := warmMemberPodUnseen(tt.original, tt.updated, observed{pod: tt.pod}); got != tt.want {
 				t.Errorf("warmMemberPodUnseen = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A status computed again from a stale copy differs from the one written only in its
+// conditions' transition times; any other difference is a change to write.
+func TestSameStatusIgnoresOnlyTransitionTimes(t *testing.T) {
+	ready := func(status metav1.ConditionStatus, at time.Time, ips ...string) agentsv1alpha1.SandboxStatus {
+		return agentsv1alpha1.SandboxStatus{PodIPs: ips, Conditions: []metav1.Condition{{
+			Type: agentsv1alpha1.SandboxConditionReady, Status: status, Reason: "R", LastTransitionTime: metav1.NewTime(at)}}}
+	}
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name string
+		a, b agentsv1alpha1.SandboxStatus
+		want bool
+	}{
+		{"same, stamped a second apart", ready(metav1.ConditionTrue, t0, "10.0.0.1"), ready(metav1.ConditionTrue, t0.Add(time.Second), "10.0.0.1"), true},
+		{"another condition status", ready(metav1.ConditionTrue, t0, "10.0.0.1"), ready(metav1.ConditionFalse, t0, "10.0.0.1"), false},
+		{"another pod IP", ready(metav1.ConditionTrue, t0, "10.0.0.1"), ready(metav1.ConditionTrue, t0, "10.0.0.2"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sameStatus(tc.a, tc.b); got != tc.want {
+				t.Errorf("sameStatus = %v, want %v", got, tc.want)
+			}
+			if tc.a.Conditions[0].LastTransitionTime.IsZero() {
+				t.Error("sameStatus changed its argument's transition time")
 			}
 		})
 	}
