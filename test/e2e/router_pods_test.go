@@ -79,7 +79,6 @@ type clientError struct {
 
 func (e *clientError) Error() string { return e.err.Error() + ": " + e.stderr }
 
-
 // fromNode sends the request from the host with no token, as a process on the node would.
 func fromNode(t *testing.T, ns, sandbox string) routerResult {
 	t.Helper()
