@@ -173,8 +173,10 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 	}
 
 	stop := make(chan struct{})
+	stopLoad := sync.OnceFunc(func() { close(stop) })
 	log := &callLog{calls: map[string]int{}}
 	load := claimLoad(t.Context(), stop, ns, log)
+	t.Cleanup(func() { stopLoad(); load.Wait() }) // also when a wait below fails the test
 	time.Sleep(2 * time.Second) // calls before the first fault
 	var recovery []time.Duration
 	for i := range kills {
@@ -200,7 +202,7 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 		t.Logf("kill %d: pid %d of %s; both replicas ready again after %s", i+1, pid, victim.Name, recovery[i])
 	}
 	time.Sleep(2 * time.Second)
-	close(stop)
+	stopLoad()
 	load.Wait()
 
 	log.mu.Lock()
