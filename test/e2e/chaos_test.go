@@ -177,7 +177,7 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 	log := &callLog{calls: map[string]int{}}
 	load := claimLoad(t.Context(), stop, ns, log)
 	t.Cleanup(func() { stopLoad(); load.Wait() }) // also when a wait below fails the test
-	time.Sleep(2 * time.Second) // calls before the first fault
+	time.Sleep(2 * time.Second)                   // calls before the first fault
 	var recovery []time.Duration
 	for i := range kills {
 		victim := controllerPods(t)[i%2]
