@@ -79,37 +79,50 @@ func main() {
 	defer cancel()
 
 	rates := []float64{cfg.Rate}
-	if *scenario == "ramp" && *rate == 0 {
+	ramp := *scenario == "ramp" && *rate == 0
+	if ramp {
 		rates = []float64{10, 25, 50, 75, 100, 150}
 	}
+	reports := runRates(ctx, cfg, rates, *runs, *out, ramp)
+	if *runs > 1 {
+		printSpread(reports)
+	}
+}
+
+// runRates runs cfg runs times at each rate, printing and saving every report; a ramp stops at
+// the first rate whose median p99 crosses 1 s.
+func runRates(ctx context.Context, cfg bench.Config, rates []float64, runs int, out string, ramp bool) []*bench.Report {
 	var reports []*bench.Report
 	for _, r := range rates {
-		for i := 0; i < *runs; i++ {
+		for i := 0; i < runs; i++ {
 			run := cfg
 			run.Rate = r
-			run.Dir = filepath.Join(*out, fmt.Sprintf("%s-%g-%d-%s", *scenario, r, i, time.Now().Format("150405")))
-			if err := os.MkdirAll(run.Dir, 0o755); err != nil {
-				fail(err)
-			}
-			rep, err := bench.Run(ctx, run)
-			if err != nil {
-				fail(err)
-			}
-			rep.Print(os.Stdout)
-			fmt.Println()
-			if err := rep.WriteJSON(filepath.Join(run.Dir, "report.json")); err != nil {
-				fail(err)
-			}
-			reports = append(reports, rep)
+			run.Dir = filepath.Join(out, fmt.Sprintf("%s-%g-%d-%s", cfg.Scenario, r, i, time.Now().Format("150405")))
+			reports = append(reports, runOnce(ctx, run))
 		}
-		if *scenario == "ramp" && medianP99(reports[len(reports)-*runs:]) > 1000 {
+		if ramp && medianP99(reports[len(reports)-runs:]) > 1000 {
 			fmt.Printf("p99 crossed 1 s at %g claims/s\n", r)
 			break
 		}
 	}
-	if *runs > 1 {
-		printSpread(reports)
+	return reports
+}
+
+// runOnce runs one benchmark into run.Dir and prints its report.
+func runOnce(ctx context.Context, run bench.Config) *bench.Report {
+	if err := os.MkdirAll(run.Dir, 0o755); err != nil {
+		fail(err)
 	}
+	rep, err := bench.Run(ctx, run)
+	if err != nil {
+		fail(err)
+	}
+	rep.Print(os.Stdout)
+	fmt.Println()
+	if err := rep.WriteJSON(filepath.Join(run.Dir, "report.json")); err != nil {
+		fail(err)
+	}
+	return rep
 }
 
 // goMemLimit is the form GOMEMLIMIT accepts; anything else makes the controller exit at start.

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -26,6 +28,36 @@ import (
 func main() {
 	var opts manager.Options
 	fs := flag.CommandLine
+	fv := bindFlags(fs, &opts)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nRuns the agent-sandbox controllers (Sandbox, SandboxTemplate, SandboxWarmPool, SandboxClaim) against the cluster in --kubeconfig,\n$KUBECONFIG or the in-cluster config.\n\nFlags:\n", os.Args[0])
+		fs.PrintDefaults()
+	}
+	flag.Parse()
+	if err := fv.apply(&opts); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&fv.zap)))
+	log := ctrl.Log.WithName("setup")
+	setMemoryLimit(log)
+	if err := run(opts, float32(*fv.qps), *fv.burst, log); err != nil {
+		os.Exit(1)
+	}
+}
+
+// flagValues are the flags that need parsing or checking before they become manager.Options.
+type flagValues struct {
+	routerLabels, dnsLabels, dnsIPs, linkLocal, scopedSecret *string
+	qps                                                      *float64
+	burst                                                    *int
+	webhook                                                  *webhookFlags
+	zap                                                      zap.Options
+}
+
+// bindFlags registers every flag: the plain ones straight into opts, the rest into the returned
+// values for apply.
+func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "Address to serve net/http/pprof on (off when empty).")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
@@ -40,72 +72,75 @@ func main() {
 	fs.DurationVar(&opts.MemberReadyTimeout, "warm-member-ready-timeout", sandboxwarmpool.DefaultMemberReadyTimeout, "A warm pool member not Ready this long after creation is replaced (unschedulable ones are kept and reported); a pool's agents.x-k8s.io/member-ready-timeout annotation overrides it.")
 	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", pacer.DefaultQuiet, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
 	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")
-	routerLabels := fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods.")
 	fs.StringVar(&opts.Network.DNSNamespace, "dns-namespace", "kube-system", "Namespace of the cluster DNS pods, the only DNS servers a Sandbox in restricted egress mode reaches.")
-	dnsLabels := fs.String("dns-pod-labels", "k8s-app=kube-dns", "Labels (k=v,k2=v2) of the cluster DNS pods.")
-	dnsIPs := fs.String("dns-service-ips", "", "Addresses of the cluster DNS Service (comma-separated); empty: those of the kube-dns Service in --dns-namespace, read at start.")
-	linkLocal := fs.String("egress-allowed-link-local", "", "Link-local prefixes (comma-separated, e.g. 169.254.20.10/32 for a node-local DNS cache) that Sandbox egress may reach; every other 169.254.0.0/16 and fe80::/10 address (cloud metadata servers) stays closed to every Sandbox.")
-	scopedSecret := fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off.")
-	qps := fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies).")
-	burst := fs.Int("kube-api-burst", 400, "Client-side burst of API requests.")
-	webhookFlags := bindWebhookFlags(fs)
 	fs.BoolVar(&opts.WebhookOnly, "webhook-only", false, "Serve only the CRD conversion webhook (and rotate its certificate): no reconcilers, no leader election. The install runs it as a second container of each controller pod, so that a controller that crashes leaves the webhook serving.")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nRuns the agent-sandbox controllers (Sandbox, SandboxTemplate, SandboxWarmPool, SandboxClaim) against the cluster in --kubeconfig,\n$KUBECONFIG or the in-cluster config.\n\nFlags:\n", os.Args[0])
-		fs.PrintDefaults()
+	fv := &flagValues{
+		routerLabels: fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods."),
+		dnsLabels:    fs.String("dns-pod-labels", "k8s-app=kube-dns", "Labels (k=v,k2=v2) of the cluster DNS pods."),
+		dnsIPs:       fs.String("dns-service-ips", "", "Addresses of the cluster DNS Service (comma-separated); empty: those of the kube-dns Service in --dns-namespace, read at start."),
+		linkLocal:    fs.String("egress-allowed-link-local", "", "Link-local prefixes (comma-separated, e.g. 169.254.20.10/32 for a node-local DNS cache) that Sandbox egress may reach; every other 169.254.0.0/16 and fe80::/10 address (cloud metadata servers) stays closed to every Sandbox."),
+		scopedSecret: fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off."),
+		qps:          fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies)."),
+		burst:        fs.Int("kube-api-burst", 400, "Client-side burst of API requests."),
+		webhook:      bindWebhookFlags(fs),
 	}
-	flag.Parse()
-	routerPodLabels, err := parseLabels(*routerLabels)
+	fv.zap.BindFlags(fs)
+	return fv
+}
+
+// apply parses and checks the values into opts; an error names the flag (exit 2).
+func (fv *flagValues) apply(opts *manager.Options) error {
+	routerPodLabels, err := parseLabels(*fv.routerLabels)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "--router-pod-labels:", err)
-		os.Exit(2)
+		return fmt.Errorf("--router-pod-labels: %w", err)
 	}
 	opts.Router.PodLabels = routerPodLabels
-	if err := parseNetworkFlags(&opts, *dnsLabels, *dnsIPs, *linkLocal); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+	if err := parseNetworkFlags(opts, *fv.dnsLabels, *fv.dnsIPs, *fv.linkLocal); err != nil {
+		return err
 	}
-	if opts.ScopedTokens, err = loadScopedSigner(*scopedSecret); err != nil {
-		fmt.Fprintln(os.Stderr, "--scoped-token-secret-file:", err)
-		os.Exit(2)
+	if opts.ScopedTokens, err = loadScopedSigner(*fv.scopedSecret); err != nil {
+		return fmt.Errorf("--scoped-token-secret-file: %w", err)
 	}
-	if opts.Webhook, err = webhookFlags.options(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+	if opts.Webhook, err = fv.webhook.options(); err != nil {
+		return err
 	}
 	if opts.WebhookOnly && opts.Webhook == nil {
-		fmt.Fprintln(os.Stderr, "--webhook-only serves the webhook: it cannot go with --enable-webhook=false")
-		os.Exit(2)
+		return errors.New("--webhook-only serves the webhook: it cannot go with --enable-webhook=false")
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("setup")
-	// A soft Go memory limit at 90% of the container's memory limit (GOMEMLIMIT, when set, wins):
-	// the garbage collector works harder as the heap nears it, instead of letting RSS grow to
-	// twice the live heap and the pod be OOM-killed. No container limit, no soft limit.
+	return nil
+}
+
+// setMemoryLimit sets a soft Go memory limit at 90% of the container's memory limit
+// (GOMEMLIMIT, when set, wins): the garbage collector works harder as the heap nears it, instead
+// of letting RSS grow to twice the live heap and the pod be OOM-killed. No container limit, no
+// soft limit.
+func setMemoryLimit(log logr.Logger) {
 	if limit, err := memlimit.Set(memlimit.WithRatio(0.9)); err != nil {
 		log.Info("could not read the container's memory limit; no Go memory limit set", "reason", err.Error())
 	} else if limit < math.MaxInt64 {
 		log.Info("Go memory limit", "bytes", limit)
 	}
+}
 
+// run builds the manager and serves until a signal; it logs why it stopped.
+func run(opts manager.Options, qps float32, burst int, log logr.Logger) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "loading kubeconfig")
-		os.Exit(1)
+		return err
 	}
-	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	cfg.QPS, cfg.Burst = qps, burst
 	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		log.Error(err, "building manager")
-		os.Exit(1)
+		return err
 	}
 	log.Info("starting manager", "metrics", opts.MetricsAddr, "probes", opts.ProbeAddr, "leaderElection", opts.LeaderElection)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "manager exited")
-		os.Exit(1)
+		return err
 	}
+	return nil
 }
 
 // parseLabels reads --router-pod-labels (k=v,k2=v2) with the API's own label rules.

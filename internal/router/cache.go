@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -200,6 +201,19 @@ func (c *SandboxCache) HasSynced() bool {
 	return f == nil || (*f)()
 }
 
+// deletedKey names the object of a delete event, the object itself or the tombstone of a delete
+// the watch missed.
+func deletedKey(obj any) (namespace, name string, ok bool) {
+	switch o := obj.(type) {
+	case toolscache.DeletedFinalStateUnknown:
+		ns, n, err := toolscache.SplitMetaNamespaceKey(o.Key)
+		return ns, n, err == nil
+	case metav1.Object:
+		return o.GetNamespace(), o.GetName(), true
+	}
+	return "", "", false
+}
+
 // OnAdd implements toolscache.ResourceEventHandler.
 func (c *SandboxCache) OnAdd(obj any, _ bool) { c.upsert(obj) }
 
@@ -208,19 +222,11 @@ func (c *SandboxCache) OnUpdate(_, newObj any) { c.upsert(newObj) }
 
 // OnDelete implements toolscache.ResourceEventHandler. A missed delete arrives as a tombstone.
 func (c *SandboxCache) OnDelete(obj any) {
-	var key cacheKey
-	switch o := obj.(type) {
-	case *v1alpha1.Sandbox:
-		key = cacheKey{o.Namespace, o.Name}
-	case toolscache.DeletedFinalStateUnknown:
-		ns, name, err := toolscache.SplitMetaNamespaceKey(o.Key)
-		if err != nil {
-			return
-		}
-		key = cacheKey{ns, name}
-	default:
+	ns, name, ok := deletedKey(obj)
+	if !ok {
 		return
 	}
+	key := cacheKey{ns, name}
 	c.mu.Lock()
 	delete(c.entries, key)
 	c.wakeLocked(key)
@@ -364,30 +370,40 @@ func slimSandbox(obj any) (any, error) {
 // "") and returns the informer cache, which the caller runs with Start. HasSynced turns true once
 // the initial list has been handled. It fails when the API has no Sandbox kind.
 func (c *SandboxCache) Attach(ctx context.Context, cfg *rest.Config, namespace string) (crcache.Cache, error) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	informers, synced, err := attachInformer(ctx, cfg, namespace, &v1alpha1.Sandbox{}, v1alpha1.AddToScheme, slimSandbox, c)
+	if err != nil {
 		return nil, err
 	}
-	opts := crcache.Options{
-		Scheme:   scheme,
-		ByObject: map[client.Object]crcache.ByObject{&v1alpha1.Sandbox{}: {Transform: slimSandbox}},
+	c.synced.Store(&synced)
+	return informers, nil
+}
+
+// attachInformer makes an informer cache over obj's kind (all namespaces when namespace is ""),
+// keeping only what transform leaves of each object, and registers handler on it. It returns
+// the cache, which the caller runs with Start, and whether the handler has seen the initial list.
+func attachInformer(ctx context.Context, cfg *rest.Config, namespace string, obj client.Object,
+	addToScheme func(*runtime.Scheme) error, transform toolscache.TransformFunc,
+	handler toolscache.ResourceEventHandler) (crcache.Cache, func() bool, error) {
+	scheme := runtime.NewScheme()
+	if err := addToScheme(scheme); err != nil {
+		return nil, nil, err
 	}
+	opts := crcache.Options{Scheme: scheme, ByObject: map[client.Object]crcache.ByObject{obj: {Transform: transform}}}
 	if namespace != "" {
 		opts.DefaultNamespaces = map[string]crcache.Config{namespace: {}}
 	}
+	kind := reflect.TypeOf(obj).Elem().Name()
 	informers, err := crcache.New(cfg, opts)
 	if err != nil {
-		return nil, fmt.Errorf("creating Sandbox cache: %w", err)
+		return nil, nil, fmt.Errorf("creating %s cache: %w", kind, err)
 	}
-	inf, err := informers.GetInformer(ctx, &v1alpha1.Sandbox{})
+	inf, err := informers.GetInformer(ctx, obj)
 	if err != nil {
-		return nil, fmt.Errorf("creating Sandbox informer: %w", err)
+		return nil, nil, fmt.Errorf("creating %s informer: %w", kind, err)
 	}
-	reg, err := inf.AddEventHandler(c)
+	reg, err := inf.AddEventHandler(handler)
 	if err != nil {
-		return nil, fmt.Errorf("registering Sandbox event handler: %w", err)
+		return nil, nil, fmt.Errorf("registering %s event handler: %w", kind, err)
 	}
-	synced := reg.HasSynced
-	c.synced.Store(&synced)
-	return informers, nil
+	return informers, reg.HasSynced, nil
 }

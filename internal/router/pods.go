@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -10,11 +9,9 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // PodIdentifier names the pod a connection comes from, by its source address.
@@ -98,19 +95,11 @@ func (c *PodCache) OnUpdate(_, newObj any) { c.upsert(newObj) }
 
 // OnDelete implements toolscache.ResourceEventHandler.
 func (c *PodCache) OnDelete(obj any) {
-	var key podKey
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		key = podKey{o.Namespace, o.Name}
-	case toolscache.DeletedFinalStateUnknown:
-		ns, name, err := toolscache.SplitMetaNamespaceKey(o.Key)
-		if err != nil {
-			return
-		}
-		key = podKey{ns, name}
-	default:
+	ns, name, ok := deletedKey(obj)
+	if !ok {
 		return
 	}
+	key := podKey{ns, name}
 	c.mu.Lock()
 	c.removeLocked(key)
 	c.mu.Unlock()
@@ -190,30 +179,12 @@ func slimPod(obj any) (any, error) {
 // namespace) or of one namespace, and returns the informer cache, which the caller runs with
 // Start.
 func (c *PodCache) Attach(ctx context.Context, cfg *rest.Config, namespace string) (crcache.Cache, error) {
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
+	// A router of one namespace (--namespace) names that namespace's pods only: a Role, not a
+	// cluster-wide pod watch, is all it needs.
+	informers, synced, err := attachInformer(ctx, cfg, namespace, &corev1.Pod{}, corev1.AddToScheme, slimPod, c)
+	if err != nil {
 		return nil, err
 	}
-	opts := crcache.Options{Scheme: scheme,
-		ByObject: map[client.Object]crcache.ByObject{&corev1.Pod{}: {Transform: slimPod}}}
-	if namespace != "" {
-		// A router of one namespace (--namespace) names that namespace's pods only: a Role,
-		// not a cluster-wide pod watch, is all it needs.
-		opts.DefaultNamespaces = map[string]crcache.Config{namespace: {}}
-	}
-	informers, err := crcache.New(cfg, opts)
-	if err != nil {
-		return nil, fmt.Errorf("creating pod cache: %w", err)
-	}
-	inf, err := informers.GetInformer(ctx, &corev1.Pod{})
-	if err != nil {
-		return nil, fmt.Errorf("creating pod informer: %w", err)
-	}
-	reg, err := inf.AddEventHandler(c)
-	if err != nil {
-		return nil, fmt.Errorf("registering pod event handler: %w", err)
-	}
-	synced := reg.HasSynced
 	c.synced.Store(&synced)
 	return informers, nil
 }

@@ -176,10 +176,14 @@ func detail(reason, message string) string {
 // writer of Sandbox status, so a merge patch without a resourceVersion is safe and spares
 // conflicts.
 func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alpha1.Sandbox, obs observed) error {
-	if equality.Semantic.DeepEqual(original.Status, sb.Status) || warmMemberPodUnseen(original, sb, obs) {
+	key := client.ObjectKeyFromObject(sb)
+	if equality.Semantic.DeepEqual(original.Status, sb.Status) {
+		r.writtenStatus.Observed(key, sb.UID) // nothing to write: what we wrote is seen or superseded
 		return nil
 	}
-	key := client.ObjectKeyFromObject(sb)
+	if warmMemberPodUnseen(original, sb, obs) {
+		return nil
+	}
 	if last, ok := r.writtenStatus.Get(key, sb.UID); ok {
 		switch {
 		case sameStatus(last, original.Status):
