@@ -3,14 +3,17 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,34 +42,72 @@ func connectedTo(pid int, ip string, port int) bool {
 	return false
 }
 
-func TestARouterKilledMidCommandCutsItWithAnErrorAndTheOtherServes(t *testing.T) {
-	ns := newNamespace(t, "rtrkill")
-	ctx := t.Context()
-	cli := sdkClient(t, ns)
-	sb, err := cli.CreateSandbox(ctx, runtimeSandbox(ns, "target"))
-	mustf(t, err, "creating sandbox target")
-	ip := sb.PodIP()
+// inFlight is how a test starts a call through the router that is still running when the
+// router carrying it is killed; the call's error goes to the channel when it ends.
+type inFlight struct {
+	name    string
+	op      string // the request the error must name
+	streams bool   // output arrives before the end
+	call    func(ctx context.Context, sb *sdk.Sandbox, out io.Writer) error
+}
 
-	// A command in flight through one router replica.
+var callsInFlight = []inFlight{
+	{"a buffered command", "POST /v1/exec", false, func(ctx context.Context, sb *sdk.Sandbox, _ io.Writer) error {
+		res, err := sb.Run(ctx, sdk.Shell("sleep 30; echo finished"))
+		if err == nil {
+			return fmt.Errorf("finished: %q", res.Stdout)
+		}
+		return err
+	}},
+	{"a WebSocket exec streaming its output", "GET /v1/exec/ws", true, func(ctx context.Context, sb *sdk.Sandbox, out io.Writer) error {
+		// Stdin makes the SDK use the WebSocket exec.
+		res, err := sb.Run(ctx, sdk.Shell("for i in $(seq 30); do echo line $i; sleep 1; done"),
+			sdk.WithStdin(strings.NewReader("")), sdk.WithStdout(out))
+		if err == nil {
+			return fmt.Errorf("finished: %q", res.Stdout)
+		}
+		return err
+	}},
+}
+
+func TestARouterKilledMidCallCutsItWithAnErrorAndTheOtherServes(t *testing.T) {
+	ns := newNamespace(t, "rtrkill")
+	cli := sdkClient(t, ns)
+	sb, err := cli.CreateSandbox(t.Context(), runtimeSandbox(ns, "target"))
+	mustf(t, err, "creating sandbox target")
+	for _, tc := range callsInFlight {
+		t.Run(tc.name, func(t *testing.T) {
+			slow.EventuallyContext(t, "every replica of the install ready", systemReady)
+			killRouterMidCall(t, sb, tc)
+		})
+	}
+}
+
+// killRouterMidCall starts the call, SIGKILLs the router replica that carries it, and checks
+// that the call ends at once with an error naming it, and that new commands reach the sandbox
+// through the other replica.
+func killRouterMidCall(t *testing.T, sb *sdk.Sandbox, tc inFlight) {
+	ctx := t.Context()
+	ip := sb.PodIP()
 	type result struct {
-		res *sdk.Result
 		err error
 		at  time.Time
 	}
-	inFlight := make(chan result, 1)
+	ended := make(chan result, 1)
+	out := &syncBuffer{}
 	go func() {
-		res, err := sb.Run(ctx, sdk.Shell("sleep 30; echo finished"))
-		inFlight <- result{res, err, time.Now()}
+		err := tc.call(ctx, sb, out)
+		ended <- result{err, time.Now()}
 	}()
 	var routers corev1.PodList
 	var carrier *corev1.Pod
 	var pid int
-	slow.EventuallyContext(t, "the router replica carrying the command", func(ctx context.Context) error {
+	slow.EventuallyContext(t, "the router replica carrying the call", func(ctx context.Context) error {
 		if err := kube.List(ctx, &routers, client.InNamespace(devcluster.SystemNS), client.MatchingLabels{"app": "sandbox-router"}); err != nil {
 			return err
 		}
 		for i := range routers.Items {
-			if p := processOf(t, &routers.Items[i], "/usr/local/bin/router", ""); connectedTo(p, ip, 8888) {
+			if p := processOf(t, &routers.Items[i], "/usr/local/bin/router", nil); connectedTo(p, ip, 8888) {
 				carrier, pid = &routers.Items[i], p
 				return nil
 			}
@@ -76,29 +117,31 @@ func TestARouterKilledMidCommandCutsItWithAnErrorAndTheOtherServes(t *testing.T)
 	if len(routers.Items) < 2 {
 		t.Fatalf("%d router replicas, want the install's 2", len(routers.Items))
 	}
-	killContainer(t, carrier, "/usr/local/bin/router", "")
+	time.Sleep(1500 * time.Millisecond) // output on the way for a streaming call
+	killContainer(t, carrier, "/usr/local/bin/router", nil)
 	killed := time.Now()
-	t.Logf("killed router %s (pid %d) with a command in flight", carrier.Name, pid)
+	t.Logf("killed router %s (pid %d) with %s in flight", carrier.Name, pid, tc.name)
 
-	// The command in flight ends at once, with an error naming the call (it may have run: it is
-	// not sent again).
+	// The call in flight ends at once, with an error naming it (it may have run: it is not sent
+	// again), and a streaming call has delivered what came before the cut.
 	select {
-	case r := <-inFlight:
-		if r.err == nil {
-			t.Fatalf("the command in flight through the killed router finished: %q, want an error", r.res.Stdout)
+	case r := <-ended:
+		t.Logf("the call in flight ended %s after the kill: %v; output before the cut %q", r.at.Sub(killed).Round(time.Millisecond), r.err, out.String())
+		if !errors.Is(r.err, sdk.ErrConnectionLost) || !strings.Contains(r.err.Error(), tc.op) {
+			t.Errorf("in-flight error %q: want sdk.ErrConnectionLost naming %s", r.err, tc.op)
 		}
-		t.Logf("the command in flight ended %s after the kill: %v", r.at.Sub(killed).Round(time.Millisecond), r.err)
-		if !errors.Is(r.err, sdk.ErrConnectionLost) || !strings.Contains(r.err.Error(), "POST /v1/exec") {
-			t.Errorf("in-flight error %q: want sdk.ErrConnectionLost naming the call", r.err)
+		if tc.streams && !strings.Contains(out.String(), "line 1\n") {
+			t.Errorf("output before the cut %q: want the lines streamed until then", out.String())
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("the command in flight through the killed router still hangs a minute after the kill")
+		t.Fatal("the call in flight through the killed router still hangs a minute after the kill")
 	}
 
 	// New commands, one after another: one sent in the first second, while the client may still
 	// hold another connection to the dead replica, may end the same way, with ErrConnectionLost;
 	// every one sent a second after the kill or later succeeds (the SDK dials again, past the
-	// dead replica, until the Service routes to the other).
+	// dead replica, until the Service routes to the other). None is answered 404: the router
+	// that restarts answers only from a synced cache.
 	var firstOK time.Duration
 	for i := 0; i < 20 || time.Since(killed) < 2*time.Second; i++ {
 		start := time.Now()
@@ -115,4 +158,22 @@ func TestARouterKilledMidCommandCutsItWithAnErrorAndTheOtherServes(t *testing.T)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

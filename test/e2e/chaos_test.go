@@ -28,10 +28,11 @@ import (
 
 // Faults on the installed system (issue 24): clients keep creating and reading claims, in
 // v1beta1 (kubectl's default version and upstream's Python SDK, both through the conversion
-// webhook) and v1alpha1, while controller containers are SIGKILLed in turn and restarted by the
-// kubelet. The install runs two controller replicas, each serving the webhook.
+// webhook) and v1alpha1, while the containers of controller pods, the controller and the
+// conversion webhook beside it, are SIGKILLed in turn and restarted by the kubelet. The install
+// runs two controller pods; both processes of each serve the webhook on one shared port.
 
-// controllerKills is how many controller containers the test kills: E2E_CONTROLLER_KILLS
+// controllerKills is how many containers of controller pods the test kills: E2E_CONTROLLER_KILLS
 // (`make chaos-cluster` asks for 10), else 2.
 func controllerKills(t *testing.T) int {
 	v := os.Getenv("E2E_CONTROLLER_KILLS")
@@ -51,16 +52,56 @@ const controllerExe = "/usr/local/bin/controller"
 type callLog struct {
 	mu       sync.Mutex
 	calls    map[string]int
-	failures []string
+	failures []failedCall
 	created  []string // claims whose create was acknowledged
 }
+
+type failedCall struct {
+	at   time.Time
+	what string
+	err  error
+}
+
+func (f failedCall) String() string {
+	return fmt.Sprintf("%s %s: %v", f.at.Format("15:04:05.000"), f.what, f.err)
+}
+
+func newCallLog() *callLog { return &callLog{calls: map[string]int{}} }
 
 func (l *callLog) record(what string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls[what]++
 	if err != nil {
-		l.failures = append(l.failures, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), what, err))
+		l.failures = append(l.failures, failedCall{time.Now(), what, err})
+	}
+}
+
+// between returns the failures, of calls whose name starts with prefix, from from to to.
+func (l *callLog) between(from, to time.Time, prefix string) []failedCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []failedCall
+	for _, f := range l.failures {
+		if strings.HasPrefix(f.what, prefix) && !f.at.Before(from) && !f.at.After(to) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// expectNoFailure logs the calls made and fails the test with the first failures.
+func (l *callLog) expectNoFailure(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t.Logf("calls %v; failed %d", l.calls, len(l.failures))
+	for i, f := range l.failures {
+		if i == 10 {
+			t.Errorf("... and %d more", len(l.failures)-10)
+			break
+		}
+		t.Errorf("failed call: %s", f)
 	}
 }
 
@@ -118,25 +159,28 @@ func claimLoad(ctx context.Context, stop <-chan struct{}, ns string, log *callLo
 	return &wg
 }
 
-// killContainer SIGKILLs the process of exe in pod (one not started with skipArg) and returns
+// killContainer SIGKILLs the process of exe in pod whose arguments match (nil: any) and returns
 // its pid.
-func killContainer(t *testing.T, pod *corev1.Pod, exe, skipArg string) int {
+func killContainer(t *testing.T, pod *corev1.Pod, exe string, match func(args []string) bool) int {
 	t.Helper()
-	pid := processOf(t, pod, exe, skipArg)
+	pid := processOf(t, pod, exe, match)
 	mustf(t, syscall.Kill(pid, syscall.SIGKILL), "killing %s (pid %d) of pod %s", exe, pid, pod.Name)
 	return pid
 }
 
-// processOf returns the pid of exe in pod, found by the pod's cgroup as the node sees it,
-// leaving out a process started with skipArg (when set).
-func processOf(t *testing.T, pod *corev1.Pod, exe, skipArg string) int {
+// processOf returns the pid of exe in pod, found by the pod's cgroup as the node sees it, among
+// the processes whose arguments match (nil: any).
+func processOf(t *testing.T, pod *corev1.Pod, exe string, match func(args []string) bool) int {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		cmd, err1 := os.ReadFile(p)
 		cg, err2 := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
-		if err1 == nil && err2 == nil && strings.HasPrefix(string(cmd), exe+"\x00") && strings.Contains(string(cg), "pod"+string(pod.UID)) &&
-			(skipArg == "" || !strings.Contains(string(cmd), "\x00"+skipArg)) {
+		if err1 != nil || err2 != nil || !strings.Contains(string(cg), "pod"+string(pod.UID)) {
+			continue
+		}
+		argv := strings.Split(strings.TrimSuffix(string(cmd), "\x00"), "\x00")
+		if argv[0] == exe && (match == nil || match(argv[1:])) {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
 			return pid
 		}
@@ -144,6 +188,12 @@ func processOf(t *testing.T, pod *corev1.Pod, exe, skipArg string) int {
 	t.Fatalf("no process %s in pod %s", exe, pod.Name)
 	return 0
 }
+
+// The two processes of a controller pod: the controller, and the conversion webhook beside it.
+var (
+	theController = func(args []string) bool { return !slices.Contains(args, "--webhook-only") }
+	theWebhook    = func(args []string) bool { return slices.Contains(args, "--webhook-only") }
+)
 
 // controllerPods returns the controller's pods, by name.
 func controllerPods(t *testing.T) []corev1.Pod {
@@ -174,15 +224,19 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 
 	stop := make(chan struct{})
 	stopLoad := sync.OnceFunc(func() { close(stop) })
-	log := &callLog{calls: map[string]int{}}
+	log := newCallLog()
 	load := claimLoad(t.Context(), stop, ns, log)
 	t.Cleanup(func() { stopLoad(); load.Wait() }) // also when a wait below fails the test
 	time.Sleep(2 * time.Second)                   // calls before the first fault
 	var recovery []time.Duration
 	for i := range kills {
-		victim := controllerPods(t)[i%2]
+		// In turn: pod 0's controller, pod 0's webhook, pod 1's controller, pod 1's webhook…
+		victim, process, which := controllerPods(t)[(i/2)%2], theController, "controller"
+		if i%2 == 1 {
+			process, which = theWebhook, "webhook"
+		}
 		before := restarts(&victim)
-		pid := killContainer(t, &victim, controllerExe, "--webhook-only")
+		pid := killContainer(t, &victim, controllerExe, process)
 		killed := time.Now()
 		slow.EventuallyContext(t, "controller "+victim.Name+" back after kill "+strconv.Itoa(i+1), func(ctx context.Context) error {
 			p := &corev1.Pod{}
@@ -199,23 +253,24 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 			return nil
 		})
 		recovery = append(recovery, time.Since(killed).Round(100*time.Millisecond))
-		t.Logf("kill %d: pid %d of %s; both replicas ready again after %s", i+1, pid, victim.Name, recovery[i])
+		t.Logf("kill %d: the %s (pid %d) of %s; both replicas ready again after %s", i+1, which, pid, victim.Name, recovery[i])
 	}
 	time.Sleep(2 * time.Second)
 	stopLoad()
 	load.Wait()
 
+	t.Logf("%d kills of controller and webhook containers", kills)
+	log.expectNoFailure(t)
+	expectOneSandboxPerAcknowledgedClaim(t, ns, log)
+}
+
+// expectOneSandboxPerAcknowledgedClaim waits until every claim whose create was acknowledged
+// exists with exactly one Sandbox, and no other claim exists: none lost, doubled or made unseen.
+func expectOneSandboxPerAcknowledgedClaim(t *testing.T, ns string, log *callLog) {
+	t.Helper()
 	log.mu.Lock()
-	defer log.mu.Unlock()
-	t.Logf("%d controller kills; calls %v; failed %d", kills, log.calls, len(log.failures))
-	for i, f := range log.failures {
-		if i == 10 {
-			t.Errorf("... and %d more", len(log.failures)-10)
-			break
-		}
-		t.Errorf("failed call: %s", f)
-	}
-	// Every acknowledged claim exists and has exactly one Sandbox.
+	created := slices.Clone(log.created)
+	log.mu.Unlock()
 	slow.EventuallyContext(t, "one Sandbox per acknowledged claim", func(ctx context.Context) error {
 		var claims extv1alpha1.SandboxClaimList
 		var sbs agentsv1alpha1.SandboxList
@@ -234,7 +289,7 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 				have[owner]++
 			}
 		}
-		for _, name := range log.created {
+		for _, name := range created {
 			switch n, ok := have[name]; {
 			case !ok:
 				return fmt.Errorf("claim %s was acknowledged and is gone", name)
@@ -242,8 +297,8 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 				return fmt.Errorf("claim %s has %d Sandboxes, want 1", name, n)
 			}
 		}
-		if len(have) != len(log.created) {
-			return fmt.Errorf("%d claims exist, %d were acknowledged", len(have), len(log.created))
+		if len(have) != len(created) {
+			return fmt.Errorf("%d claims exist, %d were acknowledged", len(have), len(created))
 		}
 		return nil
 	})

@@ -78,30 +78,38 @@ func TestInstallConversionWebhook(t *testing.T) {
 			if find(objs, "Service", "agent-sandbox-webhook-service") == nil {
 				t.Error("no webhook Service")
 			}
-			// The webhook serves from a container of its own beside the controller, so that a
-			// crashed controller leaves it serving; the controller container serves none.
+			// Both processes of a controller pod serve the webhook on one port (SO_REUSEPORT), so
+			// that whichever is killed, the other answers: the controller, and a container of its
+			// own that runs nothing else and so survives a controller crash.
 			deploy := find(objs, "Deployment", "agent-sandbox-controller")
 			containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
 			args := map[string][]string{}
 			ports := map[string][]any{}
+			mounts := map[string][]any{}
 			for _, c := range containers {
 				m := c.(map[string]any)
 				name, _, _ := unstructured.NestedString(m, "name")
 				args[name], _, _ = unstructured.NestedStringSlice(m, "args")
 				ports[name], _, _ = unstructured.NestedSlice(m, "ports")
+				mounts[name], _, _ = unstructured.NestedSlice(m, "volumeMounts")
 			}
-			if !slices.Contains(args["controller"], "--enable-webhook=false") {
-				t.Errorf("controller args %v, want --enable-webhook=false", args["controller"])
-			}
-			hook := args["conversion-webhook"]
-			if !slices.Contains(hook, "--webhook-only") {
-				t.Errorf("conversion-webhook args %v, want --webhook-only", hook)
-			}
-			if got := slices.Contains(hook, "--manage-webhook-certs=false"); got != tc.certManager {
-				t.Errorf("conversion-webhook args %v: --manage-webhook-certs=false present %v, want %v", hook, got, tc.certManager)
+			if !slices.Contains(args["conversion-webhook"], "--webhook-only") {
+				t.Errorf("conversion-webhook args %v, want --webhook-only", args["conversion-webhook"])
 			}
 			if !slices.ContainsFunc(ports["conversion-webhook"], func(p any) bool { return p.(map[string]any)["name"] == "webhook" }) {
 				t.Errorf("conversion-webhook ports %v, want the port named webhook (the Service's targetPort)", ports["conversion-webhook"])
+			}
+			for _, container := range []string{"controller", "conversion-webhook"} {
+				a := args[container]
+				if slices.Contains(a, "--enable-webhook=false") || !slices.Contains(a, "--webhook-port=9443") {
+					t.Errorf("%s args %v: want the webhook served on --webhook-port=9443", container, a)
+				}
+				if got := slices.Contains(a, "--manage-webhook-certs=false"); got != tc.certManager {
+					t.Errorf("%s args %v: --manage-webhook-certs=false present %v, want %v", container, a, got, tc.certManager)
+				}
+				if !slices.ContainsFunc(mounts[container], func(m any) bool { return m.(map[string]any)["name"] == "webhook-certs" }) {
+					t.Errorf("%s volumeMounts %v, want the webhook-certs Secret", container, mounts[container])
+				}
 			}
 			cert := find(objs, "Certificate", "")
 			if tc.certManager != (cert != nil) || tc.certManager == (find(objs, "Secret", "agent-sandbox-webhook-certs") != nil) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
@@ -64,15 +64,16 @@ type CertRotation struct {
 }
 
 // Setup registers the conversion webhook with mgr. The HTTPS server starts once its certificate
-// is in place (immediately without CertRotation) and runs on every replica, leader or not.
-// The returned checker passes once the server accepts TLS connections.
+// is in place (immediately without CertRotation) and runs on every replica, leader or not, and
+// in every process of a replica that serves it (the port is shared, see Server). The returned
+// checker passes while this process serves.
 func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 	if len(opts.CRDs) == 0 {
 		opts.CRDs = CRDs
 	}
-	server := webhook.NewServer(webhook.Options{Host: opts.Host, Port: opts.Port, CertDir: opts.CertDir,
-		CertName: opts.CertName, KeyName: opts.KeyName})
-	server.Register(Path, conversion.NewWebhookHandler(mgr.GetScheme()))
+	mux := http.NewServeMux()
+	mux.Handle(Path, conversion.NewWebhookHandler(mgr.GetScheme()))
+	server := NewServer(opts.Host, opts.Port, opts.CertDir, opts.CertName, opts.KeyName, mux)
 	ready := make(chan struct{})
 	if opts.CertRotation != nil {
 		if err := addRotator(mgr, opts, ready); err != nil {
@@ -93,7 +94,7 @@ func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 			return nil, err
 		}
 	}
-	return server.StartedChecker(), nil
+	return server.Ready, nil
 }
 
 // addRotator has cert-controller keep a CA and a serving certificate for the Service in the
@@ -128,7 +129,7 @@ func addRotator(mgr ctrl.Manager, opts Options, ready chan struct{}) error {
 
 // gatedServer starts the webhook server once its certificate exists.
 type gatedServer struct {
-	server webhook.Server
+	server *Server
 	ready  <-chan struct{}
 }
 

@@ -1,0 +1,67 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// Restartable are the components Restart knows: the node's and the control plane's, whose
+// restarts the fault tests inflict on a running cluster.
+var Restartable = []string{"etcd", "kube-apiserver", "containerd", "kubelet"}
+
+// Restart stops one component of a running cluster, SIGKILLed when kill is set (a crash) or
+// else stopped as `down` stops it (SIGTERM, then SIGKILL after the stop timeout), starts it
+// again exactly as `up` does and waits until it is ready. It returns how long the component was
+// away, from the signal to ready.
+func Restart(ctx context.Context, cfg Config, name string, kill bool) (time.Duration, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	comp, err := c.restartable(name)
+	if err != nil {
+		return 0, err
+	}
+	r := c.running(name)
+	if r == nil {
+		return 0, fmt.Errorf("%s is not running: bring the cluster up first", name)
+	}
+	start := time.Now()
+	if kill {
+		c.Log.Info("killing", "component", name, "pid", r.PID)
+		if err := syscall.Kill(r.PID, syscall.SIGKILL); err != nil {
+			return 0, fmt.Errorf("killing %s (pid %d): %w", name, r.PID, err)
+		}
+		if !waitGone(r, 10*time.Second) {
+			return 0, fmt.Errorf("%s (pid %d) did not exit after SIGKILL", name, r.PID)
+		}
+	}
+	if err := c.stop(name); err != nil {
+		return 0, err
+	}
+	if err := c.ensure(ctx, comp); err != nil {
+		return 0, fmt.Errorf("starting %s again: %w", name, err)
+	}
+	return time.Since(start), nil
+}
+
+// restartable builds the named component as Up does.
+func (c *Config) restartable(name string) (component, error) {
+	bin, err := c.k8sBinDir()
+	if err != nil {
+		return component{}, err
+	}
+	switch name {
+	case "etcd":
+		return c.etcd(bin), nil
+	case "kube-apiserver":
+		return c.apiserver(bin), nil
+	case "containerd":
+		return c.containerd()
+	case "kubelet":
+		return c.kubelet(bin)
+	}
+	return component{}, fmt.Errorf("%s cannot be restarted on its own (restartable: %v)", name, Restartable)
+}
