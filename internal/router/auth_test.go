@@ -32,7 +32,7 @@ func TestStaticTokenAuth(t *testing.T) {
 	}
 	m := NewMetrics(nil)
 	router := newRouter(t, routerOpts{resolver: &stubResolver{targets: map[string]Target{"default/sb": loopback}},
-		guard: GuardOptions{Authenticator: a, Authorizer: NewSandboxAuthorizer(nil, 0, 0, 1)}, metrics: m})
+		guard: GuardOptions{Authenticator: a, Authorizer: NewSandboxAuthorizer(nil, 0, 0, 0, 1)}, metrics: m})
 	client := h1Client(t)
 	tests := []struct {
 		name     string
@@ -173,7 +173,7 @@ func TestTokenReviewAuthentication(t *testing.T) {
 	rev := &fakeReviewer{users: map[string]string{"good": "alice"}}
 	router := newRouter(t, routerOpts{
 		resolver: &stubResolver{targets: map[string]Target{"default/sb": loopback}},
-		guard:    GuardOptions{Authenticator: NewTokenReviewAuthenticator(rev, time.Hour, 16), Authorizer: NewSandboxAuthorizer(nil, 0, 0, 1)},
+		guard:    GuardOptions{Authenticator: NewTokenReviewAuthenticator(rev, time.Hour, 0, 16), Authorizer: NewSandboxAuthorizer(nil, 0, 0, 0, 1)},
 	})
 	client := h1Client(t)
 	steps := []struct {
@@ -219,8 +219,8 @@ func TestSandboxAuthorization(t *testing.T) {
 	router := newRouter(t, routerOpts{
 		resolver: &stubResolver{targets: map[string]Target{"team-a/sb": loopback, "team-b/sb": loopback, "public/sb": loopback}},
 		guard: GuardOptions{
-			Authenticator: NewTokenReviewAuthenticator(rev, time.Hour, 16),
-			Authorizer:    NewSandboxAuthorizer(access, time.Hour, time.Hour, 16),
+			Authenticator: NewTokenReviewAuthenticator(rev, time.Hour, 0, 16),
+			Authorizer:    NewSandboxAuthorizer(access, time.Hour, time.Hour, 0, 16),
 		},
 	})
 	client := h1Client(t)
@@ -275,7 +275,7 @@ func TestSandboxAuthorization(t *testing.T) {
 func TestSandboxAuthorizerCachesPerUserAndSandbox(t *testing.T) {
 	access := &fakeAccess{grants: map[string]bool{"alice@ns/a": true}}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 16, clk)
+	a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 0, 16, clk)
 	alice := &Identity{User: authnv1.UserInfo{Username: "alice"}}
 	aliceOtherGroups := &Identity{User: authnv1.UserInfo{Username: "alice", Groups: []string{"admins"}}}
 	ctx := context.Background()
@@ -306,7 +306,7 @@ func TestSandboxAuthorizerCachesPerUserAndSandbox(t *testing.T) {
 
 func TestSharedAndScopedIdentitiesNeedNoReview(t *testing.T) {
 	access := &fakeAccess{}
-	a := NewSandboxAuthorizer(access, time.Hour, time.Hour, 4)
+	a := NewSandboxAuthorizer(access, time.Hour, time.Hour, 0, 4)
 	scope := &ScopedClaims{Namespace: "ns", Name: "mine", Expires: 1}
 	cases := []struct {
 		name  string
@@ -333,7 +333,7 @@ func TestSharedAndScopedIdentitiesNeedNoReview(t *testing.T) {
 func TestTokenReviewCacheTTLAndBound(t *testing.T) {
 	rev := &fakeReviewer{users: map[string]string{"a": "a", "b": "b", "c": "c"}}
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	c := newCachedReviewer(rev, 30*time.Second, 2, clk)
+	c := newCachedReviewer(rev, 30*time.Second, 0, 2, clk)
 	ctx := context.Background()
 	mustOK := func(tok string) {
 		t.Helper()

@@ -56,18 +56,20 @@ type sandboxAuthorizer struct {
 	reviewer          AccessReviewer
 	allowTTL, denyTTL time.Duration
 	cache             *utilcache.LRUExpireCache
+	lastAllowed       *lastKnown // allowances, kept for when the API server cannot answer
 	flight            singleflight.Group
 }
 
 // NewSandboxAuthorizer returns the router's Authorizer; a nil reviewer allows every Kubernetes
-// identity everywhere (authentication only).
-func NewSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL time.Duration, size int) Authorizer {
-	return newSandboxAuthorizer(reviewer, allowTTL, denyTTL, size, clock.RealClock{})
+// identity everywhere (authentication only). An allowance is also kept for lastKnownTTL, and used
+// while the API server cannot answer (0: never).
+func NewSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int) Authorizer {
+	return newSandboxAuthorizer(reviewer, allowTTL, denyTTL, lastKnownTTL, size, clock.RealClock{})
 }
 
-func newSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL time.Duration, size int, clk clock.PassiveClock) *sandboxAuthorizer {
+func newSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *sandboxAuthorizer {
 	return &sandboxAuthorizer{reviewer: reviewer, allowTTL: allowTTL, denyTTL: denyTTL,
-		cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk)}
+		cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk), lastAllowed: newLastKnown(lastKnownTTL, size, clk)}
 }
 
 func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route Route) (bool, error) {
@@ -88,11 +90,15 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route R
 		defer cancel()
 		allowed, err := a.reviewer.Review(rctx, id.User, route.Namespace, route.Name)
 		if err != nil {
+			if v, ok := a.lastAllowed.recall(key, err); ok {
+				return v, nil
+			}
 			return false, err
 		}
 		ttl := a.denyTTL
 		if allowed {
 			ttl = a.allowTTL
+			a.lastAllowed.remember(key, true)
 		}
 		if ttl > 0 {
 			a.cache.Add(key, allowed, ttl)

@@ -100,8 +100,8 @@ func BenchmarkPodIdentityCacheHit(b *testing.B) {
 	}{
 		{"none", GuardOptions{}},
 		{"pod-identity", GuardOptions{
-			Authenticator: NewTokenReviewAuthenticator(&fakeReviewer{}, time.Minute, 16),
-			Authorizer:    NewSandboxAuthorizer(&HeldRightsReviewer{Client: sars}, time.Hour, time.Hour, 64),
+			Authenticator: NewTokenReviewAuthenticator(&fakeReviewer{}, time.Minute, 0, 16),
+			Authorizer:    NewSandboxAuthorizer(&HeldRightsReviewer{Client: sars}, time.Hour, time.Hour, 0, 64),
 			Pods:          pods, HeldRights: true}},
 	}
 	for _, g := range guards {

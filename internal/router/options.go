@@ -49,6 +49,9 @@ type Options struct {
 	AuthzAllowTTL  time.Duration
 	AuthzDenyTTL   time.Duration
 	AuthzCacheSize int
+	// StaleAuthTTL is how long a token's user and an allowed access stay usable after their
+	// last successful review, only while the API server cannot answer (lastKnown).
+	StaleAuthTTL time.Duration
 	// ScopedTokenSecretFile enables tokens scoped to one Sandbox, signed with this secret.
 	ScopedTokenSecretFile string
 
@@ -87,6 +90,7 @@ func DefaultOptions() Options {
 		AuthzAllowTTL:         10 * time.Second,
 		AuthzDenyTTL:          2 * time.Second,
 		AuthzCacheSize:        4096,
+		StaleAuthTTL:          5 * time.Minute,
 		AllowedPorts:          slices.Clone(DefaultAllowedPorts),
 		UnclaimedWait:         2 * time.Second,
 		DialTimeout:           5 * time.Second,
@@ -123,6 +127,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.AuthzAllowTTL, "authz-allow-ttl", o.AuthzAllowTTL, "How long an allowed SubjectAccessReview is cached.")
 	fs.DurationVar(&o.AuthzDenyTTL, "authz-deny-ttl", o.AuthzDenyTTL, "How long a denied SubjectAccessReview is cached.")
 	fs.IntVar(&o.AuthzCacheSize, "authz-cache-size", o.AuthzCacheSize, "Most SubjectAccessReview outcomes cached.")
+	fs.DurationVar(&o.StaleAuthTTL, "stale-auth-ttl", o.StaleAuthTTL, "While the API server cannot answer (kube-apiserver or etcd restarting, overloaded), keep accepting a token whose review succeeded and an access that was allowed within this long; refusals are never kept and unknown callers still fail closed. 0: fail every request whose cache entry expired.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "scoped-token-secret-file", o.ScopedTokenSecretFile, "File holding the secret (at least 32 bytes) that signs tokens scoped to one Sandbox; such tokens are accepted in token and tokenreview modes.")
 	fs.Var(&o.AllowedPorts, "allowed-ports", "Comma-separated `ports` routed to on every Sandbox; any other port must be declared by one of the Sandbox's containers (spec.podTemplate.spec.containers[*].ports). Empty: declared ports only.")
 	fs.DurationVar(&o.UnclaimedWait, "unclaimed-wait", o.UnclaimedWait, "How long a request to an unclaimed warm pool member waits for the cache to see a claim take it (a client can act on the claim's status before the router's watch delivers the adoption), before the 404; 0: no wait.")

@@ -88,9 +88,9 @@ const (
 // identityGuard is the guard of --auth-mode tokenreview --authorize --identify-pods over pods,
 // with the token "alice-token" belonging to alice, in front of a handler that answers 200.
 func identityGuard(sars *fakeSARs, pods *PodCache, clk clock.PassiveClock) http.Handler {
-	authn := NewTokenReviewAuthenticator(&fakeReviewer{users: map[string]string{"alice-token": "alice"}}, time.Minute, 16)
+	authn := NewTokenReviewAuthenticator(&fakeReviewer{users: map[string]string{"alice-token": "alice"}}, time.Minute, 0, 16)
 	g := GuardOptions{Authenticator: authn, Pods: pods, HeldRights: true,
-		Authorizer: newSandboxAuthorizer(&HeldRightsReviewer{Client: sars}, 10*time.Second, 2*time.Second, 64, clk)}
+		Authorizer: newSandboxAuthorizer(&HeldRightsReviewer{Client: sars}, 10*time.Second, 2*time.Second, 0, 64, clk)}
 	return guard(g, NewMetrics(nil), slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	}))

@@ -284,7 +284,7 @@ func TestScopedTokenBindsTheSandboxUID(t *testing.T) {
 	pending.Status.Conditions[0].Status, pending.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonPodPending
 	cache.OnAdd(routable("sb", "uid-now", port), true)
 	cache.OnAdd(pending, true)
-	guard := GuardOptions{Authenticator: NewScopedTokenAuthenticator(signer, nil), Authorizer: NewSandboxAuthorizer(nil, 0, 0, 1)}
+	guard := GuardOptions{Authenticator: NewScopedTokenAuthenticator(signer, nil), Authorizer: NewSandboxAuthorizer(nil, 0, 0, 0, 1)}
 	router := newRulesRouter(t, cache, ProxyOptions{}, guard)
 	exp := time.Now().Add(time.Hour).Unix()
 	mint := func(name, uid string) string {

@@ -175,14 +175,14 @@ func (o *Options) guard(cfg *rest.Config, pods PodIdentifier, log *slog.Logger) 
 		if g.Authenticator, err = NewStaticTokenAuthenticator(t); err != nil {
 			return g, err
 		}
-		g.Authorizer = NewSandboxAuthorizer(nil, 0, 0, 1)
+		g.Authorizer = NewSandboxAuthorizer(nil, 0, 0, 0, 1)
 	case AuthModeTokenReview:
 		authn, err := authnv1client.NewForConfig(cfg)
 		if err != nil {
 			return g, err
 		}
 		g.Authenticator = NewTokenReviewAuthenticator(&KubeTokenReviewer{Client: authn.TokenReviews(), Audiences: o.Audiences()},
-			o.TokenReviewTTL, o.TokenReviewCacheSize)
+			o.TokenReviewTTL, o.StaleAuthTTL, o.TokenReviewCacheSize)
 		var reviewer AccessReviewer
 		if o.Authorize {
 			authz, err := authzv1client.NewForConfig(cfg)
@@ -197,7 +197,7 @@ func (o *Options) guard(cfg *rest.Config, pods PodIdentifier, log *slog.Logger) 
 		} else {
 			log.Warn("--authorize=false: any authenticated caller can use every sandbox")
 		}
-		g.Authorizer = NewSandboxAuthorizer(reviewer, o.AuthzAllowTTL, o.AuthzDenyTTL, o.AuthzCacheSize)
+		g.Authorizer = NewSandboxAuthorizer(reviewer, o.AuthzAllowTTL, o.AuthzDenyTTL, o.StaleAuthTTL, o.AuthzCacheSize)
 	default:
 		log.Warn("--auth-mode none: any client that can reach the router can use every sandbox; use tokenreview outside development")
 		return g, nil

@@ -54,19 +54,23 @@ const reviewTimeout = 10 * time.Second
 // bounded LRU, and collapses concurrent reviews of one token into one API call. Errors are not
 // cached. A revoked token stays accepted for at most ttl.
 type cachedReviewer struct {
-	reviewer TokenReviewer
-	ttl      time.Duration
-	cache    *utilcache.LRUExpireCache
-	flight   singleflight.Group
+	reviewer  TokenReviewer
+	ttl       time.Duration
+	cache     *utilcache.LRUExpireCache
+	lastUsers *lastKnown // authenticated users, kept for when the API server cannot answer
+	flight    singleflight.Group
 }
 
 // NewTokenReviewAuthenticator wraps r with a result cache of at most size entries kept for ttl.
-func NewTokenReviewAuthenticator(r TokenReviewer, ttl time.Duration, size int) Authenticator {
-	return newCachedReviewer(r, ttl, size, clock.RealClock{})
+// A token's user is also kept for lastKnownTTL, and used while the API server cannot answer (0:
+// never).
+func NewTokenReviewAuthenticator(r TokenReviewer, ttl, lastKnownTTL time.Duration, size int) Authenticator {
+	return newCachedReviewer(r, ttl, lastKnownTTL, size, clock.RealClock{})
 }
 
-func newCachedReviewer(r TokenReviewer, ttl time.Duration, size int, clk clock.PassiveClock) *cachedReviewer {
-	return &cachedReviewer{reviewer: r, ttl: ttl, cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk)}
+func newCachedReviewer(r TokenReviewer, ttl, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *cachedReviewer {
+	return &cachedReviewer{reviewer: r, ttl: ttl, cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk),
+		lastUsers: newLastKnown(lastKnownTTL, size, clk)}
 }
 
 func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Identity, error) {
@@ -82,7 +86,13 @@ func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Ident
 		defer cancel()
 		user, err := c.reviewer.Review(rctx, token)
 		if err != nil {
+			if v, ok := c.lastUsers.recall(key, err); ok {
+				return v, nil
+			}
 			return nil, err
+		}
+		if user != nil {
+			c.lastUsers.remember(key, user)
 		}
 		if c.ttl > 0 {
 			c.cache.Add(key, user, c.ttl)

@@ -1,0 +1,97 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"syscall"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// connRefused is what client-go returns while kube-apiserver restarts.
+var connRefused = &url.Error{Op: "Post", URL: "https://10.96.0.1:443/apis", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+
+// During an API server outage the router keeps serving whom it served, and no one else.
+func TestLastKnownAnswersOnlyWhileTheAPIServerCannot(t *testing.T) {
+	cases := []struct {
+		name      string
+		sandbox   string        // alice is allowed into "mine", not "theirs"
+		after     time.Duration // since the last successful review
+		reviewErr error
+		want      bool
+		wantErr   bool
+	}{
+		{"an allowance outlives its cache while the API server is refusing connections", "mine", 11 * time.Second, connRefused, true, false},
+		{"and while it answers 503", "mine", time.Minute, apierrors.NewServiceUnavailable("etcd restarting"), true, false},
+		{"and while etcd times out", "mine", time.Minute, apierrors.NewTimeoutError("etcdserver: request timed out", 1), true, false},
+		{"but not past the stale ttl", "mine", 5*time.Minute + time.Second, connRefused, false, true},
+		{"a refusal is never kept: the question fails closed", "theirs", 11 * time.Second, connRefused, false, true},
+		{"an answer of the API server is no outage", "mine", 11 * time.Second, apierrors.NewForbidden(schema.GroupResource{Resource: "subjectaccessreviews"}, "", errors.New("router RBAC")), false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			access := &fakeAccess{grants: map[string]bool{"alice@ns/mine": true}}
+			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 5*time.Minute, 16, clk)
+			alice := &Identity{User: authnv1.UserInfo{Username: "alice"}}
+			route := Route{Namespace: "ns", Name: tc.sandbox}
+			if _, err := a.Authorize(context.Background(), alice, route); err != nil {
+				t.Fatalf("first review: %v", err)
+			}
+			clk.Step(tc.after)
+			access.setErr(tc.reviewErr)
+			got, err := a.Authorize(context.Background(), alice, route)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Fatalf("allowed=%v err=%v; want allowed=%v, error %v", got, err, tc.want, tc.wantErr)
+			}
+			access.setErr(nil)
+			if tc.want && tc.sandbox == "mine" {
+				// Once the API server answers again, it is asked again.
+				before := access.count()
+				if _, err := a.Authorize(context.Background(), alice, route); err != nil || access.count() != before+1 {
+					t.Fatalf("after the outage: err=%v, reviews %d → %d; want a fresh review", err, before, access.count())
+				}
+			}
+		})
+	}
+}
+
+func TestLastKnownTokenUsersOnlyWhileTheAPIServerCannot(t *testing.T) {
+	cases := []struct {
+		name      string
+		token     string
+		after     time.Duration
+		reviewErr error
+		wantUser  string
+	}{
+		{"a token's user outlives the cache while the API server is away", "alice-token", 31 * time.Second, connRefused, "alice"},
+		{"not past the stale ttl", "alice-token", 5*time.Minute + time.Second, connRefused, ""},
+		{"a token that was refused stays refused", "bad-token", 31 * time.Second, connRefused, ""},
+		{"a token never seen fails closed", "new-token", 31 * time.Second, connRefused, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rev := &fakeReviewer{users: map[string]string{"alice-token": "alice"}}
+			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			c := newCachedReviewer(rev, 30*time.Second, 5*time.Minute, 16, clk)
+			_, _ = c.Authenticate(context.Background(), "alice-token")
+			_, _ = c.Authenticate(context.Background(), "bad-token")
+			clk.Step(tc.after)
+			rev.setErr(tc.reviewErr)
+			id, err := c.Authenticate(context.Background(), tc.token)
+			switch {
+			case tc.wantUser == "" && err == nil:
+				t.Fatalf("accepted as %q, want an error", id.User.Username)
+			case tc.wantUser != "" && (err != nil || id.User.Username != tc.wantUser):
+				t.Fatalf("identity %v err %v, want %s", id, err, tc.wantUser)
+			}
+		})
+	}
+}
