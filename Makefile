@@ -80,8 +80,8 @@ chaos: ## Fault tolerance: 100 claims/s for 2 min while the leader is killed eve
 
 CHAOS_KILLS ?= 10
 .PHONY: chaos-cluster
-chaos-cluster: ## Faults on the installed local cluster: clients create and list claims (v1beta1 and v1alpha1) while $(CHAOS_KILLS) controller containers are SIGKILLed in turn; fails on any failed call, lost or doubled claim. `make test` runs 2 kills.
-	E2E_CONTROLLER_KILLS=$(CHAOS_KILLS) go test -tags e2e -count=1 -timeout 40m -v -run 'TestClientsLoseNoCallWhileControllersAreKilled' ./test/e2e/...
+chaos-cluster: ## Faults on the installed local cluster under client load: $(CHAOS_KILLS) SIGKILLs of controller and webhook containers in turn, router replicas killed mid-call, containerd, kubelet, etcd and kube-apiserver restarted; fails on a failed call where none may fail, a lost or doubled claim. `make test` runs the same with 2 container kills.
+	E2E_CONTROLLER_KILLS=$(CHAOS_KILLS) go test -tags e2e -count=1 -timeout 40m -v -run 'TestClientsLoseNoCallWhileControllersAreKilled|TestARouterKilledMidCall|TestSandboxesAndClaimsLiveThroughNodeAndControlPlaneRestarts' ./test/e2e/...
 
 # The local cluster (etcd, kube-apiserver, kcm, scheduler, containerd, kubelet, our controller
 # and router) runs as root on this machine; see docs/dev-cluster.md. DEV_ARGS e.g. --kwok-nodes 5.

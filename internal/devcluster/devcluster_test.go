@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -238,4 +239,32 @@ func TestSplitIptablesRule(t *testing.T) {
 			t.Errorf("splitRule(%q) = %q, want %q", tc.line, got, tc.want)
 		}
 	}
+}
+
+func TestRestartRefusesWhatItCannotRestart(t *testing.T) {
+	cases := []struct {
+		name, component, want string
+	}{
+		{"a component that is not restartable on its own", "cilium-agent", "cannot be restarted on its own"},
+		{"a component that does not run", "kubelet", "kubelet is not running"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Restart(context.Background(), Config{Dir: shortTempDir(t), Out: io.Discard}, tc.component, false)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Restart(%s) = %v, want an error saying %q", tc.component, err, tc.want)
+			}
+		})
+	}
+}
+
+// shortTempDir is a temporary state dir short enough for containerd's socket path.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }

@@ -3,6 +3,7 @@ package devcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -20,13 +21,16 @@ func Restart(ctx context.Context, cfg Config, name string, kill bool) (time.Dura
 	if err != nil {
 		return 0, err
 	}
-	comp, err := c.restartable(name)
-	if err != nil {
-		return 0, err
+	if !slices.Contains(Restartable, name) {
+		return 0, fmt.Errorf("%s cannot be restarted on its own (restartable: %v)", name, Restartable)
 	}
 	r := c.running(name)
 	if r == nil {
 		return 0, fmt.Errorf("%s is not running: bring the cluster up first", name)
+	}
+	comp, err := c.restartable(name)
+	if err != nil {
+		return 0, err
 	}
 	start := time.Now()
 	if kill {
@@ -63,5 +67,5 @@ func (c *Config) restartable(name string) (component, error) {
 	case "kubelet":
 		return c.kubelet(bin)
 	}
-	return component{}, fmt.Errorf("%s cannot be restarted on its own (restartable: %v)", name, Restartable)
+	return component{}, fmt.Errorf("no component %s", name)
 }

@@ -92,8 +92,8 @@ func TestRouterAuthorizesCallersWithTheAPIServer(t *testing.T) {
 	proxy := router.NewProxy(router.ProxyOptions{Resolver: everywhere{}})
 	t.Cleanup(proxy.Close)
 	front := httptest.NewServer(router.NewHandler(router.HandlerOptions{Proxy: proxy, Guard: router.GuardOptions{
-		Authenticator: router.NewTokenReviewAuthenticator(&router.KubeTokenReviewer{Client: cs.AuthenticationV1().TokenReviews()}, time.Minute, 16),
-		Authorizer:    router.NewSandboxAuthorizer(&router.KubeAccessReviewer{Client: cs.AuthorizationV1().SubjectAccessReviews()}, time.Second, 0, 16),
+		Authenticator: router.NewTokenReviewAuthenticator(&router.KubeTokenReviewer{Client: cs.AuthenticationV1().TokenReviews()}, time.Minute, 0, 16),
+		Authorizer:    router.NewSandboxAuthorizer(&router.KubeAccessReviewer{Client: cs.AuthorizationV1().SubjectAccessReviews()}, time.Second, 0, 0, 16),
 	}}))
 	t.Cleanup(front.Close)
 

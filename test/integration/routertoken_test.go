@@ -78,7 +78,7 @@ func TestRouterTokenDoesNotOpenALaterSandboxOfTheSameName(t *testing.T) {
 	port := standIn(t, "reached")
 	guard := router.GuardOptions{
 		Authenticator: router.NewScopedTokenAuthenticator(scopedSigner, nil),
-		Authorizer:    router.NewSandboxAuthorizer(nil, 0, 0, 1),
+		Authorizer:    router.NewSandboxAuthorizer(nil, 0, 0, 0, 1),
 	}
 	url := startRouter(t, startRouterCache(t, ns), router.ProxyOptions{}, guard)
 	mustCreateObj(t, testwrap.MakeTemplate(ns, "tmpl").Containers(runtimeOn(port)).Obj())
