@@ -143,10 +143,12 @@ func readFrames(ctx context.Context, fr frameReader, sink *outputSink, op string
 			if lastErr != "" {
 				return nil, &APIError{Status: http.StatusBadRequest, Message: lastErr, Op: op}
 			}
+			// The command may have run, or be running still: the router or the sandbox's pod
+			// went away mid-stream.
 			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("sandbox API %s: the stream ended without an exit status", op)
+				return nil, fmt.Errorf("sandbox API %s: %w: the stream ended without an exit status", op, ErrConnectionLost)
 			}
-			return nil, fmt.Errorf("sandbox API %s: %w", op, err)
+			return nil, fmt.Errorf("sandbox API %s: %w: %w", op, ErrConnectionLost, err)
 		}
 		switch f.Type {
 		case wire.FrameStdout:

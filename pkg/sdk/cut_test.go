@@ -1,0 +1,113 @@
+package sdk
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// cuttingProxy forwards TCP to target and cuts every connection, both ways, as soon as the
+// answer carries marker: a router replica killed while a command streams its output.
+func cuttingProxy(t *testing.T, target, marker string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			down, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				_ = down.Close()
+				continue
+			}
+			cut := sync.OnceFunc(func() { _ = down.Close(); _ = up.Close() })
+			wg.Go(func() { _, _ = io.Copy(up, down); cut() })
+			wg.Go(func() {
+				var seen []byte
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := up.Read(buf)
+					if n > 0 {
+						_, _ = down.Write(buf[:n])
+						if seen = append(seen, buf[:n]...); bytes.Contains(seen, []byte(marker)) {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				cut()
+			})
+		}
+	})
+	t.Cleanup(func() { _ = l.Close(); wg.Wait() })
+	return "http://" + l.Addr().String()
+}
+
+// firstB64 is how "first\n" travels in an output frame (base64, JSON's form of bytes).
+const firstB64 = "Zmlyc3QK"
+
+// A stream cut after the command started (the router or the pod died) ends the call at once
+// with ErrConnectionLost naming it, after the output that came before the cut: the command may
+// have run, and may be running still, so it is not sent again.
+func TestAStreamCutMidwayIsAConnectionLost(t *testing.T) {
+	cases := []struct {
+		name string
+		op   string
+		opts func() []RunOption
+	}{
+		{"streamed output (NDJSON)", "POST /v1/exec", func() []RunOption { return nil }},
+		{"WebSocket exec (stdin from a pipe)", "GET /v1/exec/ws", func() []RunOption {
+			pr, pw := io.Pipe()
+			t.Cleanup(func() { _ = pw.Close() })
+			return []RunOption{WithStdin(pr)}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPlane(t, ModeRouter, func(o *Options) { o.RouterURL = cuttingProxy(t, o.RouterURL, firstB64) })
+			var out syncBuf
+			_, err := p.sb.Run(testCtx(t), Shell("echo first; sleep 30; echo second"), append(tc.opts(), WithStdout(&out))...)
+			if !errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), tc.op) {
+				t.Fatalf("Run cut mid-stream: %v, want ErrConnectionLost naming %s", err, tc.op)
+			}
+			if got := out.String(); got != "first\n" {
+				t.Fatalf("output before the cut %q, want %q", got, "first\n")
+			}
+		})
+	}
+}
+
+// syncBuf is a bytes.Buffer for one writer and a reader after it.
+type syncBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
