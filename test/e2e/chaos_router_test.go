@@ -51,6 +51,9 @@ type inFlight struct {
 	call    func(ctx context.Context, sb *sdk.Sandbox, out io.Writer) error
 }
 
+// lines30 writes a line a second for 30 s.
+const lines30 = "for i in $(seq 30); do echo line $i; sleep 1; done"
+
 var callsInFlight = []inFlight{
 	{"a buffered command", "POST /v1/exec", false, func(ctx context.Context, sb *sdk.Sandbox, _ io.Writer) error {
 		res, err := sb.Run(ctx, sdk.Shell("sleep 30; echo finished"))
@@ -59,10 +62,18 @@ var callsInFlight = []inFlight{
 		}
 		return err
 	}},
+	{"a command streaming its output (NDJSON)", "POST /v1/exec", true, func(ctx context.Context, sb *sdk.Sandbox, out io.Writer) error {
+		res, err := sb.Run(ctx, sdk.Shell(lines30), sdk.WithStdout(out))
+		if err == nil {
+			return fmt.Errorf("finished: %q", res.Stdout)
+		}
+		return err
+	}},
 	{"a WebSocket exec streaming its output", "GET /v1/exec/ws", true, func(ctx context.Context, sb *sdk.Sandbox, out io.Writer) error {
-		// Stdin makes the SDK use the WebSocket exec.
-		res, err := sb.Run(ctx, sdk.Shell("for i in $(seq 30); do echo line $i; sleep 1; done"),
-			sdk.WithStdin(strings.NewReader("")), sdk.WithStdout(out))
+		// Stdin from a pipe (not in memory) makes the SDK use the WebSocket exec.
+		stdin, w := io.Pipe()
+		defer w.Close()
+		res, err := sb.Run(ctx, sdk.Shell(lines30), sdk.WithStdin(stdin), sdk.WithStdout(out))
 		if err == nil {
 			return fmt.Errorf("finished: %q", res.Stdout)
 		}
