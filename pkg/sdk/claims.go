@@ -345,6 +345,9 @@ func (c *Client) waitGone(ctx context.Context, obj client.Object, wc waitConfig)
 		list = &agentsv1alpha1.SandboxList{}
 	}
 	rv := obj.GetResourceVersion()
+	// Paces watching and reading again while the API server is away (restarting), until the
+	// ready timeout.
+	var retry apiBackoff
 	for {
 		w, err := c.kube.Watch(wctx, list.DeepCopyObject().(client.ObjectList),
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}},
@@ -355,6 +358,12 @@ func (c *Client) waitGone(ctx context.Context, obj client.Object, wc waitConfig)
 			}
 			if _, isClaim := obj.(*extv1alpha1.SandboxClaim); isClaim && apierrors.IsForbidden(err) {
 				return c.waitClaimGone(ctx, obj.GetName(), wc)
+			}
+			if retryableWatchError(err) && retry.wait(wctx, time.Time{}) {
+				continue
+			}
+			if wctx.Err() != nil {
+				return ctxErr(wctx)
 			}
 			return err
 		}
@@ -371,13 +380,19 @@ func (c *Client) waitGone(ctx context.Context, obj client.Object, wc waitConfig)
 				// Too old a version: check whether it still exists and go on.
 				w.Stop()
 				fresh := obj.DeepCopyObject().(client.Object)
-				if err := c.kube.Get(wctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
-					if apierrors.IsNotFound(err) {
-						return nil
-					}
+				err := c.kube.Get(wctx, client.ObjectKeyFromObject(obj), fresh)
+				switch {
+				case err == nil:
+					rv = fresh.GetResourceVersion()
+				case apierrors.IsNotFound(err):
+					return nil
+				case retryableAPIError(err, false) && retry.wait(wctx, time.Time{}):
+					// Still away: the next watch fails the same way and reads again.
+				case wctx.Err() != nil:
+					return ctxErr(wctx)
+				default:
 					return err
 				}
-				rv = fresh.GetResourceVersion()
 			}
 		}
 		w.Stop()

@@ -188,10 +188,11 @@ func New(o Options) (*Client, error) {
 	if c.mode == ModeRouter && o.RouterURL == "" {
 		return nil, errors.New("mode router needs a router URL (Options.RouterURL / --router)")
 	}
-	c.kube, err = client.NewWithWatch(cfg, client.Options{Scheme: Scheme()})
+	kube, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
+	c.kube = withAPIRetries(kube) // rides out an API server restart (retry.go)
 	if c.core, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("building Kubernetes clientset: %w", err)
 	}
@@ -262,7 +263,10 @@ func (c *Client) Mode() Mode { return c.mode }
 func (c *Client) RESTConfig() *rest.Config { return rest.CopyConfig(c.cfg) }
 
 // KubeClient is the controller-runtime client the SDK uses, with the
-// agent-sandbox kinds registered, for anything the SDK does not wrap.
+// agent-sandbox kinds registered, for anything the SDK does not wrap. Like
+// the SDK's own calls, its reads are retried for up to 30 s while the API
+// server is unavailable, and its writes only when the connection was
+// refused (nothing reached the server); watches are not retried.
 func (c *Client) KubeClient() client.WithWatch { return c.kube }
 
 // InNamespace returns a Client working in namespace ns that shares this

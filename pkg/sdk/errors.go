@@ -36,8 +36,12 @@ var (
 	// tar entry or symlink during DownloadDir).
 	ErrUnsafePath = errors.New("unsafe path")
 	// ErrConnectionLost: the connection broke after the request went out and
-	// before its answer came (a router or sandbox pod died, the network
-	// failed). The call may have taken effect, so it is not sent again.
+	// before its answer came, or a command's stream before its exit status
+	// (a router or sandbox pod died, the network failed). Idempotent reads
+	// (GETs without a body: file reads, stat, list, process and log reads,
+	// the start of a watch or log follow) are first sent twice more on new
+	// connections; for them this error means all three attempts broke. Any
+	// other call may have taken effect, so it is not sent again.
 	ErrConnectionLost = errors.New("connection lost before the answer; the call may have taken effect")
 )
 

@@ -49,8 +49,9 @@ func (c *Client) readClaim(ctx context.Context, name string) (*extv1alpha1.Sandb
 		return cl, err
 	}
 	patched := &extv1alpha1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}}
-	if perr := c.kube.Patch(ctx, patched, emptyPatch); perr == nil || apierrors.IsNotFound(perr) {
-		return patched, perr
+	perr := c.kube.Patch(ctx, patched, emptyPatch)
+	if perr == nil || apierrors.IsNotFound(perr) || retryableAPIError(perr, false) {
+		return patched, perr // an API server away says more than get's 403
 	}
 	return cl, err
 }
@@ -70,7 +71,10 @@ func (c *Client) waitClaimGone(ctx context.Context, name string, wc waitConfig) 
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return false, client.IgnoreNotFound(err)
+		if retryableAPIError(err, false) {
+			return false, nil // the API server is away: an empty patch is safe to repeat
+		}
+		return false, err
 	})
 	if err != nil && wctx.Err() != nil {
 		return ctxErr(wctx)

@@ -203,16 +203,17 @@ func (r *request) op() string { return r.method + " " + r.path }
 
 // do sends r and returns a 2xx response, or an *APIError for any other
 // status. A failed dial is retried once after looking the pod up again (a
-// router: for a few seconds, until its Service drops a dead replica), and a
+// router: for a few seconds, until its Service drops a dead replica), a
 // router that does not know a just-ready sandbox yet is retried for a moment
-// (routerLag), when the body can be replayed.
+// (routerLag), when the body can be replayed, and an idempotent read whose
+// connection broke before the answer is sent twice more (retryLost).
 func (t *httpTransport) do(ctx context.Context, r *request) (*http.Response, error) {
 	var lag routerLag
 	// The first request's body source replays the body on every retry (r.body itself is read
 	// once).
 	var getBody func() (io.ReadCloser, error)
 	var contentLength int64
-	dials := 0
+	dials, lost := 0, 0
 	for attempt := 0; ; attempt++ {
 		req, err := t.newRequest(ctx, r)
 		if err != nil {
@@ -235,6 +236,10 @@ func (t *httpTransport) do(ctx context.Context, r *request) (*http.Response, err
 			}
 			if isDialError(err) && replayable && t.ep.dialFailed(ctx, dials) {
 				dials++
+				continue
+			}
+			if !isDialError(err) && t.retryLost(ctx, r, lost) {
+				lost++
 				continue
 			}
 			if !isDialError(err) {

@@ -131,7 +131,8 @@ var errReadyTimeout = errors.New("ready timeout")
 // timeout or ctx ends. It never polls: one watch from the object's
 // resourceVersion, which client-go's RetryWatcher re-establishes from the last
 // seen version when the server closes it, restarted from a fresh read when
-// that version is too old.
+// that version is too old; that read is repeated while the API server is
+// away, until the ready timeout.
 func waitFor[T client.Object](ctx context.Context, c *Client, obj T, newList func() client.ObjectList, eval func(T) readiness, wc waitConfig) (T, error) {
 	w := &waiter[T]{c: c, kind: "SandboxClaim", ns: obj.GetNamespace(), name: obj.GetName(), newList: newList,
 		eval: eval, progress: wc.progress, start: time.Now(), obj: obj}
@@ -147,14 +148,29 @@ func waitFor[T client.Object](ctx context.Context, c *Client, obj T, newList fun
 
 	w.last = eval(obj)
 	w.report(w.last)
+	reread := false
+	var retry apiBackoff
 	for !w.last.ready && !w.last.final {
-		err := w.follow(wctx)
-		if errors.Is(err, errWatchExpired) {
-			// Our version is too old: read the object again and go on from there.
+		var err error
+		if reread {
 			err = w.reread(wctx)
+		} else {
+			err = w.follow(wctx)
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, errWatchExpired):
+			// Our version is too old: read the object again and go on from there.
+			reread = true
+		case reread && retryableAPIError(err, false):
+			// The API server is still away after the client's own retries (a long restart):
+			// read again until the ready timeout.
+			if !retry.wait(wctx, time.Time{}) {
+				return w.fail(fmt.Errorf("%w: %w", ctxErr(wctx), err))
+			}
+		case err != nil:
 			return w.fail(err)
+		default:
+			reread, retry = false, apiBackoff{}
 		}
 	}
 	if w.last.ready {
@@ -288,13 +304,13 @@ func (w *waiter[T]) reread(ctx context.Context) error {
 }
 
 // retryableWatchError reports whether a failed watch call may succeed when
-// tried again: the API server restarting, overloaded or timing out. Any other
-// failure (no permission, no such kind) ends the wait.
+// tried again: the API server restarting (a refused, reset or lost
+// connection), overloaded or timing out, what a read retries and more, since
+// a watch changes nothing. Any other failure (no permission, no such kind)
+// ends the wait.
 func retryableWatchError(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsProbableEOF(err) ||
-		utilnet.IsTimeout(err) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
-		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
+	return retryableAPIError(err, false) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		utilnet.IsTimeout(err) || apierrors.IsInternalError(err)
 }
 
 // ctxErr turns the wait context's end into ErrTimeout (the ready timeout or
