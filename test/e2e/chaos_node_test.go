@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +21,7 @@ import (
 )
 
 // Faults of the node and the control plane under the installed system (issue 24): containerd
-// and the kubelet restart, etcd is SIGKILLed and started again, kube-apiserver restarts, one
+// and the kubelet restart, etcd and then kube-apiserver are SIGKILLed and started again, one
 // after another, while clients create and list claims, an SDK client lists Sandboxes and runs
 // commands through the router in a sandbox that already runs.
 
@@ -37,7 +38,9 @@ var nodeFaults = []nodeFault{
 	{component: "containerd"},
 	{component: "kubelet"},
 	{component: "etcd", kill: true, apiDown: true},
-	{component: "kube-apiserver", apiDown: true},
+	// SIGKILL, as etcd: here a SIGTERM makes kube-apiserver wait for its open streams until it
+	// is killed after a minute anyway, refusing connections all along.
+	{component: "kube-apiserver", kill: true, apiDown: true},
 }
 
 // window is a span of time around one fault.
@@ -102,6 +105,32 @@ func systemReady(ctx context.Context) error {
 	return nil
 }
 
+// systemRestarts counts the restarts of each container of the install's pods.
+func systemRestarts(t *testing.T) map[string]int32 {
+	t.Helper()
+	var pods corev1.PodList
+	mustf(t, kube.List(t.Context(), &pods, client.InNamespace(devcluster.SystemNS)), "listing the install's pods")
+	n := map[string]int32{}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			n[p.Name+"/"+cs.Name] = cs.RestartCount
+		}
+	}
+	return n
+}
+
+// restartedSince lists the containers whose restart count grew.
+func restartedSince(before, after map[string]int32) []string {
+	var out []string
+	for c, n := range after {
+		if n > before[c] {
+			out = append(out, fmt.Sprintf("%s +%d", c, n-before[c]))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func TestSandboxesAndClaimsLiveThroughNodeAndControlPlaneRestarts(t *testing.T) {
 	ns := newNamespace(t, "nodefault")
 	ctx := t.Context()
@@ -124,15 +153,24 @@ func TestSandboxesAndClaimsLiveThroughNodeAndControlPlaneRestarts(t *testing.T) 
 	cfg := devcluster.Config{Dir: cluster.Dir}
 	var windows []window
 	for _, f := range nodeFaults {
+		before := systemRestarts(t)
 		from := time.Now()
 		away, err := devcluster.Restart(ctx, cfg, f.component, f.kill)
 		mustf(t, err, "restarting %s", f.component)
-		slow.EventuallyContext(t, "the node and the install ready after restarting "+f.component, systemReady)
+		waitedFor := map[string]bool{} // what the install was not ready for, once each
+		slow.EventuallyContext(t, "the node and the install ready after restarting "+f.component, func(ctx context.Context) error {
+			err := systemReady(ctx)
+			if err != nil && !waitedFor[err.Error()] {
+				waitedFor[err.Error()] = true
+				t.Logf("%s after the %s fault: %v", time.Since(from).Round(100*time.Millisecond), f.component, err)
+			}
+			return err
+		})
 		recovered := time.Since(from)
 		time.Sleep(2 * time.Second) // calls after the fault, still counted against it
 		windows = append(windows, window{f, from, time.Now()})
-		t.Logf("%s %s: back in %s, node and install ready after %s", map[bool]string{true: "killed", false: "restarted"}[f.kill],
-			f.component, away.Round(10*time.Millisecond), recovered.Round(100*time.Millisecond))
+		t.Logf("%s %s: back in %s, node and install ready after %s; containers of the install restarted: %v", map[bool]string{true: "killed", false: "restarted"}[f.kill],
+			f.component, away.Round(10*time.Millisecond), recovered.Round(100*time.Millisecond), restartedSince(before, systemRestarts(t)))
 	}
 	stopLoad()
 	claimCalls.Wait()
