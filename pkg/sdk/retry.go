@@ -43,14 +43,7 @@ func (t *httpTransport) retryLost(ctx context.Context, r *request, n int) bool {
 	}
 	t.c.http.closeIdle()
 	t.c.http.api.CloseIdleConnections() // a custom Options.HTTPTransport's
-	tm := time.NewTimer(lostRetryDelays[n])
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return true
-	}
+	return sleepCtx(ctx, lostRetryDelays[n])
 }
 
 // ---- Kubernetes API calls ----
@@ -112,14 +105,7 @@ func (b *apiBackoff) wait(ctx context.Context, deadline time.Time) bool {
 	if !deadline.IsZero() && time.Until(deadline) < d {
 		return false
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return sleepCtx(ctx, d)
 }
 
 // retryAPI runs call until it succeeds, fails in a way retryableAPIError

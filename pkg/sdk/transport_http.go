@@ -136,14 +136,7 @@ func (e *routerEndpoint) dialFailed(ctx context.Context, n int) bool {
 	if n >= len(routerRedialDelays) {
 		return false
 	}
-	t := time.NewTimer(routerRedialDelays[n])
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return sleepCtx(ctx, routerRedialDelays[n])
 }
 
 func (e *routerEndpoint) reset() {}
@@ -285,12 +278,8 @@ func (l *routerLag) retry(ctx context.Context, ep endpoint, err error) bool {
 	if l.delay == 0 {
 		l.delay = 10 * time.Millisecond
 	}
-	t := time.NewTimer(l.delay)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !sleepCtx(ctx, l.delay) {
 		return false
-	case <-t.C:
 	}
 	l.delay = min(2*l.delay, 500*time.Millisecond)
 	return true

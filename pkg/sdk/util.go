@@ -1,9 +1,24 @@
 package sdk
 
 import (
+	"context"
 	"slices"
 	"strings"
+	"time"
 )
+
+// sleepCtx waits d and reports true, or reports false as soon as ctx ends: the pause between
+// the SDK's retries.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
