@@ -99,6 +99,8 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route R
 		if allowed {
 			ttl = a.allowTTL
 			a.lastAllowed.remember(key, true)
+		} else {
+			a.lastAllowed.forget(key)
 		}
 		if ttl > 0 {
 			a.cache.Add(key, allowed, ttl)

@@ -14,7 +14,8 @@ import (
 // lastKnown keeps the router's good answers (an authenticated token's user, an allowed access)
 // for longer than their cache does, to be used only while the API server cannot be asked: a
 // restart of kube-apiserver or etcd then leaves the sessions that were working working, instead
-// of failing every request once the short caches expire. A refusal is never kept, a failed
+// of failing every request once the short caches expire. A refusal is never kept (and drops
+// what was kept for that question), a failed
 // review of a caller it has no answer for still fails closed, and a right revoked during the
 // outage is honoured once the API server answers again: at most ttl after the last good answer.
 type lastKnown struct {
@@ -32,6 +33,13 @@ func newLastKnown(ttl time.Duration, size int, clk clock.PassiveClock) *lastKnow
 func (l *lastKnown) remember(key, v any) {
 	if l != nil {
 		l.cache.Add(key, v, l.ttl)
+	}
+}
+
+// forget drops key's answer: the API server has since refused it.
+func (l *lastKnown) forget(key any) {
+	if l != nil {
+		l.cache.Remove(key)
 	}
 }
 

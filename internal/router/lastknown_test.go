@@ -23,17 +23,19 @@ func TestLastKnownAnswersOnlyWhileTheAPIServerCannot(t *testing.T) {
 	cases := []struct {
 		name      string
 		sandbox   string        // alice is allowed into "mine", not "theirs"
+		revoked   bool          // a later review, before the outage, refused her
 		after     time.Duration // since the last successful review
 		reviewErr error
 		want      bool
 		wantErr   bool
 	}{
-		{"an allowance outlives its cache while the API server is refusing connections", "mine", 11 * time.Second, connRefused, true, false},
-		{"and while it answers 503", "mine", time.Minute, apierrors.NewServiceUnavailable("etcd restarting"), true, false},
-		{"and while etcd times out", "mine", time.Minute, apierrors.NewTimeoutError("etcdserver: request timed out", 1), true, false},
-		{"but not past the stale ttl", "mine", 5*time.Minute + time.Second, connRefused, false, true},
-		{"a refusal is never kept: the question fails closed", "theirs", 11 * time.Second, connRefused, false, true},
-		{"an answer of the API server is no outage", "mine", 11 * time.Second, apierrors.NewForbidden(schema.GroupResource{Resource: "subjectaccessreviews"}, "", errors.New("router RBAC")), false, true},
+		{"an allowance outlives its cache while the API server is refusing connections", "mine", false, 11 * time.Second, connRefused, true, false},
+		{"and while it answers 503", "mine", false, time.Minute, apierrors.NewServiceUnavailable("etcd restarting"), true, false},
+		{"and while etcd times out", "mine", false, time.Minute, apierrors.NewTimeoutError("etcdserver: request timed out", 1), true, false},
+		{"but not past the stale ttl", "mine", false, 5*time.Minute + time.Second, connRefused, false, true},
+		{"a refusal is never kept: the question fails closed", "theirs", false, 11 * time.Second, connRefused, false, true},
+		{"an allowance refused since is forgotten", "mine", true, 11 * time.Second, connRefused, false, true},
+		{"an answer of the API server is no outage", "mine", false, 11 * time.Second, apierrors.NewForbidden(schema.GroupResource{Resource: "subjectaccessreviews"}, "", errors.New("router RBAC")), false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,6 +46,13 @@ func TestLastKnownAnswersOnlyWhileTheAPIServerCannot(t *testing.T) {
 			route := Route{Namespace: "ns", Name: tc.sandbox}
 			if _, err := a.Authorize(context.Background(), alice, route); err != nil {
 				t.Fatalf("first review: %v", err)
+			}
+			if tc.revoked {
+				access.revoke("alice@ns/" + tc.sandbox)
+				clk.Step(11 * time.Second)
+				if ok, err := a.Authorize(context.Background(), alice, route); ok || err != nil {
+					t.Fatalf("after the revocation: allowed=%v err=%v, want a refusal", ok, err)
+				}
 			}
 			clk.Step(tc.after)
 			access.setErr(tc.reviewErr)
@@ -75,15 +84,25 @@ func TestLastKnownTokenUsersOnlyWhileTheAPIServerCannot(t *testing.T) {
 		{"not past the stale ttl", "alice-token", 5*time.Minute + time.Second, connRefused, ""},
 		{"a token that was refused stays refused", "bad-token", 31 * time.Second, connRefused, ""},
 		{"a token never seen fails closed", "new-token", 31 * time.Second, connRefused, ""},
+		{"a token refused since is forgotten", "revoked-token", 31 * time.Second, connRefused, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rev := &fakeReviewer{users: map[string]string{"alice-token": "alice"}}
+			rev := &fakeReviewer{users: map[string]string{"alice-token": "alice", "revoked-token": "bob"}}
 			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			c := newCachedReviewer(rev, 30*time.Second, 5*time.Minute, 16, clk)
-			_, _ = c.Authenticate(context.Background(), "alice-token")
-			_, _ = c.Authenticate(context.Background(), "bad-token")
-			clk.Step(tc.after)
+			for _, tok := range []string{"alice-token", "bad-token", "revoked-token"} {
+				_, _ = c.Authenticate(context.Background(), tok)
+			}
+			// bob's token is revoked and reviewed again before the outage.
+			rev.mu.Lock()
+			delete(rev.users, "revoked-token")
+			rev.mu.Unlock()
+			clk.Step(31 * time.Second)
+			if _, err := c.Authenticate(context.Background(), "revoked-token"); err == nil {
+				t.Fatal("the revoked token was accepted while the API server answers")
+			}
+			clk.Step(tc.after - 31*time.Second)
 			rev.setErr(tc.reviewErr)
 			id, err := c.Authenticate(context.Background(), tc.token)
 			switch {
@@ -94,4 +113,10 @@ func TestLastKnownTokenUsersOnlyWhileTheAPIServerCannot(t *testing.T) {
 			}
 		})
 	}
+}
+
+func (f *fakeAccess) revoke(grant string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.grants, grant)
 }

@@ -93,6 +93,8 @@ func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Ident
 		}
 		if user != nil {
 			c.lastUsers.remember(key, user)
+		} else {
+			c.lastUsers.forget(key)
 		}
 		if c.ttl > 0 {
 			c.cache.Add(key, user, c.ttl)
