@@ -76,8 +76,15 @@ func retryableAPIError(err error, write bool) bool {
 		return false
 	}
 	return utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
-		apierrors.IsTooManyRequests(err) || isEtcdTransient(err)
+		isBodyCut(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || isEtcdTransient(err)
+}
+
+// isBodyCut: client-go lost the connection while it read the answer's body (seen when
+// kube-apiserver is killed mid-answer: "http2: client connection force closed via
+// ClientConn.Close"); its own message asks for a retry.
+func isBodyCut(err error) bool {
+	return strings.Contains(err.Error(), "unexpected error when reading response body. Please retry.")
 }
 
 // isEtcdTransient: the API server's 500 for an etcd that is electing a
