@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -75,9 +76,16 @@ func retryableAPIError(err error, write bool) bool {
 	if write {
 		return false
 	}
-	return utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
-		isBodyCut(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) ||
+	return isTransportError(err) || isBodyCut(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || isEtcdTransient(err)
+}
+
+// isTransportError: the request failed on its way (client-go wraps every such failure in a
+// *url.Error: a reset, an EOF, a lost HTTP/2 connection, a TLS handshake or dial timing out while
+// kube-apiserver starts); it got no answer from the server, so a read may go again.
+func isTransportError(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err)
 }
 
 // isBodyCut: client-go lost the connection while it read the answer's body (seen when

@@ -185,6 +185,7 @@ func TestRetryableAPIError(t *testing.T) {
 		{"EOF before the answer", &url.Error{Op: "Get", URL: "x", Err: io.EOF}, true, false},
 		{"unexpected EOF", &url.Error{Op: "Get", URL: "x", Err: io.ErrUnexpectedEOF}, true, false},
 		{"HTTP/2 connection lost", errH2Lost, true, false},
+		{"TLS handshake timeout while kube-apiserver starts", &url.Error{Op: "Get", URL: "x", Err: errors.New("net/http: TLS handshake timeout")}, true, false},
 		{"the answer's body cut (kube-apiserver killed mid-answer)", fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w",
 			errors.New("http2: client connection force closed via ClientConn.Close")), true, false},
 		{"503 service unavailable", apierrors.NewServiceUnavailable("starting"), true, false},
