@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
@@ -267,4 +269,29 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
+}
+
+// A process has exited only once nothing of it is left: not while it (or a thread) runs, and
+// a zombie whose threads are all gone has.
+func TestProcessExitedOnlyWhenNothingOfItRuns(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := procStat(cmd.Process.Pid)
+	r := &procRecord{PID: cmd.Process.Pid, StartTime: st.start}
+	if r.exited() {
+		t.Fatal("a running process counted as exited")
+	}
+	if self, _ := procStat(os.Getpid()); (&procRecord{PID: os.Getpid(), StartTime: self.start}).exited() {
+		t.Fatal("this test process (many threads) counted as exited")
+	}
+	_ = cmd.Process.Kill()
+	if !waitGone(r, 5*time.Second) {
+		t.Fatal("a killed process, a zombie until reaped, did not count as exited")
+	}
+	_ = cmd.Wait()
+	if !r.exited() {
+		t.Fatal("a reaped process did not count as exited")
+	}
 }

@@ -128,15 +128,36 @@ func (c *Config) stopPID(name string, r *procRecord) error {
 	return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", name, r.PID)
 }
 
+// waitGone waits until the whole process has exited, its sockets closed: a SIGKILLed thread
+// group leader turns zombie while its other threads still hold the listening sockets a moment.
 func waitGone(r *procRecord, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if !r.alive() {
+		if r.exited() {
 			return true
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
-	return !r.alive()
+	return r.exited()
+}
+
+func (r *procRecord) exited() bool {
+	st, ok := procStat(r.PID)
+	if !ok || st.start != r.StartTime {
+		return true // gone, or the pid is another process's now
+	}
+	if st.state != 'Z' {
+		return false
+	}
+	// A zombie leader: its threads may still be exiting.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", r.PID))
+	for _, task := range tasks {
+		data, err := os.ReadFile(task)
+		if i := strings.LastIndexByte(string(data), ')'); err == nil && i >= 0 && i+2 < len(data) && data[i+2] != 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // portFree reports an error naming the port when something already listens on addr.

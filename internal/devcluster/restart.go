@@ -45,13 +45,6 @@ func Restart(ctx context.Context, cfg Config, name string, kill bool) (time.Dura
 	if err := c.stop(name); err != nil {
 		return 0, err
 	}
-	// A killed thread group leader shows as gone while its other threads still hold the
-	// listening sockets for a moment.
-	for _, a := range comp.addrs {
-		for deadline := time.Now().Add(10 * time.Second); portFree(a) != nil && time.Now().Before(deadline); {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 	if err := c.ensure(ctx, comp); err != nil {
 		return 0, fmt.Errorf("starting %s again: %w", name, err)
 	}

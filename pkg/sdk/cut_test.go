@@ -4,61 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 )
-
-// cuttingProxy forwards TCP to target and cuts every connection, both ways, as soon as the
-// answer carries marker: a router replica killed while a command streams its output.
-func cuttingProxy(t *testing.T, target, marker string) string {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			down, err := l.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", u.Host)
-			if err != nil {
-				_ = down.Close()
-				continue
-			}
-			cut := sync.OnceFunc(func() { _ = down.Close(); _ = up.Close() })
-			wg.Go(func() { _, _ = io.Copy(up, down); cut() })
-			wg.Go(func() {
-				var seen []byte
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := up.Read(buf)
-					if n > 0 {
-						_, _ = down.Write(buf[:n])
-						if seen = append(seen, buf[:n]...); bytes.Contains(seen, []byte(marker)) {
-							break
-						}
-					}
-					if err != nil {
-						break
-					}
-				}
-				cut()
-			})
-		}
-	})
-	t.Cleanup(func() { _ = l.Close(); wg.Wait() })
-	return "http://" + l.Addr().String()
-}
 
 // firstB64 is how "first\n" travels in an output frame (base64, JSON's form of bytes).
 const firstB64 = "Zmlyc3QK"
@@ -81,7 +30,7 @@ func TestAStreamCutMidwayIsAConnectionLost(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPlane(t, ModeRouter, func(o *Options) { o.RouterURL = cuttingProxy(t, o.RouterURL, firstB64) })
+			p := newPlane(t, ModeRouter, func(o *Options) { o.RouterURL = newCutFront(t, o.RouterURL, 0, firstB64).url })
 			var out syncBuf
 			_, err := p.sb.Run(testCtx(t), Shell("echo first; sleep 30; echo second"), append(tc.opts(), WithStdout(&out))...)
 			if !errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), tc.op) {

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,14 +30,14 @@ import (
 
 // cutFront stands for a router replica killed with requests in flight: it takes the request
 // of each of the first cuts connections (every one when cuts < 0) and drops the connection
-// before answering; later connections are forwarded to target. It counts the requests that
-// reached it.
+// before answering; later connections are forwarded to target, and cut both ways as soon as the
+// answer carries cutAt (when set: killed mid-stream). It counts the requests that reached it.
 type cutFront struct {
 	url      string
 	requests atomic.Int32
 }
 
-func newCutFront(t *testing.T, target string, cuts int) *cutFront {
+func newCutFront(t *testing.T, target string, cuts int, cutAt string) *cutFront {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -75,7 +76,7 @@ func newCutFront(t *testing.T, target string, cuts int) *cutFront {
 			f.requests.Add(1)
 			stop := sync.OnceFunc(func() { _ = down.Close(); _ = up.Close() })
 			wg.Go(func() { _, _ = io.Copy(up, down); stop() })
-			wg.Go(func() { _, _ = io.Copy(down, up); stop() })
+			wg.Go(func() { copyUntil(down, up, cutAt); stop() })
 		}
 	})
 	t.Cleanup(func() {
@@ -88,6 +89,29 @@ func newCutFront(t *testing.T, target string, cuts int) *cutFront {
 		wg.Wait()
 	})
 	return f
+}
+
+// copyUntil copies src to dst until src ends or, when marker is set, what went through
+// contains it.
+func copyUntil(dst io.Writer, src io.Reader, marker string) {
+	if marker == "" {
+		_, _ = io.Copy(dst, src)
+		return
+	}
+	var seen []byte
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			_, _ = dst.Write(buf[:n])
+			if seen = append(seen, buf[:n]...); bytes.Contains(seen, []byte(marker)) {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // takeAndDrop reads what the client sends until it pauses (the whole request went out), then
@@ -144,7 +168,7 @@ func TestIdempotentReadsAreResentAfterALostConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var front *cutFront
 			p := newPlane(t, ModeRouter, func(o *Options) {
-				front = newCutFront(t, o.RouterURL, tc.cuts)
+				front = newCutFront(t, o.RouterURL, tc.cuts, "")
 				o.RouterURL, o.DisableHTTP2 = front.url, tc.http1
 			})
 			if err := os.WriteFile(filepath.Join(p.d.Root, "f.txt"), []byte("content"), 0o644); err != nil {
