@@ -15,12 +15,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // The bad-request corpus of the router: testdata/badrequests.yaml. Each case is sent byte for
@@ -86,35 +87,18 @@ const badRequestToken = "s3cret"
 
 // badRequestRig is the router under test, its stand-in and its canary.
 type badRequestRig struct {
-	routers  map[string]string // server kind -> address
-	port     string            // the stand-in's port on 127.0.0.2
-	canary   string            // the canary's port on 127.0.0.1
-	dead     string            // a closed port
-	hits     atomic.Int64      // requests the stand-in received
-	canaried atomic.Int64      // connections the canary accepted
-	errLog   *lockedBuffer     // the routers' net/http error log: panics land here
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	routers  map[string]string    // server kind -> address
+	port     string               // the stand-in's port on 127.0.0.2
+	canary   string               // the canary's port on 127.0.0.1
+	dead     string               // a closed port
+	hits     atomic.Int64         // requests the stand-in received
+	canaried atomic.Int64         // connections the canary accepted
+	errLog   *testwrap.SyncBuffer // the routers' net/http error log: panics land here
 }
 
 func newBadRequestRig(t *testing.T) *badRequestRig {
 	t.Helper()
-	rig := &badRequestRig{routers: map[string]string{}, errLog: &lockedBuffer{}}
+	rig := &badRequestRig{routers: map[string]string{}, errLog: &testwrap.SyncBuffer{}}
 
 	standIn := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rig.hits.Add(1)

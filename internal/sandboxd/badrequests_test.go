@@ -15,12 +15,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"sigs.k8s.io/yaml"
 )
 
@@ -110,23 +110,6 @@ func (c sandboxdBadRequest) raw() []byte {
 	return b.Bytes()
 }
 
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // escapeFixture builds <tmp>/root with the links above and <tmp>/outside; it returns both.
 func escapeFixture(t testing.TB) (tmp, root string) {
 	t.Helper()
@@ -191,7 +174,7 @@ func TestBadRequestsToSandboxd(t *testing.T) {
 		t.Fatalf("testdata/badrequests.yaml: %v", err)
 	}
 	tmp, root := escapeFixture(t)
-	errLog := &lockedLog{}
+	errLog := &testwrap.SyncBuffer{}
 	servers := map[string]string{}
 	for kind, token := range map[string]string{"open": "", "token": "s3cret"} {
 		s, err := sandboxd.New(sandboxd.Config{Root: root, Token: token, ExecTimeout: 10 * time.Second, KillGrace: 100 * time.Millisecond,

@@ -1,12 +1,12 @@
 package sdk
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // firstB64 is how "first\n" travels in an output frame (base64, JSON's form of bytes).
@@ -31,7 +31,7 @@ func TestAStreamCutMidwayIsAConnectionLost(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPlane(t, ModeRouter, func(o *Options) { o.RouterURL = newCutFront(t, o.RouterURL, 0, firstB64).url })
-			var out syncBuf
+			var out testwrap.SyncBuffer
 			_, err := p.sb.Run(testCtx(t), Shell("echo first; sleep 30; echo second"), append(tc.opts(), WithStdout(&out))...)
 			if !errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), tc.op) {
 				t.Fatalf("Run cut mid-stream: %v, want ErrConnectionLost naming %s", err, tc.op)
@@ -41,22 +41,4 @@ func TestAStreamCutMidwayIsAConnectionLost(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuf is a bytes.Buffer for one writer and a reader after it.
-type syncBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
