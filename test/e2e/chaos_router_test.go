@@ -83,10 +83,14 @@ var callsInFlight = []inFlight{
 func TestARouterKilledMidCallCutsItWithAnErrorAndTheOtherServes(t *testing.T) {
 	ns := newNamespace(t, "rtrkill")
 	cli := sdkClient(t, ns)
-	sb, err := cli.CreateSandbox(t.Context(), runtimeSandbox(ns, "target"))
-	mustf(t, err, "creating sandbox target")
-	for _, tc := range callsInFlight {
+	for i, tc := range callsInFlight {
 		t.Run(tc.name, func(t *testing.T) {
+			// A sandbox of its own per call: the routers keep idle connections to the sandboxes
+			// they served, so after an earlier kill both would be connected to a shared one and
+			// the carrier could not be told apart.
+			name := fmt.Sprintf("target-%d", i)
+			sb, err := cli.CreateSandbox(t.Context(), runtimeSandbox(ns, name))
+			mustf(t, err, "creating sandbox %s", name)
 			slow.EventuallyContext(t, "every replica of the install ready", systemReady)
 			killRouterMidCall(t, sb, tc)
 		})
@@ -116,13 +120,18 @@ func killRouterMidCall(t *testing.T, sb *sdk.Sandbox, tc inFlight) {
 		if err := kube.List(ctx, &routers, client.InNamespace(devcluster.SystemNS), client.MatchingLabels{"app": "sandbox-router"}); err != nil {
 			return err
 		}
+		carrier, pid = nil, 0
+		connected := 0
 		for i := range routers.Items {
 			if p := processOf(t, &routers.Items[i], "/usr/local/bin/router", nil); connectedTo(p, ip, 8888) {
 				carrier, pid = &routers.Items[i], p
-				return nil
+				connected++
 			}
 		}
-		return fmt.Errorf("no router connected to %s:8888 among %d", ip, len(routers.Items))
+		if connected != 1 {
+			return fmt.Errorf("%d of %d routers connected to %s:8888, want exactly the one carrying the call", connected, len(routers.Items), ip)
+		}
+		return nil
 	})
 	if len(routers.Items) < 2 {
 		t.Fatalf("%d router replicas, want the install's 2", len(routers.Items))
