@@ -44,6 +44,11 @@ const (
 	SandboxPodLabel = "agents.x-k8s.io/sandbox"
 	// SandboxPodLabelValue is the value of SandboxPodLabel.
 	SandboxPodLabelValue = "true"
+	// SessionEnvAnnotation holds, as a JSON object of names to values, the env of the
+	// SandboxClaim that took this Sandbox warm. Its pod was started without it; the router hands
+	// it to sandboxd with every request, and sandboxd gives it to every process it starts. Set
+	// only by the controller (the ownership admission policy), in the adoption's one write.
+	SessionEnvAnnotation = "agents.x-k8s.io/session-env"
 )
 
 // Sandbox replicas bounds.

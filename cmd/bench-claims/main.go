@@ -25,10 +25,12 @@ var scenarios = map[string]bench.Config{
 	"churn":      {Rate: 50, Duration: 20 * time.Second, Pool: 500, Nodes: 20, DeleteAfter: 5 * time.Second},
 	"ramp":       {Duration: 10 * time.Second, Pool: 1000, Nodes: 20},
 	"scale":      {Rate: 5, Duration: 10 * time.Second, Pool: 10000, Nodes: 100},
+	// warm-env: the warm burst with 3 env variables per claim, beside a plain warm burst.
+	"warm-env": {Rate: 75, Duration: 10 * time.Second, Pool: 1000, Nodes: 20, ClaimEnv: 3},
 }
 
 func main() {
-	scenario := flag.String("scenario", "warm-burst", "warm-burst, cold, churn, ramp (raise the rate until p99 > 1s), scale (10,000 resident sandboxes) or chaos (faults under load; exits 1 when an invariant breaks)")
+	scenario := flag.String("scenario", "warm-burst", "warm-burst, warm-env (the warm burst with 3 env variables per claim, beside a plain one), cold, churn, ramp (raise the rate until p99 > 1s), scale (10,000 resident sandboxes) or chaos (faults under load; exits 1 when an invariant breaks)")
 	rate := flag.Float64("rate", 0, "claims per second (overrides the scenario)")
 	duration := flag.Duration("duration", 0, "how long claims are sent (overrides the scenario)")
 	pool := flag.Int("pool", -1, "warm pool size (overrides the scenario)")
@@ -83,6 +85,10 @@ func main() {
 	if ramp {
 		rates = []float64{10, 25, 50, 75, 100, 150}
 	}
+	if cfg.ClaimEnv > 0 {
+		compareWithPlain(runWithAndWithoutEnv(ctx, cfg, *runs, *out))
+		return
+	}
 	reports := runRates(ctx, cfg, rates, *runs, *out, ramp)
 	if *runs > 1 {
 		printSpread(reports)
@@ -106,6 +112,54 @@ func runRates(ctx context.Context, cfg bench.Config, rates []float64, runs int, 
 		}
 	}
 	return reports
+}
+
+// runWithAndWithoutEnv runs the plain warm burst and the same burst with cfg.ClaimEnv variables
+// per claim, alternating, runs times each; it returns the plain reports and those with env.
+func runWithAndWithoutEnv(ctx context.Context, cfg bench.Config, runs int, out string) (plain, withEnv []*bench.Report) {
+	for i := 0; i < runs; i++ {
+		for _, env := range []int{0, cfg.ClaimEnv} {
+			run := cfg
+			run.ClaimEnv = env
+			run.Dir = filepath.Join(out, fmt.Sprintf("%s-env%d-%d-%s", cfg.Scenario, env, i, time.Now().Format("150405")))
+			if env == 0 {
+				plain = append(plain, runOnce(ctx, run))
+			} else {
+				withEnv = append(withEnv, runOnce(ctx, run))
+			}
+		}
+	}
+	return plain, withEnv
+}
+
+// compareWithPlain prints the medians of both kinds of claims side by side, with their ratio.
+func compareWithPlain(plain, withEnv []*bench.Report) {
+	median := func(rs []*bench.Report, f func(*bench.Report) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	fmt.Printf("%-40s %10s %10s %8s  (median of %d runs each)\n", "", "plain", "with env", "ratio", len(plain))
+	for _, m := range []struct {
+		name string
+		f    func(*bench.Report) float64
+	}{
+		{"create→podIPs p50 ms", func(r *bench.Report) float64 { return r.PodIPs.P50 }},
+		{"create→podIPs p99 ms", func(r *bench.Report) float64 { return r.PodIPs.P99 }},
+		{"warm hit ratio", func(r *bench.Report) float64 { return r.WarmHitRatio }},
+		{"controller hot-path writes/warm claim", func(r *bench.Report) float64 { return r.HotPathWrites }},
+		{"controller CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["controller"].MsPerClaim }},
+	} {
+		a, b := median(plain, m.f), median(withEnv, m.f)
+		ratio := 0.0
+		if a != 0 {
+			ratio = b / a
+		}
+		fmt.Printf("%-40s %10.2f %10.2f %8.2f\n", m.name, a, b, ratio)
+	}
 }
 
 // runOnce runs one benchmark into run.Dir and prints its report.

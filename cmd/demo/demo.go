@@ -82,7 +82,9 @@ func runDemo(ctx context.Context, out io.Writer, cfg devcluster.Config) error {
 
 	var warm *sdk.Sandbox
 	if err := d.timed("warm claim -> ready", func() (err error) {
-		warm, err = cli.Create(ctx, templateName, sdk.WithWarmPool("default"), sdk.WithLabels(map[string]string{"demo": "warm"}))
+		// The claim's env rides to sandboxd: still a warm start (the template runs sandboxd).
+		warm, err = cli.Create(ctx, templateName, sdk.WithWarmPool("default"), sdk.WithLabels(map[string]string{"demo": "warm"}),
+			sdk.WithEnv(map[string]string{"DEMO_SESSION": "session-1"}))
 		return err
 	}); err != nil {
 		return err
@@ -129,7 +131,11 @@ func (d *demo) setup(ctx context.Context) error {
 		return err
 	}
 	tmpl := &extv1alpha1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: templateName, Namespace: demoNS}}
-	if err := upsert(ctx, d.kube, tmpl, func() { tmpl.Spec = templateSpec() }); err != nil {
+	if err := upsert(ctx, d.kube, tmpl, func() {
+		tmpl.Spec = templateSpec()
+		// Claims' env goes to the sandboxd of container runtime, so claims with env start warm.
+		metav1.SetMetaDataAnnotation(&tmpl.ObjectMeta, extv1alpha1.SandboxdContainerAnnotation, "runtime")
+	}); err != nil {
 		return err
 	}
 	pool := &extv1alpha1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Name: poolName, Namespace: demoNS}}
@@ -145,6 +151,7 @@ func (d *demo) setup(ctx context.Context) error {
 
 func templateSpec() extv1alpha1.SandboxTemplateSpec {
 	return extv1alpha1.SandboxTemplateSpec{
+		EnvVarsInjectionPolicy: extv1alpha1.EnvVarsInjectionPolicyAllowed,
 		PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name:            "runtime",
@@ -171,7 +178,7 @@ func templateSpec() extv1alpha1.SandboxTemplateSpec {
 
 // work runs commands and moves nested files through the router.
 func (d *demo) work(ctx context.Context, sb *sdk.Sandbox) error {
-	res, err := sb.Run(ctx, sdk.Shell(`echo "hello from $(hostname)"; uname -sr; echo "cwd: $(pwd)"; `+
+	res, err := sb.Run(ctx, sdk.Shell(`echo "hello from $(hostname) (DEMO_SESSION=${DEMO_SESSION-unset})"; uname -sr; echo "cwd: $(pwd)"; `+
 		`python3 -c 'import platform; print("python", platform.python_version())' 2>/dev/null || echo "python3: not in this image"`))
 	if err != nil {
 		return err

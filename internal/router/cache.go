@@ -23,6 +23,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
 // Sentinel kinds of resolution failure; match them with errors.Is.
@@ -74,6 +75,9 @@ type Target struct {
 	// Ports are the TCP ports the Sandbox's containers declare (init containers excluded), sorted
 	// and without duplicates. Shared: read only.
 	Ports []uint16
+	// SessionEnv is the value of the sandboxd header wire.HeaderSessionEnv: the env of the claim
+	// that took the Sandbox warm (its agents.x-k8s.io/session-env annotation); "" for none.
+	SessionEnv string
 }
 
 // Declares reports whether the Sandbox's containers declare port.
@@ -103,6 +107,7 @@ const (
 	reasonInvalidPodIP     = "InvalidPodIP"
 	reasonCacheSyncing     = "RouterCacheSyncing"
 	reasonHostNetwork      = "HostNetwork"
+	reasonBadSessionEnv    = "InvalidSessionEnv"
 )
 
 // warmPoolKind is the controller owner of a pool member no claim has taken yet; a claim takes
@@ -117,6 +122,7 @@ type cacheEntry struct {
 	reason string
 	uid    types.UID
 	ports  []uint16
+	env    string // Target.SessionEnv
 }
 
 // SandboxCache is the router's in-memory view of Sandboxes, fed by informer events. It keeps
@@ -156,7 +162,7 @@ func (c *SandboxCache) Resolve(namespace, name string) (Target, error) {
 		}
 		return Target{}, &ResolveError{Kind: ErrNotFound, Namespace: namespace, Name: name}
 	}
-	t := Target{UID: e.uid, Ports: e.ports}
+	t := Target{UID: e.uid, Ports: e.ports, SessionEnv: e.env}
 	if e.kind != nil {
 		return t, &ResolveError{Kind: e.kind, Namespace: namespace, Name: name, Reason: e.reason}
 	}
@@ -265,6 +271,18 @@ func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
 	case sb.DeletionTimestamp != nil:
 		return notReady(reasonTerminating)
 	}
+	if raw, ok := sb.Annotations[v1alpha1.SessionEnvAnnotation]; ok {
+		// Without its claim's env a command would run differently from what the claim asked:
+		// better no command at all, with the reason.
+		env, err := wire.ParseSessionEnv(raw)
+		if err == nil {
+			e.env, err = wire.EncodeSessionEnv(env)
+		}
+		if err != nil {
+			e.kind, e.reason = ErrRefused, fmt.Sprintf("%s: annotation %s: %v", reasonBadSessionEnv, v1alpha1.SessionEnvAnnotation, err)
+			return e
+		}
+	}
 	cond := meta.FindStatusCondition(sb.Status.Conditions, v1alpha1.SandboxConditionReady)
 	switch {
 	case cond == nil:
@@ -330,7 +348,7 @@ func (c *SandboxCache) dialable(a netip.Addr) bool {
 // slimSandbox is the informer transform: the informer store keeps only the fields routing reads,
 // so memory stays small with many Sandboxes (pod templates can be large). Of the spec that is
 // hostNetwork and the declared TCP ports, merged into one nameless container; of the owners, the
-// controller.
+// controller; of the annotations, the session's env.
 func slimSandbox(obj any) (any, error) {
 	sb, ok := obj.(*v1alpha1.Sandbox)
 	if !ok {
@@ -350,6 +368,9 @@ func slimSandbox(obj any) (any, error) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(sb); ref != nil {
 		slim.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	if env, ok := sb.Annotations[v1alpha1.SessionEnvAnnotation]; ok {
+		slim.Annotations = map[string]string{v1alpha1.SessionEnvAnnotation: env}
 	}
 	spec := &slim.Spec.PodTemplate.Spec
 	spec.HostNetwork = sb.Spec.PodTemplate.Spec.HostNetwork

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
 // ProxyOptions configure a Proxy. Zero values take the defaults noted.
@@ -38,6 +40,9 @@ type ProxyOptions struct {
 	DeclaredPortsOnly bool
 	// AllowedPorts are forwarded to on every Sandbox, declared or not (--allowed-ports).
 	AllowedPorts []uint16
+	// SandboxdPorts are the ports sandboxd serves, the only ones the session's env
+	// (Target.SessionEnv) is sent to; default DefaultAllowedPorts.
+	SandboxdPorts []uint16
 	// UnclaimedWait is how long a request to an unclaimed warm pool member waits for the cache to
 	// see a claim take it, before the 404; 0 answers at once. See Proxy.resolve.
 	UnclaimedWait time.Duration
@@ -57,6 +62,7 @@ type Proxy struct {
 	maxTimeout    time.Duration
 	declaredOnly  bool
 	allowedPorts  []uint16
+	sandboxdPorts []uint16
 	unclaimedWait time.Duration
 }
 
@@ -76,8 +82,12 @@ func NewProxy(o ProxyOptions) *Proxy {
 	if o.MaxTimeout <= 0 {
 		o.MaxTimeout = ProxyTimeout
 	}
+	if o.SandboxdPorts == nil {
+		o.SandboxdPorts = DefaultAllowedPorts
+	}
 	p := &Proxy{resolver: o.Resolver, metrics: o.Metrics, log: o.Logger, maxTimeout: o.MaxTimeout,
-		declaredOnly: o.DeclaredPortsOnly, allowedPorts: slices.Clone(o.AllowedPorts), unclaimedWait: o.UnclaimedWait}
+		declaredOnly: o.DeclaredPortsOnly, allowedPorts: slices.Clone(o.AllowedPorts),
+		sandboxdPorts: slices.Clone(o.SandboxdPorts), unclaimedWait: o.UnclaimedWait}
 	p.h1 = newTransport(o, false)
 	p.h2c = newTransport(o, true)
 	p.rp = &httputil.ReverseProxy{
@@ -131,6 +141,7 @@ type routeCtx struct {
 	host   string        // ip:port
 	inBody io.ReadCloser // the client's request body, ended when the sandbox refuses it
 	idle   *idleTimer    // X-Sandbox-Timeout; nil without the header
+	env    string        // wire.HeaderSessionEnv for sandboxd; "" for none
 }
 
 type routeCtxKey struct{}
@@ -166,6 +177,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc := &routeCtx{route: route, uid: target.UID, host: netip.AddrPortFrom(target.Addr, route.Port).String(), inBody: r.Body}
+	if slices.Contains(p.sandboxdPorts, route.Port) {
+		rc.env = target.SessionEnv // for sandboxd alone, not for whatever else the pod serves
+	}
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// Let the upstream's response stream back while the client is still sending (exec with
 		// stdin); by default net/http would hold the response until the body is consumed.
@@ -304,6 +318,11 @@ func rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 	// The caller's credentials are for the router, never for the sandbox.
 	pr.Out.Header.Del("Authorization")
+	// The session's env is the claim's, as the controller admitted it, never the caller's.
+	pr.Out.Header.Del(wire.HeaderSessionEnv)
+	if rc.env != "" {
+		pr.Out.Header.Set(wire.HeaderSessionEnv, rc.env)
+	}
 }
 
 // Reasons of sandbox_router_upstream_errors_total.

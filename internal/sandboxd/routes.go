@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
 
 // route is one endpoint. With prefix set, the pattern is a prefix and the
@@ -139,8 +141,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sw.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
 		respond.Error(sw, http.StatusUnauthorized, "unauthorized")
 	default:
+		r, err := withSessionEnv(r)
+		if err != nil {
+			respond.Error(sw, http.StatusBadRequest, err.Error())
+			return
+		}
 		rt.h(sw, r, arg)
 	}
+}
+
+// withSessionEnv puts the session's environment the router sent (wire.HeaderSessionEnv) in the
+// request's context, where every command the request starts takes it from.
+func withSessionEnv(r *http.Request) (*http.Request, error) {
+	vs := r.Header.Values(wire.HeaderSessionEnv)
+	switch len(vs) {
+	case 0:
+		return r, nil
+	case 1:
+	default:
+		return nil, fmt.Errorf("%s sent %d times", wire.HeaderSessionEnv, len(vs))
+	}
+	env, err := wire.DecodeSessionEnv(vs[0])
+	if err != nil {
+		return nil, err
+	}
+	return r.WithContext(process.WithSessionEnv(r.Context(), env)), nil
 }
 
 // statusWriter records the status code. Unwrap keeps http.ResponseController

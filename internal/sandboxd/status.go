@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
@@ -56,14 +57,21 @@ var sensitiveEnvMarkers = []string{
 // handleV1Metadata serves GET /v1/metadata: the daemon's environment
 // variables that start with the metadata prefix (SANDBOX_ by default), minus
 // anything that looks like a credential.
-func (s *Server) handleV1Metadata(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleV1Metadata(w http.ResponseWriter, r *http.Request) {
 	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, s.cfg.MetadataEnvPrefix) || isSensitiveEnvName(k) {
-			continue
+	add := func(k, v string) {
+		if strings.HasPrefix(k, s.cfg.MetadataEnvPrefix) && !isSensitiveEnvName(k) {
+			env[k] = v
 		}
-		env[k] = v
+	}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			add(k, v)
+		}
+	}
+	// The session's variables are the sandbox's as much as the container's own are.
+	for k, v := range process.SessionEnv(r.Context()) {
+		add(k, v)
 	}
 	respond.JSON(w, http.StatusOK, wire.V1Metadata{Env: env})
 }

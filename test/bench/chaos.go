@@ -98,7 +98,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosReport, error) {
 	go churn(ctx, c, rec, cfg.DeleteAfter, stopChurn)
 	resyncs := nodeAgentResync(ctx, c, nodeAgentStuckAfter, stopResync)
 	logf("chaos: firing %d claims at %.0f/s with faults", n, cfg.Rate)
-	fire(ctx, c, namespace, template, n, cfg.Rate, "chaos", rec)
+	fire(ctx, c, namespace, template, n, cfg.Rate, "chaos", nil, rec)
 	report.Faults = <-faultsDone
 	lastFault := start
 	if len(report.Faults) > 0 {

@@ -98,9 +98,9 @@ func watchClaims(ctx context.Context, c cache.Cache, rec *recorder) error {
 	return err
 }
 
-// fire sends n claims at rate per second, open loop: each create runs on its own goroutine so a
+// fire sends n claims (each with env) at rate per second, open loop: each create runs on its own goroutine so a
 // slow API server cannot slow the arrivals. It returns when every create has returned.
-func fire(ctx context.Context, c client.Client, ns, template string, n int, rate float64, prefix string, rec *recorder) time.Duration {
+func fire(ctx context.Context, c client.Client, ns, template string, n int, rate float64, prefix string, env []extv1alpha1.EnvVar, rec *recorder) time.Duration {
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -119,7 +119,7 @@ func fire(ctx context.Context, c client.Client, ns, template string, n int, rate
 			defer wg.Done()
 			claim := &extv1alpha1.SandboxClaim{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec:       extv1alpha1.SandboxClaimSpec{TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}},
+				Spec:       extv1alpha1.SandboxClaimSpec{TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}, Env: env},
 			}
 			sentAt := time.Now()
 			rec.sent(name, sentAt, c.Create(ctx, claim))

@@ -22,6 +22,7 @@ type Report struct {
 	Duration        string             `json:"duration"`
 	Pool            int                `json:"pool"`
 	Nodes           int                `json:"nodes"`
+	ClaimEnv        int                `json:"claimEnvVars,omitempty"`
 	Claims          int                `json:"claims"`
 	Completed       int                `json:"completed"`
 	Warm            int                `json:"warm"`
@@ -69,6 +70,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func (r *Report) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "scenario\t%s (pool %d, %d kwok nodes)\n", r.Scenario, r.Pool, r.Nodes)
+	if r.ClaimEnv > 0 {
+		fmt.Fprintf(tw, "claim env\t%d variables per claim\n", r.ClaimEnv)
+	}
 	fmt.Fprintf(tw, "claims\t%d sent at %.1f/s (target %.1f/s) over %s, %d completed\n", r.Claims, r.AchievedRate, r.Rate, r.Duration, r.Completed)
 	fmt.Fprintf(tw, "warm hits\t%d (%.0f%%)\n", r.Warm, 100*r.WarmHitRatio)
 	fmt.Fprintf(tw, "\tp50\tp90\tp99\tmax\n")

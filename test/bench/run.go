@@ -32,6 +32,7 @@ type Config struct {
 	Pool        int           // warm pool size (0: every claim is cold)
 	Nodes       int           // simulated nodes
 	DeleteAfter time.Duration // churn: delete each claim this long after it is ready (0: keep)
+	ClaimEnv    int           // env variables each claim carries (warm-env: served warm through sandboxd)
 	Settle      time.Duration // how long to wait for the last claims
 	Dir         string        // logs, audit log, profile; a temp dir when empty
 	Profile     bool          // record a CPU profile of the controller during the burst
@@ -80,7 +81,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	report := &Report{Scenario: cfg.Scenario, Rate: cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool, Nodes: cfg.Nodes, WritesPerClaim: map[string]float64{}}
+	report := &Report{Scenario: cfg.Scenario, Rate: cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool, Nodes: cfg.Nodes,
+		ClaimEnv: cfg.ClaimEnv, WritesPerClaim: map[string]float64{}}
 	if err := prepareLoad(ctx, c, ctrlProc, cfg.Pool, report); err != nil {
 		return nil, err
 	}
@@ -138,7 +140,7 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 	if cfg.DeleteAfter > 0 {
 		go churn(ctx, c, rec, cfg.DeleteAfter, rec.done)
 	}
-	sendTime := fire(ctx, c, namespace, template, n, cfg.Rate, "claim", rec)
+	sendTime := fire(ctx, c, namespace, template, n, cfg.Rate, "claim", claimEnv(cfg.ClaimEnv), rec)
 	select {
 	case <-rec.done:
 	case <-time.After(cfg.Settle):
@@ -276,10 +278,13 @@ func createNamespaceAndTemplate(ctx context.Context, c client.Client) error {
 	return c.Create(ctx, benchTemplate())
 }
 
+// benchTemplate runs sandboxd in container runtime and lets claims add env, so claims with env
+// are served warm (the warm-env scenario); claims without env do not notice.
 func benchTemplate() *extv1alpha1.SandboxTemplate {
 	return &extv1alpha1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: template},
-		Spec: extv1alpha1.SandboxTemplateSpec{PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: template,
+			Annotations: map[string]string{extv1alpha1.SandboxdContainerAnnotation: "runtime"}},
+		Spec: extv1alpha1.SandboxTemplateSpec{EnvVarsInjectionPolicy: extv1alpha1.EnvVarsInjectionPolicyAllowed, PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
 			Containers:  []corev1.Container{{Name: "runtime", Image: "agent-sandbox/runtime:bench", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
 			Tolerations: []corev1.Toleration{testenv.KwokToleration},
 		}}},
@@ -362,4 +367,13 @@ func podHint(ctx context.Context, c client.Client) string {
 		}
 	}
 	return fmt.Sprintf("; pod %s phase %s", p.Name, p.Status.Phase)
+}
+
+// claimEnv is n variables shaped like a session's (a key, a user id, a task id, ...).
+func claimEnv(n int) []extv1alpha1.EnvVar {
+	env := make([]extv1alpha1.EnvVar, n)
+	for i := range env {
+		env[i] = extv1alpha1.EnvVar{Name: fmt.Sprintf("SESSION_VAR_%d", i), Value: fmt.Sprintf("value-%d-0123456789abcdef", i)}
+	}
+	return env
 }

@@ -333,6 +333,10 @@ func podLabelRefusal(keys ...string) string {
 		"setting, changing or removing them needs update on sandboxes/ownership (agents.x-k8s.io)"
 }
 
+const sessionEnvRefusal = "metadata.annotations[agents.x-k8s.io/session-env]: a warm claim's env is set only by the " +
+	"agent-sandbox controller (update on sandboxes/ownership, agents.x-k8s.io); put env on the SandboxClaim, under its " +
+	"template's envVarsInjectionPolicy"
+
 // A tenant cannot make its Sandbox pass for a claim's or a pool's (and so be adopted, counted or
 // selected as one), nor put the controller's or the router's labels on it; the controller can.
 // A tenant still updates its claim's Sandbox as long as those stay as they are.
@@ -415,6 +419,15 @@ func TestSandboxOwnershipNeedsTheOwnershipRight(t *testing.T) {
 			policy: ownershipPolicy, want: podLabelRefusal(extv1alpha1.TemplateRefHashLabel)},
 		admissionCase{name: "controller changes the claim-uid label", as: asController, target: "mine",
 			patch: `{"metadata":{"labels":{"` + extv1alpha1.ClaimUIDLabel + `":"other"}}}`},
+		// A warm claim's env goes to sandboxd through the Sandbox's session-env annotation: a
+		// tenant must not put env there past its template's envVarsInjectionPolicy.
+		admissionCase{name: "tenant gives its claim's Sandbox a session env", as: asTenant, target: "mine",
+			patch:  `{"metadata":{"annotations":{"` + agentsv1alpha1.SessionEnvAnnotation + `":"{\"LD_PRELOAD\":\"/workspace/x.so\"}"}}}`,
+			policy: ownershipPolicy, want: sessionEnvRefusal},
+		admissionCase{name: "tenant creates a Sandbox with a session env in v1beta1", as: asTenant, version: "v1beta1",
+			create: `metadata: {annotations: {` + agentsv1alpha1.SessionEnvAnnotation + `: '{"A":"b"}'}}`, policy: ownershipPolicy, want: sessionEnvRefusal},
+		admissionCase{name: "controller gives a claim's Sandbox its session env", as: asController, target: "mine",
+			patch: `{"metadata":{"annotations":{"` + agentsv1alpha1.SessionEnvAnnotation + `":"{\"A\":\"b\"}"}}}`},
 	)
 	runAdmissionCases(t, ns, ids, cases)
 }

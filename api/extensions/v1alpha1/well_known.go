@@ -32,6 +32,11 @@ const (
 	// template's author allows.
 	SandboxEgressAnnotation = "agents.x-k8s.io/sandbox-egress"
 	SandboxEgressAllowed    = "allowed"
+	// SandboxdContainerAnnotation on a template names the container that runs sandboxd on the
+	// router's ports (8888, 9090). Claims whose env targets only that container are then served
+	// warm: the env reaches every process sandboxd starts (not the container's own process, nor
+	// a kubectl exec). Without it, a claim with env starts cold, the env in the pod spec.
+	SandboxdContainerAnnotation = "agents.x-k8s.io/sandboxd-container"
 )
 
 // The router token Secret: its label and the keys of its data.

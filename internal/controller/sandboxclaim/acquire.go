@@ -47,16 +47,22 @@ func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sand
 	if err != nil {
 		return nil, "", err
 	}
-	// Env is part of the container spec, and volumes of the pod, which a running warm pod cannot
-	// take on: claims with either start cold (documented in docs/claims.md).
-	if claim.EffectiveWarmPool() != extv1alpha1.WarmPoolPolicyNone && len(claim.Spec.Env) == 0 && volumes == nil {
-		sb, err := r.adopt(ctx, claim, tmpl)
+	env, why := sessionEnv(tmpl, claim.Spec.Env)
+	switch {
+	case claim.EffectiveWarmPool() == extv1alpha1.WarmPoolPolicyNone:
+		why = "the claim's warmpool is none"
+	case volumes != nil:
+		// Volumes are part of the pod, which a running warm pod cannot take on.
+		why = "the claim brings its own volumes"
+	case why == "":
+		sb, err := r.adopt(ctx, claim, tmpl, env)
 		if err != nil || sb != nil {
 			return sb, extv1alpha1.LaunchTypeWarm, err
 		}
+		why = "no warm sandbox of the template was ready"
 	}
 	r.warnIfPoolMissing(ctx, p)
-	sb, err := r.createCold(ctx, p, tmpl, volumes)
+	sb, err := r.createCold(ctx, p, tmpl, volumes, why)
 	return sb, extv1alpha1.LaunchTypeCold, err
 }
 
@@ -77,7 +83,8 @@ func (r *Reconciler) warnIfPoolMissing(ctx context.Context, p *pass) {
 
 // adopt takes over a ready warm Sandbox: one optimistic-locked patch moves its ownership to the
 // claim. It returns nil when no candidate could be taken.
-func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate) (*agentsv1alpha1.Sandbox, error) {
+func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate,
+	env map[string]string) (*agentsv1alpha1.Sandbox, error) {
 	accept := r.acceptFor(ctx, claim, blueprint.Hash(tmpl))
 	for attempt := 0; attempt < maxAdoptAttempts; attempt++ {
 		cand, ok := r.queue.Pop(claim.Namespace, tmpl.Name, accept)
@@ -88,14 +95,14 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim,
 		if err := r.client.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
 			continue
 		}
-		err := r.takeOver(ctx, claim, sb)
+		err := r.takeOver(ctx, claim, sb, env)
 		if apierrors.IsConflict(err) {
 			// Our cached copy was stale (e.g. a status write); retry once on the live object
 			// unless someone else took it.
 			if err = r.apiReader.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
 				continue
 			}
-			err = r.takeOver(ctx, claim, sb)
+			err = r.takeOver(ctx, claim, sb, env)
 		}
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			continue
@@ -139,13 +146,16 @@ func adoptable(sb *agentsv1alpha1.Sandbox) bool {
 		len(sb.Status.PodIPs) > 0
 }
 
-// takeOver is the whole adoption: ownership, labels and annotations in one optimistic-locked
-// merge patch. Only metadata changes (unless the claim adds pod metadata), so the Sandbox keeps
-// its generation and its pod keeps running untouched.
-func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) error {
+// takeOver is the whole adoption: ownership, labels and annotations (the claim's env among
+// them) in one optimistic-locked merge patch. Only metadata changes (unless the claim adds pod
+// metadata), so the Sandbox keeps its generation and its pod keeps running untouched.
+func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, env map[string]string) error {
 	patched := sb.DeepCopy()
 	delete(patched.Labels, extv1alpha1.WarmPoolLabel)
 	stampClaim(patched, claim, extv1alpha1.LaunchTypeWarm)
+	if err := setSessionEnv(patched, env); err != nil {
+		return err
+	}
 	patched.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1alpha1.GroupVersion.WithKind("SandboxClaim"))}
 	mergePodMetadata(&patched.Spec.PodTemplate.Metadata, claim.Spec.AdditionalPodMetadata)
 	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), naming.FieldOwner); err != nil {
@@ -156,9 +166,10 @@ func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxCla
 }
 
 // createCold builds the claim's own Sandbox from the template, named after the claim, with the
-// claim's volumes when it brings its own.
+// claim's volumes when it brings its own; why (the claim could not be served warm) goes in the
+// event.
 func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1alpha1.SandboxTemplate,
-	volumes []agentsv1alpha1.PersistentVolumeClaimTemplate) (*agentsv1alpha1.Sandbox, error) {
+	volumes []agentsv1alpha1.PersistentVolumeClaimTemplate, why string) (*agentsv1alpha1.Sandbox, error) {
 	claim := p.claim
 	sb := blueprint.NewSandbox(tmpl, r.podRules)
 	if volumes != nil {
@@ -188,7 +199,7 @@ func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1alpha1.
 	if err != nil {
 		return nil, err
 	}
-	p.event(corev1.EventTypeNormal, extv1alpha1.EventSandboxProvisioned, "Created Sandbox %q from template %q", sb.Name, tmpl.Name)
+	p.event(corev1.EventTypeNormal, extv1alpha1.EventSandboxProvisioned, "Created Sandbox %q from template %q (cold: %s)", sb.Name, tmpl.Name, why)
 	return sb, nil
 }
 

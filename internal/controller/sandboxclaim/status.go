@@ -28,6 +28,9 @@ func mirrorSandbox(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) 
 	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c != nil {
 		ready.Status, ready.Reason, ready.Message = c.Status, c.Reason, c.Message
 	}
+	if note := sessionEnvNote(sb); note != "" && ready.Status == metav1.ConditionTrue {
+		ready.Message += "; " + note
+	}
 	ready.ObservedGeneration = claim.Generation
 	meta.SetStatusCondition(&claim.Status.Conditions, ready)
 

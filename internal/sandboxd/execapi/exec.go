@@ -103,5 +103,5 @@ func (h *Handler) readExecRequest(r *http.Request, defaultTimeout time.Duration)
 	if req.TTY {
 		return nil, respond.BadRequest("tty is only supported on /v1/exec/ws")
 	}
-	return h.runner.BuildSpec(&req, defaultTimeout)
+	return h.runner.BuildSpec(r.Context(), &req, defaultTimeout)
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
@@ -41,15 +42,19 @@ type processService struct {
 // spec validates a ProcessConfig like an HTTP exec request. No server-side
 // timeout applies (as upstream): the client's deadline or cancellation ends
 // the command.
-func (p *processService) spec(cfg *processv1.ProcessConfig, pty *processv1.PTY) (*process.Spec, error) {
+func (p *processService) spec(ctx context.Context, cfg *processv1.ProcessConfig, pty *processv1.PTY) (*process.Spec, error) {
 	if len(cfg.GetCommand()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "command is required")
+	}
+	ctx, err := withSessionEnvFromMetadata(ctx)
+	if err != nil {
+		return nil, err
 	}
 	req := &wire.ExecRequest{Argv: cfg.GetCommand(), Env: cfg.GetEnvVars(), Cwd: cfg.GetCwd()}
 	if pty != nil {
 		req.TTY, req.Cols, req.Rows = true, uint16(min(pty.GetCols(), 0xffff)), uint16(min(pty.GetRows(), 0xffff))
 	}
-	sp, err := p.runner.BuildSpec(req, 0)
+	sp, err := p.runner.BuildSpec(ctx, req, 0)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -91,10 +96,28 @@ func grpcExitCode(res process.Result) int32 {
 	return int32(res.ExitCode)
 }
 
+// withSessionEnvFromMetadata reads the session's environment from the call's metadata (the
+// router's X-Sandbox-Session-Env header, on either gRPC port).
+func withSessionEnvFromMetadata(ctx context.Context) (context.Context, error) {
+	vs := metadata.ValueFromIncomingContext(ctx, strings.ToLower(wire.HeaderSessionEnv))
+	switch len(vs) {
+	case 0:
+		return ctx, nil
+	case 1:
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "%s sent %d times", wire.HeaderSessionEnv, len(vs))
+	}
+	env, err := wire.DecodeSessionEnv(vs[0])
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return process.WithSessionEnv(ctx, env), nil
+}
+
 // Execute runs a command to completion. Output over the cap is reported on
 // stderr with a non-zero exit code, never dropped silently.
 func (p *processService) Execute(ctx context.Context, req *processv1.ExecuteRequest) (*processv1.ExecuteResponse, error) {
-	sp, err := p.spec(req.GetConfig(), nil)
+	sp, err := p.spec(ctx, req.GetConfig(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +135,7 @@ func (p *processService) Execute(ctx context.Context, req *processv1.ExecuteRequ
 // exit. The command keeps stdin open for WriteStdin; a client that goes away
 // kills it.
 func (p *processService) Start(req *processv1.StartRequest, stream grpc.ServerStreamingServer[processv1.StartResponse]) error {
-	sp, err := p.spec(req.GetConfig(), req.GetPty())
+	sp, err := p.spec(stream.Context(), req.GetConfig(), req.GetPty())
 	if err != nil {
 		return err
 	}

@@ -111,7 +111,7 @@ func (h *Handler) readWSSpec(ctx context.Context, conn *websocket.Conn) (*proces
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, respond.BadRequest("invalid exec request: %v", err)
 	}
-	return h.runner.BuildSpec(&req, 0)
+	return h.runner.BuildSpec(ctx, &req, 0)
 }
 
 // wsReadLoop applies client frames to c until the connection ends.

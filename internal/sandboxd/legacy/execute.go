@@ -106,7 +106,7 @@ func (h *Handler) Execute(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, "", "empty command")
 		return
 	}
-	sp, err := h.runner.BuildSpec(&wire.ExecRequest{Command: *req.Command}, h.execTimeout)
+	sp, err := h.runner.BuildSpec(r.Context(), &wire.ExecRequest{Command: *req.Command}, h.execTimeout)
 	if err != nil {
 		_, msg := respond.Status(err)
 		writeFailure(w, "", msg)

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"os"
@@ -30,15 +31,19 @@ type Spec struct {
 	Req       *wire.ExecRequest
 }
 
-// BuildSpec validates req. defTimeout applies when the request has none.
+// BuildSpec validates req. defTimeout applies when the request has none. The command's
+// environment is the daemon's, then the session's (SessionEnv of ctx), then the request's.
 // Invalid requests are *respond.StatusError (400) or resolver errors.
-func (r *Runner) BuildSpec(req *wire.ExecRequest, defTimeout time.Duration) (*Spec, error) {
+func (r *Runner) BuildSpec(ctx context.Context, req *wire.ExecRequest, defTimeout time.Duration) (*Spec, error) {
 	sp := &Spec{Req: req, TTY: req.TTY, Cols: req.Cols, Rows: req.Rows}
 	var err error
 	if sp.Argv, err = r.argv(req); err != nil {
 		return nil, err
 	}
-	if sp.Env, err = mergeEnv(baseEnv(), req.Env); err != nil {
+	if sp.Env, err = mergeEnv(baseEnv(), SessionEnv(ctx)); err != nil {
+		return nil, err
+	}
+	if sp.Env, err = mergeEnv(sp.Env, req.Env); err != nil {
 		return nil, err
 	}
 	if sp.TTY && envValue(sp.Env, "TERM") == "" {
