@@ -6,23 +6,32 @@ const (
 	SandboxConditionReady = "Ready"
 	// SandboxConditionFinished is True once the pod has run to completion (Succeeded or Failed).
 	SandboxConditionFinished = "Finished"
+	// SandboxConditionIdlePause is present when the Sandbox asks to be paused when idle
+	// (IdleTimeoutAnnotation): True while the controller watches its activity, False with
+	// InvalidIdleTimeout when the annotation cannot be read (nothing is paused then).
+	SandboxConditionIdlePause = "IdlePause"
 )
 
 // Reasons of the Ready condition of a Sandbox. Every not-ready state has its own reason so that a
 // client can tell waiting (PodPending, PodNotReady, PodNoIP) from final (Expired, PodFailed, PodSucceeded).
 const (
-	ReasonReady           = "DependenciesReady"
-	ReasonPodPending      = "PodPending"
-	ReasonPodNotReady     = "PodNotReady"
-	ReasonPodNoIP         = "PodNoIP"
-	ReasonPodCreating     = "PodCreating"
-	ReasonPodTerminating  = "PodTerminating"
-	ReasonPaused          = "SandboxPaused"
-	ReasonExpired         = "SandboxExpired"
-	ReasonPodFailed       = "PodFailed"
-	ReasonPodSucceeded    = "PodSucceeded"
-	ReasonPodNotOwned     = "PodNotOwned"
-	ReasonReconcilerError = "ReconcilerError"
+	ReasonReady          = "DependenciesReady"
+	ReasonPodPending     = "PodPending"
+	ReasonPodNotReady    = "PodNotReady"
+	ReasonPodNoIP        = "PodNoIP"
+	ReasonPodCreating    = "PodCreating"
+	ReasonPodTerminating = "PodTerminating"
+	ReasonPaused         = "SandboxPaused"
+	// ReasonIdlePaused: the controller paused the Sandbox after its idle timeout.
+	ReasonIdlePaused = "IdlePaused"
+	// ReasonIdleWatched and ReasonInvalidIdleTimeout are the IdlePause condition's reasons.
+	ReasonIdleWatched        = "Watching"
+	ReasonInvalidIdleTimeout = "InvalidIdleTimeout"
+	ReasonExpired            = "SandboxExpired"
+	ReasonPodFailed          = "PodFailed"
+	ReasonPodSucceeded       = "PodSucceeded"
+	ReasonPodNotOwned        = "PodNotOwned"
+	ReasonReconcilerError    = "ReconcilerError"
 )
 
 // Event reasons of a Sandbox.
@@ -44,12 +53,28 @@ const (
 	SandboxPodLabel = "agents.x-k8s.io/sandbox"
 	// SandboxPodLabelValue is the value of SandboxPodLabel.
 	SandboxPodLabelValue = "true"
+	// IdleTimeoutAnnotation (a Go duration, at least 10s) asks the controller to pause the
+	// Sandbox (replicas: 0, volumes and Service kept) once that long has passed with no request
+	// through the router and no command running in sandboxd. Set on a Sandbox, or on the
+	// SandboxTemplate or SandboxClaim it is made from.
+	IdleTimeoutAnnotation = "agents.x-k8s.io/idle-timeout"
+	// WakeOnRequestAnnotation, "true" or "false", says whether a request through the router
+	// resumes the Sandbox while it is paused. Default: true when IdleTimeoutAnnotation is set,
+	// false otherwise.
+	WakeOnRequestAnnotation = "agents.x-k8s.io/wake-on-request"
+	// IdlePausedAnnotation is when the controller paused the Sandbox for being idle (RFC 3339);
+	// it tells "paused (idle)" from "paused (by you)" and goes when the Sandbox runs again.
+	IdlePausedAnnotation = "agents.x-k8s.io/idle-paused-at"
 	// SessionEnvAnnotation holds, as a JSON object of names to values, the env of the
 	// SandboxClaim that took this Sandbox warm. Its pod was started without it; the router hands
 	// it to sandboxd with every request, and sandboxd gives it to every process it starts. Set
 	// only by the controller (the ownership admission policy), in the adoption's one write.
 	SessionEnvAnnotation = "agents.x-k8s.io/session-env"
 )
+
+// IdleAnnotations are the annotations of the idle pause that a SandboxTemplate or SandboxClaim
+// passes on to its Sandboxes.
+var IdleAnnotations = []string{IdleTimeoutAnnotation, WakeOnRequestAnnotation}
 
 // Sandbox replicas bounds.
 const (
@@ -63,6 +88,19 @@ func (s *Sandbox) DesiredReplicas() int32 {
 		return RunningReplicas
 	}
 	return *s.Spec.Replicas
+}
+
+// WakesOnRequest says whether a request through the router resumes the Sandbox while it is
+// paused: the wake-on-request annotation when set, else whether it pauses itself when idle.
+func (s *Sandbox) WakesOnRequest() bool {
+	switch s.Annotations[WakeOnRequestAnnotation] {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	_, set := s.Annotations[IdleTimeoutAnnotation]
+	return set
 }
 
 // EffectiveShutdownPolicy returns spec.shutdownPolicy with its default (Retain) applied.

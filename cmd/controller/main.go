@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -49,6 +51,7 @@ func main() {
 // flagValues are the flags that need parsing or checking before they become manager.Options.
 type flagValues struct {
 	routerLabels, dnsLabels, dnsIPs, linkLocal, scopedSecret *string
+	routerURL, routerTokenFile                               *string
 	qps                                                      *float64
 	burst                                                    *int
 	webhook                                                  *webhookFlags
@@ -75,14 +78,16 @@ func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 	fs.StringVar(&opts.Network.DNSNamespace, "dns-namespace", "kube-system", "Namespace of the cluster DNS pods, the only DNS servers a Sandbox in restricted egress mode reaches.")
 	fs.BoolVar(&opts.WebhookOnly, "webhook-only", false, "Serve only the CRD conversion webhook (and rotate its certificate): no reconcilers, no leader election. The install runs it as a second container of each controller pod, so that a controller that crashes leaves the webhook serving.")
 	fv := &flagValues{
-		routerLabels: fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods."),
-		dnsLabels:    fs.String("dns-pod-labels", "k8s-app=kube-dns", "Labels (k=v,k2=v2) of the cluster DNS pods."),
-		dnsIPs:       fs.String("dns-service-ips", "", "Addresses of the cluster DNS Service (comma-separated); empty: those of the kube-dns Service in --dns-namespace, read at start."),
-		linkLocal:    fs.String("egress-allowed-link-local", "", "Link-local prefixes (comma-separated, e.g. 169.254.20.10/32 for a node-local DNS cache) that Sandbox egress may reach; every other 169.254.0.0/16 and fe80::/10 address (cloud metadata servers) stays closed to every Sandbox."),
-		scopedSecret: fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off."),
-		qps:          fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies)."),
-		burst:        fs.Int("kube-api-burst", 400, "Client-side burst of API requests."),
-		webhook:      bindWebhookFlags(fs),
+		routerLabels:    fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods."),
+		dnsLabels:       fs.String("dns-pod-labels", "k8s-app=kube-dns", "Labels (k=v,k2=v2) of the cluster DNS pods."),
+		dnsIPs:          fs.String("dns-service-ips", "", "Addresses of the cluster DNS Service (comma-separated); empty: those of the kube-dns Service in --dns-namespace, read at start."),
+		linkLocal:       fs.String("egress-allowed-link-local", "", "Link-local prefixes (comma-separated, e.g. 169.254.20.10/32 for a node-local DNS cache) that Sandbox egress may reach; every other 169.254.0.0/16 and fe80::/10 address (cloud metadata servers) stays closed to every Sandbox."),
+		routerURL:       fs.String("router-url", "", "The sandbox router's URL (e.g. http://sandbox-router-svc.agent-sandbox-system.svc:8080), through which the idle pause asks sandboxd about activity; empty: Sandboxes with agents.x-k8s.io/idle-timeout are never paused."),
+		routerTokenFile: fs.String("router-token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "Bearer token sent to the router with --router-url (read on every call); a missing file sends none."),
+		scopedSecret:    fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off."),
+		qps:             fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies)."),
+		burst:           fs.Int("kube-api-burst", 400, "Client-side burst of API requests."),
+		webhook:         bindWebhookFlags(fs),
 	}
 	fv.zap.BindFlags(fs)
 	return fv
@@ -97,6 +102,14 @@ func (fv *flagValues) apply(opts *manager.Options) error {
 	opts.Router.PodLabels = routerPodLabels
 	if err := parseNetworkFlags(opts, *fv.dnsLabels, *fv.dnsIPs, *fv.linkLocal); err != nil {
 		return err
+	}
+	if *fv.routerURL != "" {
+		u, err := url.Parse(*fv.routerURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--router-url %q: want an http(s) URL such as http://sandbox-router-svc.agent-sandbox-system.svc:8080", *fv.routerURL)
+		}
+		opts.Activity = &sandbox.RouterActivity{URL: *fv.routerURL, TokenFile: *fv.routerTokenFile,
+			Client: &http.Client{Timeout: 5 * time.Second}}
 	}
 	if opts.ScopedTokens, err = loadScopedSigner(*fv.scopedSecret); err != nil {
 		return fmt.Errorf("--scoped-token-secret-file: %w", err)

@@ -66,6 +66,9 @@ type Options struct {
 	RefillQuiet time.Duration
 	// PprofAddr serves net/http/pprof when set (profiling the hot path in benchmarks).
 	PprofAddr string
+	// Activity, when set, is how the idle pause learns what sandboxd sees (through the router);
+	// nil: Sandboxes with agents.x-k8s.io/idle-timeout are never paused.
+	Activity sandbox.ActivitySource
 	// ScopedTokens, when set, mints router tokens scoped to one Sandbox for claims that ask
 	// (annotation agents.x-k8s.io/router-token: "true"); the router verifies them with the same secret.
 	ScopedTokens *scopedtoken.Signer
@@ -171,6 +174,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		Gate:          pacer.NewGate(claims, maxHold),
 		PodRules:      podRules,
 		Peers:         &peers,
+		Activity:      opts.Activity,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}

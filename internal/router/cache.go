@@ -78,6 +78,13 @@ type Target struct {
 	// SessionEnv is the value of the sandboxd header wire.HeaderSessionEnv: the env of the claim
 	// that took the Sandbox warm (its agents.x-k8s.io/session-env annotation); "" for none.
 	SessionEnv string
+	// Wakes: a request resumes the Sandbox while it is paused (wake on request), and waits while
+	// it starts. Paused: its replicas are 0.
+	Wakes  bool
+	Paused bool
+	// IdleWatched: the Sandbox pauses itself when idle, so requests to the pod's other ports are
+	// reported to sandboxd as activity.
+	IdleWatched bool
 }
 
 // Declares reports whether the Sandbox's containers declare port.
@@ -123,6 +130,9 @@ type cacheEntry struct {
 	uid    types.UID
 	ports  []uint16
 	env    string // Target.SessionEnv
+	wakes  bool   // Target.Wakes
+	paused bool   // Target.Paused
+	idle   bool   // Target.IdleWatched
 }
 
 // SandboxCache is the router's in-memory view of Sandboxes, fed by informer events. It keeps
@@ -162,7 +172,7 @@ func (c *SandboxCache) Resolve(namespace, name string) (Target, error) {
 		}
 		return Target{}, &ResolveError{Kind: ErrNotFound, Namespace: namespace, Name: name}
 	}
-	t := Target{UID: e.uid, Ports: e.ports, SessionEnv: e.env}
+	t := Target{UID: e.uid, Ports: e.ports, SessionEnv: e.env, Wakes: e.wakes, Paused: e.paused, IdleWatched: e.idle}
 	if e.kind != nil {
 		return t, &ResolveError{Kind: e.kind, Namespace: namespace, Name: name, Reason: e.reason}
 	}
@@ -254,7 +264,9 @@ func (c *SandboxCache) upsert(obj any) {
 
 // entryFor decides routability once per event, so Resolve is a map lookup.
 func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
-	e := cacheEntry{uid: sb.UID, ports: declaredPorts(&sb.Spec.PodTemplate.Spec)}
+	e := cacheEntry{uid: sb.UID, ports: declaredPorts(&sb.Spec.PodTemplate.Spec),
+		wakes: sb.WakesOnRequest(), paused: sb.DesiredReplicas() == v1alpha1.PausedReplicas}
+	_, e.idle = sb.Annotations[v1alpha1.IdleTimeoutAnnotation]
 	notReady := func(reason string) cacheEntry {
 		e.kind, e.reason = ErrNotReady, reason
 		return e
@@ -348,7 +360,7 @@ func (c *SandboxCache) dialable(a netip.Addr) bool {
 // slimSandbox is the informer transform: the informer store keeps only the fields routing reads,
 // so memory stays small with many Sandboxes (pod templates can be large). Of the spec that is
 // hostNetwork and the declared TCP ports, merged into one nameless container; of the owners, the
-// controller; of the annotations, the session's env.
+// controller; of the annotations, the session's env and the idle pause's; spec.replicas.
 func slimSandbox(obj any) (any, error) {
 	sb, ok := obj.(*v1alpha1.Sandbox)
 	if !ok {
@@ -369,9 +381,15 @@ func slimSandbox(obj any) (any, error) {
 	if ref := metav1.GetControllerOfNoCopy(sb); ref != nil {
 		slim.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
-	if env, ok := sb.Annotations[v1alpha1.SessionEnvAnnotation]; ok {
-		slim.Annotations = map[string]string{v1alpha1.SessionEnvAnnotation: env}
+	for _, k := range []string{v1alpha1.SessionEnvAnnotation, v1alpha1.IdleTimeoutAnnotation, v1alpha1.WakeOnRequestAnnotation} {
+		if v, ok := sb.Annotations[k]; ok {
+			if slim.Annotations == nil {
+				slim.Annotations = map[string]string{}
+			}
+			slim.Annotations[k] = v
+		}
 	}
+	slim.Spec.Replicas = sb.Spec.Replicas
 	spec := &slim.Spec.PodTemplate.Spec
 	spec.HostNetwork = sb.Spec.PodTemplate.Spec.HostNetwork
 	if ports := declaredPorts(&sb.Spec.PodTemplate.Spec); len(ports) > 0 {

@@ -16,11 +16,15 @@ const (
 	// HeaderSandboxTimeout is the per-request timeout in seconds that upstream's clients send
 	// (their Python router honours it; see ParseTimeout).
 	HeaderSandboxTimeout = "X-Sandbox-Timeout"
+	// HeaderWakeTimeout bounds, in seconds, how long a request to a paused Sandbox that wakes on
+	// request waits for it to be ready (the router's --wake-timeout otherwise).
+	HeaderWakeTimeout = "X-Sandbox-Wake-Timeout"
 
 	canonID        = "X-Sandbox-Id"
 	canonNamespace = "X-Sandbox-Namespace"
 	canonPort      = "X-Sandbox-Port"
 	canonTimeout   = "X-Sandbox-Timeout"
+	canonWake      = "X-Sandbox-Wake-Timeout"
 )
 
 // Defaults applied when a routing header is absent or empty.
@@ -36,6 +40,7 @@ const (
 	msgInvalidNamespace = "Invalid namespace format."
 	msgInvalidPort      = "Invalid port format."
 	msgInvalidTimeout   = "Invalid X-Sandbox-Timeout: want a positive number of seconds, such as 60 or 2.5."
+	msgInvalidWake      = "Invalid X-Sandbox-Wake-Timeout: want a positive number of seconds, such as 30 or 2.5."
 )
 
 // Route is where a request asks to go: a Sandbox (namespace/name) and a port on its pod.
@@ -94,16 +99,26 @@ func ParseRoute(h http.Header) (Route, error) {
 // proxy timeout. It returns 0 when the header is absent. Unlike upstream, which logs a bad value
 // and falls back to its proxy timeout, a bad value is refused: the client learns its mistake.
 func ParseTimeout(h http.Header, limit time.Duration) (time.Duration, error) {
-	v, ok := single(h[canonTimeout])
+	return parseSeconds(h[canonTimeout], limit, msgInvalidTimeout)
+}
+
+// ParseWakeTimeout reads X-Sandbox-Wake-Timeout like X-Sandbox-Timeout: 0 when absent.
+func ParseWakeTimeout(h http.Header, limit time.Duration) (time.Duration, error) {
+	return parseSeconds(h[canonWake], limit, msgInvalidWake)
+}
+
+// parseSeconds reads a header of positive seconds, capped at limit (when limit > 0).
+func parseSeconds(vs []string, limit time.Duration, invalid string) (time.Duration, error) {
+	v, ok := single(vs)
 	if !ok {
-		return 0, routeError(msgInvalidTimeout)
+		return 0, routeError(invalid)
 	}
 	if v == "" {
 		return 0, nil
 	}
 	secs, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || secs <= 0 {
-		return 0, routeError(msgInvalidTimeout)
+		return 0, routeError(invalid)
 	}
 	if limit > 0 && secs >= limit.Seconds() {
 		return limit, nil

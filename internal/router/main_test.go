@@ -85,13 +85,15 @@ type routerOpts struct {
 	metrics  *Metrics
 	headerTO time.Duration // upstream response header timeout
 	sandboxd []uint16      // SandboxdPorts; nil for the default
+	waker    Waker
+	wakeTO   time.Duration
 }
 
 // newRouter starts the proxy port in front of r, as Run assembles it.
 func newRouter(t testing.TB, o routerOpts) *httptest.Server {
 	t.Helper()
 	p := NewProxy(ProxyOptions{Resolver: o.resolver, Metrics: o.metrics, DialRetries: 2, RetryBackoff: 1,
-		ResponseHeaderTimeout: o.headerTO, SandboxdPorts: o.sandboxd})
+		ResponseHeaderTimeout: o.headerTO, SandboxdPorts: o.sandboxd, Waker: o.waker, WakeTimeout: o.wakeTO})
 	srv := httptest.NewUnstartedServer(NewHandler(HandlerOptions{Proxy: p, Guard: o.guard, Metrics: o.metrics}))
 	srv.Config.Protocols = bothProtocols()
 	srv.Start()

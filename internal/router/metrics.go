@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -23,6 +24,8 @@ type Metrics struct {
 	upstreamErrors *prometheus.CounterVec
 	retries        prometheus.Counter
 	authDecisions  *prometheus.CounterVec
+	wakes          *prometheus.CounterVec
+	wakeSeconds    prometheus.Histogram
 }
 
 // NewMetrics registers the router's series. cacheSize, when not nil, backs the cache size gauge.
@@ -55,8 +58,17 @@ func NewMetrics(cacheSize func() int) *Metrics {
 			Name: "sandbox_router_auth_decisions_total",
 			Help: "Authentication decisions on the proxy port (allowed, denied, error).",
 		}, []string{"decision"}),
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sandbox_router_wakes_total",
+			Help: "Resumes of paused Sandboxes asked on request, by result (resumed; already: another router or a user resumed it first; failed).",
+		}, []string{"result"}),
+		wakeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sandbox_router_wake_seconds",
+			Help:    "Time from a request finding its Sandbox paused to the Sandbox being ready, for requests that resumed it.",
+			Buckets: []float64{.25, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60, 120},
+		}),
 	}
-	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.upstreamErrors, m.retries, m.authDecisions,
+	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.upstreamErrors, m.retries, m.authDecisions, m.wakes, m.wakeSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cacheSize != nil {
 		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -70,6 +82,18 @@ func NewMetrics(cacheSize func() int) *Metrics {
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+func (m *Metrics) wake(result string) {
+	if m != nil {
+		m.wakes.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) wakeLatency(d time.Duration) {
+	if m != nil {
+		m.wakeSeconds.Observe(d.Seconds())
+	}
 }
 
 func (m *Metrics) upstreamError(reason string) {

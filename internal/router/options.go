@@ -61,6 +61,10 @@ type Options struct {
 	// UnclaimedWait is how long a request to an unclaimed warm pool member waits for the
 	// router's cache to see a claim take it.
 	UnclaimedWait time.Duration
+	// Wake turns on wake on request (resuming paused Sandboxes that ask for it); WakeTimeout
+	// is how long such a request waits for the Sandbox to be ready.
+	Wake        bool
+	WakeTimeout time.Duration
 
 	DialTimeout           time.Duration
 	ResponseHeaderTimeout time.Duration
@@ -93,6 +97,8 @@ func DefaultOptions() Options {
 		StaleAuthTTL:          5 * time.Minute,
 		AllowedPorts:          slices.Clone(DefaultAllowedPorts),
 		UnclaimedWait:         2 * time.Second,
+		Wake:                  true,
+		WakeTimeout:           DefaultWakeTimeout,
 		DialTimeout:           5 * time.Second,
 		DialRetries:           2,
 		ReadHeaderTimeout:     10 * time.Second,
@@ -130,6 +136,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.StaleAuthTTL, "stale-auth-ttl", o.StaleAuthTTL, "While the API server cannot answer (kube-apiserver or etcd restarting, overloaded), keep accepting a token whose review succeeded and an access that was allowed within this long; refusals are never kept and unknown callers still fail closed. 0: fail every request whose cache entry expired.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "scoped-token-secret-file", o.ScopedTokenSecretFile, "File holding the secret (at least 32 bytes) that signs tokens scoped to one Sandbox; such tokens are accepted in token and tokenreview modes.")
 	fs.Var(&o.AllowedPorts, "allowed-ports", "Comma-separated `ports` routed to on every Sandbox; any other port must be declared by one of the Sandbox's containers (spec.podTemplate.spec.containers[*].ports). Empty: declared ports only.")
+	fs.BoolVar(&o.Wake, "wake", o.Wake, "Resume a paused Sandbox that wakes on request (agents.x-k8s.io/wake-on-request, or an idle timeout) when an authorized request comes for it; needs patch on sandboxes/scale.")
+	fs.DurationVar(&o.WakeTimeout, "wake-timeout", o.WakeTimeout, "How long a request for a Sandbox it woke waits for it to be ready before a 503 with Retry-After (X-Sandbox-Wake-Timeout overrides it per request, up to 10m).")
 	fs.DurationVar(&o.UnclaimedWait, "unclaimed-wait", o.UnclaimedWait, "How long a request to an unclaimed warm pool member waits for the cache to see a claim take it (a client can act on the claim's status before the router's watch delivers the adoption), before the 404; 0: no wait.")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Timeout to connect to a sandbox pod.")
 	fs.DurationVar(&o.ResponseHeaderTimeout, "response-header-timeout", o.ResponseHeaderTimeout, "Longest wait for a sandbox's response headers (504 after); 0: no limit.")
@@ -176,6 +184,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AuthMode == AuthModeTokenReview && o.Authorize && o.AuthzCacheSize < 1 {
 		return errors.New("--authz-cache-size must be at least 1")
+	}
+	if o.WakeTimeout <= 0 {
+		return errors.New("--wake-timeout must be positive")
 	}
 	if o.UnclaimedWait < 0 {
 		return errors.New("--unclaimed-wait must not be negative")

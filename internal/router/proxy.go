@@ -40,6 +40,12 @@ type ProxyOptions struct {
 	DeclaredPortsOnly bool
 	// AllowedPorts are forwarded to on every Sandbox, declared or not (--allowed-ports).
 	AllowedPorts []uint16
+	// Waker resumes paused Sandboxes that wake on request (nil: requests to them get the 503 of
+	// any Sandbox that is not ready).
+	Waker Waker
+	// WakeTimeout is how long a request waits for a Sandbox it woke (X-Sandbox-Wake-Timeout
+	// otherwise); default DefaultWakeTimeout.
+	WakeTimeout time.Duration
 	// SandboxdPorts are the ports sandboxd serves, the only ones the session's env
 	// (Target.SessionEnv) is sent to; default DefaultAllowedPorts.
 	SandboxdPorts []uint16
@@ -63,6 +69,11 @@ type Proxy struct {
 	declaredOnly  bool
 	allowedPorts  []uint16
 	sandboxdPorts []uint16
+	waker         Waker
+	wakeTimeout   time.Duration
+	resuming      sync.Map // cacheKey -> struct{}: a resume in flight
+	touched       sync.Map // cacheKey -> time.Time: last activity touch sent
+	touchClient   *http.Client
 	unclaimedWait time.Duration
 }
 
@@ -85,11 +96,16 @@ func NewProxy(o ProxyOptions) *Proxy {
 	if o.SandboxdPorts == nil {
 		o.SandboxdPorts = DefaultAllowedPorts
 	}
+	if o.WakeTimeout <= 0 {
+		o.WakeTimeout = DefaultWakeTimeout
+	}
 	p := &Proxy{resolver: o.Resolver, metrics: o.Metrics, log: o.Logger, maxTimeout: o.MaxTimeout,
 		declaredOnly: o.DeclaredPortsOnly, allowedPorts: slices.Clone(o.AllowedPorts),
-		sandboxdPorts: slices.Clone(o.SandboxdPorts), unclaimedWait: o.UnclaimedWait}
+		sandboxdPorts: slices.Clone(o.SandboxdPorts), unclaimedWait: o.UnclaimedWait,
+		waker: o.Waker, wakeTimeout: o.WakeTimeout}
 	p.h1 = newTransport(o, false)
 	p.h2c = newTransport(o, true)
+	p.touchClient = &http.Client{Transport: p.h1}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: rewrite,
 		Transport: &retryTransport{h1: p.h1, h2c: p.h2c, resolver: o.Resolver, metrics: o.Metrics,
@@ -168,7 +184,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	wakeBound, err := ParseWakeTimeout(r.Header, maxWakeTimeout)
+	if err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	target, err := p.resolve(r.Context(), route)
+	if p.shouldWait(target, err) {
+		if wakeBound == 0 {
+			wakeBound = p.wakeTimeout
+		}
+		target, err = p.wakeAndWait(r.Context(), route, wakeBound)
+	}
 	if no := p.admit(scopeFrom(r.Context()), route, target, err); no != nil {
 		if no.retry {
 			w.Header().Set("Retry-After", "1")
@@ -179,6 +206,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := &routeCtx{route: route, uid: target.UID, host: netip.AddrPortFrom(target.Addr, route.Port).String(), inBody: r.Body}
 	if slices.Contains(p.sandboxdPorts, route.Port) {
 		rc.env = target.SessionEnv // for sandboxd alone, not for whatever else the pod serves
+	} else {
+		p.touch(target, route) // sandboxd does not see this request: tell it, for the idle pause
 	}
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// Let the upstream's response stream back while the client is still sending (exec with
@@ -235,6 +264,13 @@ func (r *idleReader) Read(p []byte) (int, error) {
 		r.t.touch()
 	}
 	return n, err
+}
+
+// shouldWait: the Sandbox wakes on request and is paused or starting (a scoped token's check
+// and the port's come after, in admit, on the ready Sandbox).
+func (p *Proxy) shouldWait(t Target, err error) bool {
+	var re *ResolveError
+	return p.waker != nil && t.Wakes && errors.As(err, &re) && errors.Is(re.Kind, ErrNotReady) && waitsForWake(re.Reason)
 }
 
 // resolve asks the resolver. For an unclaimed warm pool member it waits up to UnclaimedWait for

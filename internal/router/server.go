@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/dynamic"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authzv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
@@ -244,7 +245,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	metrics := NewMetrics(cache.Len)
-	proxy := NewProxy(o.proxyOptions(cache, metrics, log))
+	popts := o.proxyOptions(cache, metrics, log)
+	if o.Wake {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		popts.Waker = &ScaleWaker{Client: dyn}
+	}
+	proxy := NewProxy(popts)
 	defer proxy.Close()
 
 	var stopping atomic.Bool
@@ -288,7 +297,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) ProxyOptions {
 	return ProxyOptions{Resolver: res, Metrics: m, Logger: log,
 		DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries,
-		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait}
+		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait, WakeTimeout: o.WakeTimeout}
 }
 
 // servers are the proxy port's server and, with --probe-listen, the probe port's.

@@ -34,10 +34,12 @@ func (s *Server) authorized(r *http.Request) bool {
 // newGRPCServer builds the gRPC server with the ProcessService and, when the
 // daemon has a token, an interceptor that requires it.
 func (s *Server) newGRPCServer() *grpc.Server {
-	var opts []grpc.ServerOption
+	unary := []grpc.UnaryServerInterceptor{s.grpcActivityUnary}
+	stream := []grpc.StreamServerInterceptor{s.grpcActivityStream}
 	if s.cfg.Token != "" {
-		opts = append(opts, grpc.ChainUnaryInterceptor(s.grpcAuthUnary), grpc.ChainStreamInterceptor(s.grpcAuthStream))
+		unary, stream = append(unary, s.grpcAuthUnary), append(stream, s.grpcAuthStream)
 	}
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}
 	g := grpc.NewServer(opts...)
 	processv1.RegisterProcessServiceServer(g, execapi.NewProcessService(s.runner))
 	return g

@@ -39,6 +39,8 @@ func (s *Server) buildRoutes() []route {
 		exact("GET", "/metrics", s.handleMetrics),
 		exact("GET", "/v1/health", s.handleV1Health),
 		exact("GET", "/v1/metadata", s.handleV1Metadata),
+		exact("GET", "/v1/activity", s.handleActivity),
+		exact("POST", "/v1/activity", s.handleTouch),
 		exact("POST", "/v1/exec", s.exec.Exec),
 		exact("GET", "/v1/exec/ws", s.exec.ExecWS),
 		exact("POST", "/v1/processes", s.exec.StartProcess),
@@ -101,12 +103,18 @@ func (s *Server) match(r *http.Request) (*route, string, []string) {
 // ServeHTTP routes, authenticates, instruments and logs one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isGRPC(r.ProtoMajor, r.Header.Get("Content-Type")) {
+		end := s.activity.begin()
+		defer end()
 		s.grpc.ServeHTTP(w, r) // the ProcessService, on the HTTP port too (reachable through the router)
 		return
 	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	rt, arg, allowed := s.match(r)
+	if countsAsActivity(rt) {
+		end := s.activity.begin()
+		defer end()
+	}
 	name := "unmatched"
 	if rt != nil {
 		name = rt.name

@@ -143,6 +143,7 @@ type Server struct {
 	legacy    *legacy.Handler
 	routes    []route
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
+	activity  *activity
 	grpcLn    net.Listener // GRPCListen's listener; nil when off or not run by Run
 	restLn    net.Listener // RESTListen's listener; nil when unset or not run by Run
 
@@ -166,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 		fs:        root,
 		startTime: time.Now().UTC(),
 		hostname:  host,
+		activity:  newActivity(time.Now),
 	}
 	s.cfg.Root = root.Dir()
 	s.runner = process.NewRunner(root.Resolver(), process.Config{

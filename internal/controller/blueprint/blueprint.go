@@ -69,6 +69,12 @@ func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv
 		extv1alpha1.TemplateHashLabel:    Hash(tmpl),
 	}
 	sb.Annotations = map[string]string{extv1alpha1.TemplateRefAnnotation: tmpl.Name}
+	// The template's idle pause applies to every Sandbox made from it (a claim's own wins).
+	for _, k := range agentsv1alpha1.IdleAnnotations {
+		if v, ok := tmpl.Annotations[k]; ok {
+			sb.Annotations[k] = v
+		}
+	}
 	if tmpl.Spec.NetworkPolicyManagement == extv1alpha1.NetworkPolicyManagementUnmanaged {
 		// The template's author opened its Sandboxes to the cluster: no policy of their own either.
 		sb.Annotations[agentsv1alpha1.NetworkPolicyManagementAnnotation] = agentsv1alpha1.NetworkPolicyUnmanaged

@@ -50,6 +50,9 @@ type Options struct {
 	Peers *egress.Peers
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
+	// Activity reports what sandboxd sees, for the idle pause (nil: no Sandbox is paused for
+	// being idle).
+	Activity ActivitySource
 }
 
 // Reconciler drives one Sandbox: Pod (unless paused or expired), headless Service, PVCs, the
@@ -66,6 +69,7 @@ type Reconciler struct {
 	podRules      podmeta.Rules
 	peers         egress.Peers
 	clock         clock.PassiveClock
+	activity      ActivitySource
 	// createdPods remember, per Sandbox (and its UID), the pod this process created until the
 	// cache shows it, so a reconcile woken by another child's event does not create it twice.
 	createdPods *expectations.Store[types.UID, *corev1.Pod]
@@ -82,7 +86,7 @@ type Reconciler struct {
 func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: opts.Recorder, clusterDomain: opts.ClusterDomain,
-		workers: opts.Workers, gate: opts.Gate, podRules: opts.PodRules, clock: opts.Clock,
+		workers: opts.Workers, gate: opts.Gate, podRules: opts.PodRules, clock: opts.Clock, activity: opts.Activity,
 	}
 	if r.recorder == nil {
 		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
@@ -150,12 +154,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if serr := r.writeStatus(ctx, original, sb, obs); serr != nil {
 		return ctrl.Result{}, serr
 	}
+	r.warnIfIdleTimeoutInvalid(original, sb)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	after := untilExpiry(sb, now)
 	if obs.podMetadataDue > 0 && (after == 0 || obs.podMetadataDue < after) {
 		after = obs.podMetadataDue
+	}
+	idleAfter, err := r.reconcileIdle(ctx, sb)
+	if err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if idleAfter > 0 && (after == 0 || idleAfter < after) {
+		after = idleAfter
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }

@@ -44,6 +44,11 @@ func setStatus(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error, clu
 	meta.SetStatusCondition(&st.Conditions, ready)
 
 	setEgressCondition(sb, obs.egress)
+	if c := idlePauseCondition(sb); c != nil {
+		meta.SetStatusCondition(&st.Conditions, *c)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, agentsv1alpha1.SandboxConditionIdlePause)
+	}
 
 	if finished, ok := finishedCondition(obs.pod); ok {
 		finished.ObservedGeneration = sb.Generation
@@ -65,10 +70,13 @@ func readyCondition(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error
 		return notReady(agentsv1alpha1.ReasonReconcilerError, "Error seen: %v", reconcileErr)
 	case obs.podNotOwned:
 		return notReady(agentsv1alpha1.ReasonPodNotOwned, "A pod named %q exists and is not controlled by this sandbox; delete or rename it", sb.Name)
+	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas && idlePaused(sb) != "":
+		return notReady(agentsv1alpha1.ReasonIdlePaused, "Sandbox paused itself at %s for being idle; volumes and service are kept%s",
+			idlePaused(sb), wakeHint(sb))
 	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas && pod != nil:
 		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); its pod is terminating")
 	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas:
-		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); volumes and service are kept")
+		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); volumes and service are kept%s", wakeHintIfWakes(sb))
 	case pod == nil && obs.egress.blocksPod():
 		return notReady(obs.egress.reason, "%s", obs.egress.message)
 	case pod == nil:

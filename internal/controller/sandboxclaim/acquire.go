@@ -3,6 +3,7 @@ package sandboxclaim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,12 +37,9 @@ func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sand
 	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata, r.podRules); err != nil {
 		return nil, "", err
 	}
-	// Validate env against the template before touching any warm sandbox (on a copy: the
-	// template is the cache's).
-	if len(claim.Spec.Env) > 0 {
-		if _, err := injectEnv(tmpl.Spec.PodTemplate.Spec.DeepCopy(), tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
-			return nil, "", err
-		}
+	// Validate env against the template before touching any warm sandbox.
+	if err := checkEnv(&tmpl.Spec.PodTemplate.Spec, tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
+		return nil, "", err
 	}
 	volumes, err := claimVolumes(claim, tmpl)
 	if err != nil {
@@ -218,7 +216,7 @@ func stampClaim(sb *agentsv1alpha1.Sandbox, claim *extv1alpha1.SandboxClaim, lau
 		}
 	}
 	for k, v := range claim.Annotations {
-		if !systemKey(k) && k != corev1.LastAppliedConfigAnnotation {
+		if (!systemKey(k) || slices.Contains(agentsv1alpha1.IdleAnnotations, k)) && k != corev1.LastAppliedConfigAnnotation {
 			sb.Annotations[k] = v
 		}
 	}

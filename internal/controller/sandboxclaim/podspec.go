@@ -13,35 +13,46 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
-// injectEnv applies the claim's env to the pod spec under the template's policy: Disallowed
-// rejects any env, Allowed adds but never overrides, Overrides may replace. Each variable
-// targets containerName, or the first container.
+// injectEnv applies the claim's env to the pod spec under the template's policy (checkEnv).
+// Each variable targets containerName, or the first container.
 func injectEnv(spec *corev1.PodSpec, policy extv1alpha1.EnvVarsInjectionPolicy, env []extv1alpha1.EnvVar) (*corev1.PodSpec, error) {
+	if err := checkEnv(spec, policy, env); err != nil {
+		return nil, err
+	}
+	for _, e := range env {
+		c := findContainer(spec, e.ContainerName)
+		if i := envIndex(c.Env, e.Name); i >= 0 {
+			c.Env[i] = corev1.EnvVar{Name: e.Name, Value: e.Value}
+		} else {
+			c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		}
+	}
+	return spec, nil
+}
+
+// checkEnv says whether the template's policy admits the claim's env, without changing spec
+// (the template may be the cache's): Disallowed rejects any env, Allowed adds but never
+// overrides, Overrides may replace.
+func checkEnv(spec *corev1.PodSpec, policy extv1alpha1.EnvVarsInjectionPolicy, env []extv1alpha1.EnvVar) error {
 	if len(env) == 0 {
-		return spec, nil
+		return nil
 	}
 	reject := func(format string, args ...any) error {
 		return &userError{extv1alpha1.ReasonEnvVarsInjectionRejected, fmt.Sprintf(format, args...)}
 	}
 	if policy == "" || policy == extv1alpha1.EnvVarsInjectionPolicyDisallowed {
-		return nil, reject("the template's envVarsInjectionPolicy is Disallowed; remove spec.env or allow it on the template")
+		return reject("the template's envVarsInjectionPolicy is Disallowed; remove spec.env or allow it on the template")
 	}
 	for _, e := range env {
 		c := findContainer(spec, e.ContainerName)
 		if c == nil {
-			return nil, reject("env %s targets container %q, which the template does not have", e.Name, e.ContainerName)
+			return reject("env %s targets container %q, which the template does not have", e.Name, e.ContainerName)
 		}
-		i := envIndex(c.Env, e.Name)
-		switch {
-		case i < 0:
-			c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
-		case policy == extv1alpha1.EnvVarsInjectionPolicyOverrides:
-			c.Env[i] = corev1.EnvVar{Name: e.Name, Value: e.Value}
-		default:
-			return nil, reject("env %s is already set by the template on container %q and the policy Allowed does not permit overriding it", e.Name, c.Name)
+		if envIndex(c.Env, e.Name) >= 0 && policy != extv1alpha1.EnvVarsInjectionPolicyOverrides {
+			return reject("env %s is already set by the template on container %q and the policy Allowed does not permit overriding it", e.Name, c.Name)
 		}
 	}
-	return spec, nil
+	return nil
 }
 
 func findContainer(spec *corev1.PodSpec, name string) *corev1.Container {

@@ -291,3 +291,18 @@ type LegacyExists struct {
 	Path   string `json:"path"`
 	Exists bool   `json:"exists"`
 }
+
+// Activity is the body of GET /v1/activity: whether anything happens in the sandbox, for the
+// controller's idle pause. Requests in flight (the probes and this endpoint aside) and running
+// commands, foreground or background, make it active.
+type Activity struct {
+	// Active is true while a request is in flight or a command runs.
+	Active bool `json:"active"`
+	// IdleSeconds is how long nothing has happened; 0 while active.
+	IdleSeconds float64 `json:"idleSeconds"`
+	// LastActivity is when something last happened (or sandboxd started).
+	LastActivity time.Time `json:"lastActivity"`
+	// InflightRequests and RunningProcesses say what keeps it active.
+	InflightRequests int `json:"inflightRequests"`
+	RunningProcesses int `json:"runningProcesses"`
+}

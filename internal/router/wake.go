@@ -1,0 +1,176 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// Wake on request: a request for a paused Sandbox that wakes on request (the
+// agents.x-k8s.io/wake-on-request annotation, or an idle timeout) resumes it and waits until it
+// is ready, up to a bound. The caller is authorized before (the guard runs first), so a denied
+// request never wakes anything. Many requests, one resume: within a router, the first request
+// resumes and the others wait for it; across routers, the resume is a test-and-set on the
+// scale subresource (replicas 0 -> 1), so only one of them takes effect.
+
+// DefaultWakeTimeout is how long a request waits for a woken Sandbox unless
+// X-Sandbox-Wake-Timeout or --wake-timeout say otherwise.
+const DefaultWakeTimeout = 60 * time.Second
+
+// maxWakeTimeout caps X-Sandbox-Wake-Timeout.
+const maxWakeTimeout = 10 * time.Minute
+
+// Waker resumes a paused Sandbox.
+type Waker interface {
+	// Resume sets replicas 0 -> 1; resumed is false when someone else already did.
+	Resume(ctx context.Context, namespace, name string) (resumed bool, err error)
+}
+
+// reasonWaking is the reason of the 503 a request gets when the Sandbox it woke is not ready
+// within its bound.
+const reasonWaking = "WakingUp"
+
+// waitsForWake: the Ready reasons of a Sandbox that is paused or on its way up, which a request
+// for a Sandbox that wakes on request waits through; anything else is answered at once.
+func waitsForWake(reason string) bool {
+	switch reason {
+	case v1alpha1.ReasonPaused, v1alpha1.ReasonIdlePaused, v1alpha1.ReasonPodPending, v1alpha1.ReasonPodCreating,
+		v1alpha1.ReasonPodNotReady, v1alpha1.ReasonPodNoIP, reasonNoReadyCondition:
+		return true
+	}
+	return false
+}
+
+// wakeAndWait resumes the Sandbox if it is paused and waits until it is routable, the bound
+// passes (a 503 with Retry-After) or the caller goes away.
+func (p *Proxy) wakeAndWait(ctx context.Context, route Route, bound time.Duration) (Target, error) {
+	n, ok := p.resolver.(changeNotifier)
+	start := time.Now()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	asked := false
+	for {
+		var changed <-chan struct{}
+		if ok {
+			changed = n.Changed(route.Namespace, route.Name)
+		}
+		t, err := p.resolver.Resolve(route.Namespace, route.Name)
+		var re *ResolveError
+		if err == nil || !errors.As(err, &re) || !errors.Is(re.Kind, ErrNotReady) || !t.Wakes || !waitsForWake(re.Reason) {
+			if err == nil && asked {
+				p.metrics.wakeLatency(time.Since(start))
+			}
+			return t, err
+		}
+		if t.Paused && !asked {
+			asked = true
+			p.resume(route.Namespace, route.Name)
+		}
+		var poll <-chan time.Time
+		if changed == nil { // a resolver without notifications: look again shortly
+			poll = time.After(50 * time.Millisecond)
+		}
+		select {
+		case <-changed:
+		case <-poll:
+		case <-timer.C:
+			return t, &ResolveError{Kind: ErrNotReady, Namespace: route.Namespace, Name: route.Name,
+				Reason: fmt.Sprintf("%s: resumed on request and not ready after %s; retry", reasonWaking, bound)}
+		case <-ctx.Done():
+			return t, err
+		}
+	}
+}
+
+// resume asks the Waker once per Sandbox at a time; the requests behind it wait on the cache.
+func (p *Proxy) resume(namespace, name string) {
+	if p.waker == nil {
+		return
+	}
+	key := cacheKey{namespace, name}
+	if _, busy := p.resuming.LoadOrStore(key, struct{}{}); busy {
+		return
+	}
+	go func() {
+		defer p.resuming.Delete(key)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resumed, err := p.waker.Resume(ctx, namespace, name)
+		switch {
+		case err != nil:
+			p.metrics.wake("failed")
+			p.log.Error("resuming a paused sandbox on request", "namespace", namespace, "sandbox", name, "err", err)
+		case resumed:
+			p.metrics.wake("resumed")
+			p.log.Info("resumed a paused sandbox on request", "namespace", namespace, "sandbox", name)
+		default:
+			p.metrics.wake("already")
+		}
+	}()
+}
+
+// ScaleWaker resumes through the scale subresource, the one right the router holds on
+// Sandboxes beyond reading them (patch sandboxes/scale).
+type ScaleWaker struct {
+	Client dynamic.Interface
+}
+
+var sandboxesGVR = schema.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "sandboxes"}
+
+// resumePatch sets replicas to 1 only if it is 0: the first router's resume succeeds, another's
+// finds the test failing.
+var resumePatch = []byte(`[{"op":"test","path":"/spec/replicas","value":0},{"op":"replace","path":"/spec/replicas","value":1}]`)
+
+// Resume implements Waker.
+func (w *ScaleWaker) Resume(ctx context.Context, namespace, name string) (bool, error) {
+	_, err := w.Client.Resource(sandboxesGVR).Namespace(namespace).Patch(ctx, name, types.JSONPatchType, resumePatch,
+		metav1.PatchOptions{FieldManager: "sandbox-router"}, "scale")
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsInvalid(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		// The test op failed (someone resumed it first), or the Sandbox is gone.
+		return false, nil
+	}
+	return false, err
+}
+
+// Activity touches: a request to a port of the pod other than sandboxd's is activity sandboxd
+// does not see. The router tells it (POST /v1/activity), at most once per touchEvery per
+// Sandbox, off the request's path.
+const touchEvery = 5 * time.Second
+
+func (p *Proxy) touch(t Target, route Route) {
+	if !t.IdleWatched || p.touchClient == nil {
+		return
+	}
+	key := cacheKey{route.Namespace, route.Name}
+	now := time.Now()
+	if last, ok := p.touched.Load(key); ok && now.Sub(last.(time.Time)) < touchEvery {
+		return
+	}
+	p.touched.Store(key, now)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		url := "http://" + netip.AddrPortFrom(t.Addr, DefaultPort).String() + "/v1/activity"
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+		if err != nil {
+			return
+		}
+		if resp, err := p.touchClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+}

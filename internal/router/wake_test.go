@@ -1,0 +1,175 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+)
+
+// pausedSandbox is ns/sb paused by its idle timeout, waking on request.
+func pausedSandbox(annotations map[string]string) *v1alpha1.Sandbox {
+	sb := sandbox("default", "sb", metav1.ConditionFalse, v1alpha1.ReasonIdlePaused)
+	sb.Annotations = annotations
+	sb.Spec.Replicas = new(int32(0))
+	return sb
+}
+
+var idleAnnotations = map[string]string{v1alpha1.IdleTimeoutAnnotation: "5m"}
+
+// fakeWaker resumes the way the controller and kubelet would: replicas 1 at once, the pod
+// Pending, then Ready at the upstream's address a moment later.
+type fakeWaker struct {
+	cache   *SandboxCache
+	readyAt string        // pod IP once ready
+	delay   time.Duration // until ready; negative: never
+	calls   atomic.Int32
+	wg      sync.WaitGroup
+}
+
+func (f *fakeWaker) Resume(_ context.Context, ns, name string) (bool, error) {
+	f.calls.Add(1)
+	starting := sandbox(ns, name, metav1.ConditionFalse, v1alpha1.ReasonPodPending)
+	starting.Annotations = idleAnnotations
+	f.cache.OnUpdate(nil, starting)
+	if f.delay < 0 {
+		return true, nil
+	}
+	f.wg.Go(func() {
+		time.Sleep(f.delay)
+		ready := sandbox(ns, name, metav1.ConditionTrue, v1alpha1.ReasonReady, f.readyAt)
+		ready.Annotations = idleAnnotations
+		f.cache.OnUpdate(nil, ready)
+	})
+	return true, nil
+}
+
+func TestFiftyRequestsToAPausedSandboxResumeItOnceAndAreAllAnswered(t *testing.T) {
+	_, port := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "awake") }))
+	cache := NewSandboxCache(true)
+	cache.OnAdd(pausedSandbox(idleAnnotations), true)
+	waker := &fakeWaker{cache: cache, readyAt: "127.0.0.1", delay: 200 * time.Millisecond}
+	t.Cleanup(waker.wg.Wait)
+	router := newRouter(t, routerOpts{resolver: cache, waker: waker})
+	client := h1Client(t)
+
+	var wg sync.WaitGroup
+	answers := make([]string, 50)
+	for i := range answers {
+		wg.Go(func() {
+			resp, err := client.Do(routed(t, "GET", router.URL+"/", "sb", port, nil).WithContext(testCtx(t)))
+			if err != nil {
+				answers[i] = err.Error()
+				return
+			}
+			answers[i] = fmt.Sprintf("%d %s", resp.StatusCode, readAll(t, resp))
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a != "200 awake" {
+			t.Errorf("request %d: %q; want 200 awake once the sandbox woke", i, a)
+		}
+	}
+	if n := waker.calls.Load(); n != 1 {
+		t.Fatalf("%d resumes for 50 concurrent requests; want exactly 1", n)
+	}
+}
+
+func TestWakeOnRequestAnswersWithoutResumingWhereItMustNot(t *testing.T) {
+	_, port := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	deny := GuardOptions{
+		Authenticator: authnFunc(func(context.Context, string) (*Identity, error) {
+			return &Identity{User: authnv1.UserInfo{Username: "mallory"}}, nil
+		}),
+		Authorizer: authzFunc(func(context.Context, *Identity, Route) (bool, error) { return false, nil }),
+	}
+	tests := []struct {
+		name       string
+		sandbox    *v1alpha1.Sandbox
+		guard      GuardOptions
+		wantCode   int
+		wantDetail string
+	}{
+		{"a caller without rights: 403, nothing resumed", pausedSandbox(idleAnnotations), deny, http.StatusForbidden, ""},
+		{"a Sandbox paused by hand without wake-on-request: 503 at once", pausedSandbox(nil), GuardOptions{},
+			http.StatusServiceUnavailable, "sandbox default/sb is not ready (IdlePaused)"},
+		{"wake-on-request false beats the idle timeout", pausedSandbox(map[string]string{v1alpha1.IdleTimeoutAnnotation: "5m",
+			v1alpha1.WakeOnRequestAnnotation: "false"}), GuardOptions{}, http.StatusServiceUnavailable, "is not ready (IdlePaused)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := NewSandboxCache(true)
+			cache.OnAdd(tc.sandbox, true)
+			waker := &fakeWaker{cache: cache, readyAt: "127.0.0.1"}
+			t.Cleanup(waker.wg.Wait)
+			router := newRouter(t, routerOpts{resolver: cache, waker: waker, guard: tc.guard})
+			req := routed(t, "GET", router.URL+"/", "sb", port, nil)
+			req.Header.Set("Authorization", "Bearer t")
+			resp, err := h1Client(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(t, resp)
+			if resp.StatusCode != tc.wantCode || !strings.Contains(body, tc.wantDetail) {
+				t.Errorf("answer %d %s; want %d containing %q", resp.StatusCode, body, tc.wantCode, tc.wantDetail)
+			}
+			if n := waker.calls.Load(); n != 0 {
+				t.Errorf("%d resumes; want none", n)
+			}
+		})
+	}
+}
+
+func TestARequestWaitsForAWokenSandboxUpToItsBound(t *testing.T) {
+	cache := NewSandboxCache(true)
+	cache.OnAdd(pausedSandbox(idleAnnotations), true)
+	waker := &fakeWaker{cache: cache, readyAt: "127.0.0.1", delay: -1} // never ready
+	router := newRouter(t, routerOpts{resolver: cache, waker: waker})
+	tests := []struct {
+		name, header string
+		wantCode     int
+		wantDetail   string
+	}{
+		{"past X-Sandbox-Wake-Timeout: 503 with Retry-After", "0.2", http.StatusServiceUnavailable,
+			"sandbox default/sb is not ready (WakingUp: resumed on request and not ready after 200ms; retry)"},
+		{"a bad X-Sandbox-Wake-Timeout: 400", "soon", http.StatusBadRequest, msgInvalidWake},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := routed(t, "GET", router.URL+"/", "sb", "", nil)
+			req.Header.Set(HeaderWakeTimeout, tc.header)
+			resp, err := h1Client(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := detail(t, resp); resp.StatusCode != tc.wantCode || got != tc.wantDetail {
+				t.Fatalf("answer %d %q; want %d %q", resp.StatusCode, got, tc.wantCode, tc.wantDetail)
+			}
+			if tc.wantCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+				t.Errorf("a 503 past the wake bound without Retry-After")
+			}
+		})
+	}
+}
+
+type authnFunc func(context.Context, string) (*Identity, error)
+
+func (f authnFunc) Authenticate(ctx context.Context, token string) (*Identity, error) {
+	return f(ctx, token)
+}
+
+type authzFunc func(context.Context, *Identity, Route) (bool, error)
+
+func (f authzFunc) Authorize(ctx context.Context, id *Identity, r Route) (bool, error) {
+	return f(ctx, id, r)
+}
