@@ -81,6 +81,12 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// certsPresent: the key pair is on disk and loads.
+func (s *Server) certsPresent() bool {
+	_, err := tls.LoadX509KeyPair(filepath.Join(s.certDir, s.certName), filepath.Join(s.certDir, s.keyName))
+	return err == nil
+}
+
 // Ready is a readiness check that passes while this process serves. It does not dial the
 // port: with SO_REUSEPORT that connection may reach the sibling process instead.
 func (s *Server) Ready(*http.Request) error {

@@ -133,11 +133,27 @@ type gatedServer struct {
 	ready  <-chan struct{}
 }
 
+// certPoll is how often the gate looks for the certificate files itself. The rotator's own
+// check backs off exponentially (1 s, 2 s, 4 s, … with jitter): when the kubelet mounts the
+// Secret late (the leader created it after this pod started) the rotator may look again
+// minutes later, and the replica stays unready all that time.
+const certPoll = 500 * time.Millisecond
+
 func (g *gatedServer) Start(ctx context.Context) error {
-	select {
-	case <-g.ready:
-	case <-ctx.Done():
-		return nil
+	tick := time.NewTicker(certPoll)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-g.ready:
+			break wait
+		case <-tick.C:
+			if g.server.certsPresent() {
+				break wait
+			}
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	ctrl.Log.WithName("conversion-webhook").Info("serving", "path", Path)
 	return g.server.Start(ctx)
