@@ -95,8 +95,10 @@ func TestPrintTable(t *testing.T) {
 	pending := testwrap.MakeClaim("ns", "conv-2").Template("python").Created(now.Add(-3 * time.Second)).
 		Condition(metav1.Condition{Type: "Ready", Status: "False", Reason: "TemplateNotFound"}).Obj()
 	raw := testwrap.MakeSandbox("ns", "ws-alice").Created(now.Add(-48 * time.Hour)).Replicas(0).Obj()
+	idle := testwrap.MakeSandbox("ns", "ws-bob").Created(now.Add(-time.Hour)).Replicas(0).
+		Annotation(agentsv1alpha1.IdleTimeoutAnnotation, "10m").Annotation(agentsv1alpha1.IdlePausedAnnotation, "2026-11-27T02:00:00Z").Obj()
 	var sbs []*sdk.Sandbox
-	for _, o := range []any{ready, pending, raw} {
+	for _, o := range []any{ready, pending, raw, idle} {
 		var h *sdk.Sandbox
 		switch v := o.(type) {
 		case *extv1alpha1.SandboxClaim:
@@ -113,10 +115,11 @@ func TestPrintTable(t *testing.T) {
 	if err := printTable(&b, sbs, false, now); err != nil {
 		t.Fatal(err)
 	}
-	want := `NAME       TEMPLATE   SANDBOX          READY    REASON              AGE
-conv-1     python     python-pool-x1   True     DependenciesReady   90m
-conv-2     python     <none>           False    TemplateNotFound    3s
-ws-alice   <none>     ws-alice         Paused   <none>              2d
+	want := `NAME       TEMPLATE   SANDBOX          READY             REASON              AGE
+conv-1     python     python-pool-x1   True              DependenciesReady   90m
+conv-2     python     <none>           False             TemplateNotFound    3s
+ws-alice   <none>     ws-alice         Paused (by you)   <none>              2d
+ws-bob     <none>     ws-bob           Paused (idle)     <none>              60m
 `
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -145,7 +148,7 @@ ws-alice   <none>     ws-alice         Paused   <none>              2d
 		Kind  string
 		Items []map[string]any
 	}
-	if err := json.Unmarshal([]byte(b.String()), &list); err != nil || list.Kind != "List" || len(list.Items) != 3 || list.Items[2]["kind"] != "Sandbox" {
+	if err := json.Unmarshal([]byte(b.String()), &list); err != nil || list.Kind != "List" || len(list.Items) != 4 || list.Items[2]["kind"] != "Sandbox" {
 		t.Errorf("json list = %s (%v)", b.String(), err)
 	}
 }

@@ -22,7 +22,7 @@ import (
 type createFlags struct {
 	template, image, name, warmPool, shutdownPolicy, output, egress string
 	env, labels, podLabels, onCreate, egressCIDRs                   []string
-	ttl, timeout                                                    time.Duration
+	ttl, timeout, idle                                              time.Duration
 	noWait, keep                                                    bool
 }
 
@@ -81,6 +81,9 @@ func (f *createFlags) options() ([]sdk.CreateOption, error) {
 			return nil, fmt.Errorf("--egress: %w", err)
 		}
 		opts = append(opts, sdk.WithEgress(e))
+	}
+	if f.idle > 0 {
+		opts = append(opts, sdk.WithIdleTimeout(f.idle))
 	}
 	if f.ttl > 0 {
 		opts = append(opts, sdk.WithTTL(f.ttl))
@@ -159,6 +162,7 @@ NetworkPolicy (docs/egress.md).`,
 	fl.StringVar(&f.warmPool, "warmpool", "", `warm pool policy: "none", "default" or a pool name (default: the API's, "default")`)
 	fl.StringVar(&f.egress, "egress", "", "egress mode of an --image Sandbox: allow-all, deny-all (no egress, DNS included) or restricted (--egress-cidr and DNS only)")
 	fl.StringArrayVar(&f.egressCIDRs, "egress-cidr", nil, "destination CIDR (or IP) that --egress restricted allows (repeatable)")
+	fl.DurationVar(&f.idle, "idle-timeout", 0, "pause the sandbox after this long (at least 10s) with no request and no command running; the next request through the router resumes it")
 	fl.DurationVar(&f.ttl, "ttl", 0, "shut the sandbox down after this long (spec.lifecycle.shutdownTime); refresh with sbx keepalive")
 	fl.StringVar(&f.shutdownPolicy, "shutdown-policy", "", "what happens at the TTL: Delete, DeleteForeground (claims) or Retain (the API default)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "how long to wait for the sandbox to be ready (default 2m)")

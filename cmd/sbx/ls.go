@@ -151,8 +151,10 @@ func readyColumn(st sdk.Status) string {
 	switch {
 	case st.Ready:
 		return "True"
+	case st.IdlePaused:
+		return "Paused (idle)"
 	case st.Paused:
-		return "Paused"
+		return "Paused (by you)"
 	}
 	return "False"
 }

@@ -82,6 +82,8 @@ type Target struct {
 	// it starts. Paused: its replicas are 0.
 	Wakes  bool
 	Paused bool
+	// ResourceVersion is the Sandbox's, for a resume that must not act on a newer state.
+	ResourceVersion string
 	// IdleWatched: the Sandbox pauses itself when idle, so requests to the pod's other ports are
 	// reported to sandboxd as activity.
 	IdleWatched bool
@@ -132,6 +134,7 @@ type cacheEntry struct {
 	env    string // Target.SessionEnv
 	wakes  bool   // Target.Wakes
 	paused bool   // Target.Paused
+	rv     string // Target.ResourceVersion
 	idle   bool   // Target.IdleWatched
 }
 
@@ -172,7 +175,7 @@ func (c *SandboxCache) Resolve(namespace, name string) (Target, error) {
 		}
 		return Target{}, &ResolveError{Kind: ErrNotFound, Namespace: namespace, Name: name}
 	}
-	t := Target{UID: e.uid, Ports: e.ports, SessionEnv: e.env, Wakes: e.wakes, Paused: e.paused, IdleWatched: e.idle}
+	t := Target{UID: e.uid, Ports: e.ports, SessionEnv: e.env, Wakes: e.wakes, Paused: e.paused, ResourceVersion: e.rv, IdleWatched: e.idle}
 	if e.kind != nil {
 		return t, &ResolveError{Kind: e.kind, Namespace: namespace, Name: name, Reason: e.reason}
 	}
@@ -265,7 +268,7 @@ func (c *SandboxCache) upsert(obj any) {
 // entryFor decides routability once per event, so Resolve is a map lookup.
 func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
 	e := cacheEntry{uid: sb.UID, ports: declaredPorts(&sb.Spec.PodTemplate.Spec),
-		wakes: sb.WakesOnRequest(), paused: sb.DesiredReplicas() == v1alpha1.PausedReplicas}
+		wakes: sb.WakesOnRequest(), paused: sb.DesiredReplicas() == v1alpha1.PausedReplicas, rv: sb.ResourceVersion}
 	_, e.idle = sb.Annotations[v1alpha1.IdleTimeoutAnnotation]
 	notReady := func(reason string) cacheEntry {
 		e.kind, e.reason = ErrNotReady, reason

@@ -21,8 +21,9 @@ import (
 // agents.x-k8s.io/wake-on-request annotation, or an idle timeout) resumes it and waits until it
 // is ready, up to a bound. The caller is authorized before (the guard runs first), so a denied
 // request never wakes anything. Many requests, one resume: within a router, the first request
-// resumes and the others wait for it; across routers, the resume is a test-and-set on the
-// scale subresource (replicas 0 -> 1), so only one of them takes effect.
+// resumes and the others wait for it; across routers, the resume is a patch of the scale
+// subresource conditioned on the resourceVersion of the paused Sandbox, so only one of them
+// takes effect.
 
 // DefaultWakeTimeout is how long a request waits for a woken Sandbox unless
 // X-Sandbox-Wake-Timeout or --wake-timeout say otherwise.
@@ -33,8 +34,9 @@ const maxWakeTimeout = 10 * time.Minute
 
 // Waker resumes a paused Sandbox.
 type Waker interface {
-	// Resume sets replicas 0 -> 1; resumed is false when someone else already did.
-	Resume(ctx context.Context, namespace, name string) (resumed bool, err error)
+	// Resume sets replicas 1 on the Sandbox as of resourceVersion; resumed is false when it
+	// changed since (someone else resumed it first).
+	Resume(ctx context.Context, namespace, name, resourceVersion string) (resumed bool, err error)
 }
 
 // reasonWaking is the reason of the 503 a request gets when the Sandbox it woke is not ready
@@ -59,7 +61,7 @@ func (p *Proxy) wakeAndWait(ctx context.Context, route Route, bound time.Duratio
 	start := time.Now()
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
-	asked := false
+	asked, askedRV := false, "" // whether, and as of which resourceVersion, this request asked to resume
 	for {
 		var changed <-chan struct{}
 		if ok {
@@ -73,9 +75,11 @@ func (p *Proxy) wakeAndWait(ctx context.Context, route Route, bound time.Duratio
 			}
 			return t, err
 		}
-		if t.Paused && !asked {
-			asked = true
-			p.resume(route.Namespace, route.Name)
+		if t.Paused && (!asked || t.ResourceVersion != askedRV) {
+			// Paused, in a state this request has not asked about yet (a resume that found the
+			// Sandbox changed gave way; the cache shows its new state).
+			asked, askedRV = true, t.ResourceVersion
+			p.resume(route.Namespace, route.Name, t.ResourceVersion)
 		}
 		var poll <-chan time.Time
 		if changed == nil { // a resolver without notifications: look again shortly
@@ -94,7 +98,7 @@ func (p *Proxy) wakeAndWait(ctx context.Context, route Route, bound time.Duratio
 }
 
 // resume asks the Waker once per Sandbox at a time; the requests behind it wait on the cache.
-func (p *Proxy) resume(namespace, name string) {
+func (p *Proxy) resume(namespace, name, resourceVersion string) {
 	if p.waker == nil {
 		return
 	}
@@ -106,7 +110,7 @@ func (p *Proxy) resume(namespace, name string) {
 		defer p.resuming.Delete(key)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		resumed, err := p.waker.Resume(ctx, namespace, name)
+		resumed, err := p.waker.Resume(ctx, namespace, name, resourceVersion)
 		switch {
 		case err != nil:
 			p.metrics.wake("failed")
@@ -128,19 +132,18 @@ type ScaleWaker struct {
 
 var sandboxesGVR = schema.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "sandboxes"}
 
-// resumePatch sets replicas to 1 only if it is 0: the first router's resume succeeds, another's
-// finds the test failing.
-var resumePatch = []byte(`[{"op":"test","path":"/spec/replicas","value":0},{"op":"replace","path":"/spec/replicas","value":1}]`)
-
-// Resume implements Waker.
-func (w *ScaleWaker) Resume(ctx context.Context, namespace, name string) (bool, error) {
-	_, err := w.Client.Resource(sandboxesGVR).Namespace(namespace).Patch(ctx, name, types.JSONPatchType, resumePatch,
+// Resume implements Waker: a merge patch of the scale subresource (whose resourceVersion is the
+// Sandbox's) that the API server applies only while the Sandbox is as the router saw it paused.
+// A JSON patch testing /spec/replicas cannot do it: a Scale of 0 replicas omits the field.
+func (w *ScaleWaker) Resume(ctx context.Context, namespace, name, resourceVersion string) (bool, error) {
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"replicas":1}}`, resourceVersion)
+	_, err := w.Client.Resource(sandboxesGVR).Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: "sandbox-router"}, "scale")
 	switch {
 	case err == nil:
 		return true, nil
-	case apierrors.IsInvalid(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		// The test op failed (someone resumed it first), or the Sandbox is gone.
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		// Changed since the router saw it paused (resumed by someone else), or gone.
 		return false, nil
 	}
 	return false, err

@@ -21,6 +21,7 @@ func pausedSandbox(annotations map[string]string) *v1alpha1.Sandbox {
 	sb := sandbox("default", "sb", metav1.ConditionFalse, v1alpha1.ReasonIdlePaused)
 	sb.Annotations = annotations
 	sb.Spec.Replicas = new(int32(0))
+	sb.ResourceVersion = "41"
 	return sb
 }
 
@@ -36,7 +37,7 @@ type fakeWaker struct {
 	wg      sync.WaitGroup
 }
 
-func (f *fakeWaker) Resume(_ context.Context, ns, name string) (bool, error) {
+func (f *fakeWaker) Resume(_ context.Context, ns, name, _ string) (bool, error) {
 	f.calls.Add(1)
 	starting := sandbox(ns, name, metav1.ConditionFalse, v1alpha1.ReasonPodPending)
 	starting.Annotations = idleAnnotations

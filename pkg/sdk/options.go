@@ -6,6 +6,7 @@ import (
 	"time"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
 // CreateOption configures Create, GetOrCreate and CreateSandbox.
@@ -55,6 +56,13 @@ func WithLabels(labels map[string]string) CreateOption {
 // WithAnnotations adds annotations to the claim.
 func WithAnnotations(annotations map[string]string) CreateOption {
 	return createFunc(func(c *createConfig) { c.annotations = mergeMap(c.annotations, annotations) })
+}
+
+// WithIdleTimeout asks for the sandbox to pause itself after d (at least 10s) with no request
+// through the router and no command running in it; volumes are kept, and the next request
+// through the router resumes it (the agents.x-k8s.io/idle-timeout annotation; docs/idle.md).
+func WithIdleTimeout(d time.Duration) CreateOption {
+	return WithAnnotations(map[string]string{agentsv1alpha1.IdleTimeoutAnnotation: d.String()})
 }
 
 // WithEnvVars injects environment variables into the sandbox's containers

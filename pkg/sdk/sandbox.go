@@ -182,8 +182,10 @@ type Status struct {
 	// ShutdownTime is when the sandbox expires (zero: never).
 	ShutdownTime time.Time
 	// Paused is known for sandboxes without a claim and after Pause,
-	// Resume or LoadSandbox.
-	Paused bool
+	// Resume or LoadSandbox. IdlePaused: the controller paused it for being
+	// idle (rather than someone pausing it); either way, with WakesOnRequest
+	// the next request through the router resumes it.
+	Paused, IdlePaused, WakesOnRequest bool
 }
 
 // Status summarises the last read state.
@@ -219,6 +221,9 @@ func (s *Sandbox) Status() Status {
 			}
 		}
 		st.Paused = s.sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas
+		_, idle := s.sb.Annotations[agentsv1alpha1.IdlePausedAnnotation]
+		st.IdlePaused = st.Paused && idle
+		st.WakesOnRequest = s.sb.WakesOnRequest()
 	}
 	st.Ready = r.ready
 	st.SandboxName = s.sbName
