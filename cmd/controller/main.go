@@ -109,7 +109,7 @@ func (fv *flagValues) apply(opts *manager.Options) error {
 			return fmt.Errorf("--router-url %q: want an http(s) URL such as http://sandbox-router-svc.agent-sandbox-system.svc:8080", *fv.routerURL)
 		}
 		opts.Activity = &sandbox.RouterActivity{URL: *fv.routerURL, TokenFile: *fv.routerTokenFile,
-			Client: &http.Client{Timeout: 5 * time.Second}}
+			Client: &http.Client{Timeout: 2 * time.Second}}
 	}
 	if opts.ScopedTokens, err = loadScopedSigner(*fv.scopedSecret); err != nil {
 		return fmt.Errorf("--scoped-token-secret-file: %w", err)

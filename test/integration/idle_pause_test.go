@@ -80,9 +80,21 @@ func TestIdlePauseFollowsTheActivitySandboxdReports(t *testing.T) {
 			setPodStatus(t, waitForPod(t, ns, name), running(fmt.Sprintf("10.0.9.%d", i+1)))
 			testwrap.Eventually(t, "Ready=True", readyIs(t, ns, name, metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 
-			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}})
+			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}
+			res, err := r.Reconcile(context.Background(), req)
 			if err != nil {
 				t.Fatalf("reconcile: %v", err)
+			}
+			if tc.wantPaused {
+				// sandboxd says idle for long, but the controller has watched it only now (as
+				// after an adoption from a pool): not idle yet. Its timeout later, it is.
+				if got := getSandbox(t, ns, name).DesiredReplicas(); got != 1 {
+					t.Fatalf("paused on the first look (replicas %d); want the idle clock to start when the controller first sees it", got)
+				}
+				clock.Step(5*time.Minute + time.Second)
+				if _, err := r.Reconcile(context.Background(), req); err != nil {
+					t.Fatalf("reconcile: %v", err)
+				}
 			}
 			sb := getSandbox(t, ns, name)
 			paused := sb.DesiredReplicas() == 0
@@ -128,6 +140,27 @@ func TestIdlePauseFollowsTheActivitySandboxdReports(t *testing.T) {
 			})
 		})
 	}
+	t.Run("a warm pool member is idle by design and never paused", func(t *testing.T) {
+		pool := create(t, testwrap.MakeWarmPool(ns, "pool").Template("none").Replicas(0).Obj())
+		name := "member"
+		acts.mu.Lock()
+		acts.act[name] = idleFor(24 * time.Hour)
+		acts.mu.Unlock()
+		mustCreateObj(t, testwrap.MakeSandbox(ns, name).Annotation(agentsv1alpha1.IdleTimeoutAnnotation, "10s").
+			ControlledBy(pool, extv1alpha1.GroupVersion.WithKind("SandboxWarmPool")).Obj())
+		setPodStatus(t, waitForPod(t, ns, name), running("10.0.9.99"))
+		testwrap.Eventually(t, "Ready=True", readyIs(t, ns, name, metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
+		req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}
+		for range 2 {
+			if _, err := r.Reconcile(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			clock.Step(time.Hour)
+		}
+		if got := getSandbox(t, ns, name).DesiredReplicas(); got != 1 {
+			t.Fatalf("a pool member was paused (replicas %d); want it left for the next claim", got)
+		}
+	})
 	testwrap.Eventually(t, "a Warning event for the bad values", eventNames(ns, "Sandbox", "idle-3", corev1.EventTypeWarning,
 		agentsv1alpha1.ReasonInvalidIdleTimeout, "is not a duration"))
 }

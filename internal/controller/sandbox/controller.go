@@ -5,6 +5,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,8 @@ type Reconciler struct {
 	peers         egress.Peers
 	clock         clock.PassiveClock
 	activity      ActivitySource
+	// watchedSince: when each Sandbox was first seen eligible for the idle pause (idle.go).
+	watchedSince sync.Map
 	// createdPods remember, per Sandbox (and its UID), the pod this process created until the
 	// cache shows it, so a reconcile woken by another child's event does not create it twice.
 	createdPods *expectations.Store[types.UID, *corev1.Pod]
@@ -130,6 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.createdServices.Forget(req.NamespacedName)
 			r.createdPolicies.Forget(req.NamespacedName)
 			r.writtenStatus.Forget(req.NamespacedName)
+			r.watchedSince.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -101,10 +102,13 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 		}
 	}
 	timeout, set, err := idleTimeout(sb)
-	if !set || err != nil || r.activity == nil || sb.DesiredReplicas() == 0 ||
+	key := client.ObjectKeyFromObject(sb)
+	if !set || err != nil || r.activity == nil || sb.DesiredReplicas() == 0 || unclaimedPoolMember(sb) ||
 		!meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady) {
+		r.watchedSince.Delete(key)
 		return 0, nil
 	}
+	since := r.watchedFrom(sb)
 	every := idleCheckEvery(timeout)
 	act, err := r.activity.Activity(ctx, sb.Namespace, sb.Name)
 	if err != nil {
@@ -112,7 +116,9 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 		log.FromContext(ctx).V(1).Info("could not read the sandbox's activity", "err", err.Error())
 		return every, nil
 	}
-	idle := time.Duration(act.IdleSeconds * float64(time.Second))
+	// Idle no longer than it has been watched: a pool member adopted after an hour in its pool
+	// is not idle for an hour, and a controller that just started knows nothing older.
+	idle := min(time.Duration(act.IdleSeconds*float64(time.Second)), r.clock.Since(since))
 	if act.Active || idle < timeout {
 		return min(every, max(timeout-idle, time.Second)), nil
 	}
@@ -127,6 +133,29 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 	r.recorder.Eventf(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonIdlePaused,
 		"Paused after %s without activity (last at %s)%s", idle.Round(time.Second), act.LastActivity.Format(time.RFC3339), wakeHint(sb))
 	return 0, nil
+}
+
+// watchedFrom is when this process first saw the Sandbox (this incarnation of it) eligible for
+// the idle pause: running, Ready, not waiting in a pool.
+func (r *Reconciler) watchedFrom(sb *agentsv1alpha1.Sandbox) time.Time {
+	type watched struct {
+		uid   types.UID
+		since time.Time
+	}
+	key := client.ObjectKeyFromObject(sb)
+	if v, ok := r.watchedSince.Load(key); ok && v.(watched).uid == sb.UID {
+		return v.(watched).since
+	}
+	now := r.clock.Now()
+	r.watchedSince.Store(key, watched{sb.UID, now})
+	return now
+}
+
+// unclaimedPoolMember: a warm pool member waits, idle by design, for a claim; its idle clock
+// starts when a claim takes it.
+func unclaimedPoolMember(sb *agentsv1alpha1.Sandbox) bool {
+	ref := metav1.GetControllerOfNoCopy(sb)
+	return ref != nil && ref.Kind == "SandboxWarmPool"
 }
 
 // idlePaused is when the controller paused the Sandbox for being idle, "" when it did not.
