@@ -163,6 +163,11 @@ func execOut(t *testing.T, ns, pod, script string) (string, string) {
 // routerPost sends a request to the router for a sandbox, the way seed 004's Python SDK does,
 // with the developer's token.
 func routerPost(ctx context.Context, ns, sandbox, path, body string) (int, string, error) {
+	return routerPostAs(ctx, cluster.RouterToken, ns, sandbox, path, body)
+}
+
+// routerPostAs is routerPost with another caller's token.
+func routerPostAs(ctx context.Context, token, ns, sandbox, path, body string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cluster.RouterURL+path, strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
@@ -171,7 +176,7 @@ func routerPost(ctx context.Context, ns, sandbox, path, body string) (int, strin
 	req.Header.Set("X-Sandbox-ID", sandbox)
 	req.Header.Set("X-Sandbox-Namespace", ns)
 	req.Header.Set("X-Sandbox-Port", "8888")
-	req.Header.Set("Authorization", "Bearer "+cluster.RouterToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err

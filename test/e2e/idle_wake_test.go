@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -50,26 +49,10 @@ func routerResumes(t *testing.T, ns, name string) int {
 	return total
 }
 
-// legacyExecute sends the upstream Python SDK's request through the router: POST /execute with
-// its routing headers, the developer's token (or the one given).
+// legacyExecute sends the upstream Python SDK's POST /execute through the router with token.
 func legacyExecute(ctx context.Context, ns, sandbox, token, command string) (int, string, error) {
 	body, _ := json.Marshal(map[string]string{"command": command})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cluster.RouterURL+"/execute", strings.NewReader(string(body)))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Sandbox-ID", sandbox)
-	req.Header.Set("X-Sandbox-Namespace", ns)
-	req.Header.Set("X-Sandbox-Port", "8888")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), nil
+	return routerPostAs(ctx, token, ns, sandbox, "/execute", string(body))
 }
 
 // sandboxOf reads the Sandbox.

@@ -38,49 +38,29 @@ func TestWarmClaimsCarryTheirEnvUnderTheTemplatesPolicy(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		template func(ns, name string) *testwrap.TemplateWrapper
+		policy   extv1alpha1.EnvVarsInjectionPolicy
+		noDaemon bool // the template declares no sandboxd container
 		env      []extv1alpha1.EnvVar
 		// Exactly one of the three outcomes.
 		wantWarm   map[string]string // the session env of the adopted member
 		wantCold   string            // what the SandboxProvisioned event says about why
 		wantReason string            // Ready reason of a refused claim
 	}{
-		{name: "Allowed adds variables, warm",
-			template: func(ns, n string) *testwrap.TemplateWrapper {
-				return sandboxdTemplate(ns, n, extv1alpha1.EnvVarsInjectionPolicyAllowed)
-			},
+		{name: "Allowed adds variables, warm", policy: extv1alpha1.EnvVarsInjectionPolicyAllowed,
 			env: env("API_KEY", "k-1", "USER_ID", "42", "TASK", "t 7"), wantWarm: map[string]string{"API_KEY": "k-1", "USER_ID": "42", "TASK": "t 7"}},
-		{name: "Allowed never overrides the template's, warm or not",
-			template: func(ns, n string) *testwrap.TemplateWrapper {
-				return sandboxdTemplate(ns, n, extv1alpha1.EnvVarsInjectionPolicyAllowed)
-			},
+		{name: "Allowed never overrides the template's, warm or not", policy: extv1alpha1.EnvVarsInjectionPolicyAllowed,
 			env: env("PRESET", "claim"), wantReason: extv1alpha1.ReasonEnvVarsInjectionRejected},
-		{name: "Overrides replaces the template's, warm",
-			template: func(ns, n string) *testwrap.TemplateWrapper {
-				return sandboxdTemplate(ns, n, extv1alpha1.EnvVarsInjectionPolicyOverrides)
-			},
+		{name: "Overrides replaces the template's, warm", policy: extv1alpha1.EnvVarsInjectionPolicyOverrides,
 			env: env("PRESET", "claim"), wantWarm: map[string]string{"PRESET": "claim"}},
-		{name: "Disallowed refuses any env",
-			template: func(ns, n string) *testwrap.TemplateWrapper {
-				return sandboxdTemplate(ns, n, extv1alpha1.EnvVarsInjectionPolicyDisallowed)
-			},
+		{name: "Disallowed refuses any env", policy: extv1alpha1.EnvVarsInjectionPolicyDisallowed,
 			env: env("API_KEY", "k-1"), wantReason: extv1alpha1.ReasonEnvVarsInjectionRejected},
-		{name: "containerName of the sandboxd container, warm",
-			template: func(ns, n string) *testwrap.TemplateWrapper {
-				return sandboxdTemplate(ns, n, extv1alpha1.EnvVarsInjectionPolicyAllowed)
-			},
+		{name: "containerName of the sandboxd container, warm", policy: extv1alpha1.EnvVarsInjectionPolicyAllowed,
 			env:      []extv1alpha1.EnvVar{{Name: "API_KEY", Value: "k-1", ContainerName: "runtime"}},
 			wantWarm: map[string]string{"API_KEY": "k-1"}},
-		{name: "env for the sidecar, which sandboxd does not start: cold",
-			template: func(ns, n string) *testwrap.TemplateWrapper {
-				return sandboxdTemplate(ns, n, extv1alpha1.EnvVarsInjectionPolicyAllowed)
-			},
+		{name: "env for the sidecar, which sandboxd does not start: cold", policy: extv1alpha1.EnvVarsInjectionPolicyAllowed,
 			env:      []extv1alpha1.EnvVar{{Name: "API_KEY", Value: "k-1", ContainerName: "sidecar"}},
 			wantCold: `env API_KEY targets container "sidecar", and sandboxd runs in "runtime"`},
-		{name: "a template that declares no sandboxd container: cold",
-			template: func(ns, n string) *testwrap.TemplateWrapper {
-				return testwrap.MakeTemplate(ns, n).EnvInjection(extv1alpha1.EnvVarsInjectionPolicyAllowed)
-			},
+		{name: "a template that declares no sandboxd container: cold", policy: extv1alpha1.EnvVarsInjectionPolicyAllowed, noDaemon: true,
 			env: env("API_KEY", "k-1"), wantCold: "declares no sandboxd container (annotation " + extv1alpha1.SandboxdContainerAnnotation + ")"},
 	}
 	ns := newNamespace(t)
@@ -88,7 +68,11 @@ func TestWarmClaimsCarryTheirEnvUnderTheTemplatesPolicy(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tmpl, pool, claimName := fmt.Sprintf("tpl-%d", i), fmt.Sprintf("pool-%d", i), fmt.Sprintf("claim-%d", i)
-			mustCreateObj(t, tc.template(ns, tmpl).Obj(), testwrap.MakeWarmPool(ns, pool).Template(tmpl).Replicas(1).Obj())
+			template := sandboxdTemplate(ns, tmpl, tc.policy)
+			if tc.noDaemon {
+				template = testwrap.MakeTemplate(ns, tmpl).EnvInjection(tc.policy)
+			}
+			mustCreateObj(t, template.Obj(), testwrap.MakeWarmPool(ns, pool).Template(tmpl).Replicas(1).Obj())
 			testwrap.Eventually(t, "pool ready", poolReady(t, ns, pool, 1))
 			mustCreateObj(t, testwrap.MakeClaim(ns, claimName).Template(tmpl).EnvVars(tc.env...).Obj())
 
