@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -173,4 +174,70 @@ type authzFunc func(context.Context, *Identity, Route) (bool, error)
 
 func (f authzFunc) Authorize(ctx context.Context, id *Identity, r Route) (bool, error) {
 	return f(ctx, id, r)
+}
+
+// A request held while its Sandbox wakes goes on in whatever protocol it came in: HTTP/1.1,
+// h2c (gRPC's), or a WebSocket upgrade.
+func TestAWokenSandboxAnswersEveryProtocol(t *testing.T) {
+	_, port := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "websocket" {
+			c, err := websocket.Accept(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.CloseNow()
+			_ = c.Write(r.Context(), websocket.MessageText, []byte("awake over websocket"))
+			_, _, _ = c.Read(r.Context())
+			return
+		}
+		fmt.Fprintf(w, "awake over HTTP/%d", r.ProtoMajor)
+	}))
+	tests := []struct {
+		name string
+		send func(t *testing.T, url string) string
+	}{
+		{"HTTP/1.1", func(t *testing.T, url string) string {
+			resp, err := h1Client(t).Do(routed(t, "GET", url+"/", "sb", port, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return readAll(t, resp)
+		}},
+		{"h2c", func(t *testing.T, url string) string {
+			resp, err := h2cClient(t).Do(routed(t, "GET", url+"/", "sb", port, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return readAll(t, resp)
+		}},
+		{"WebSocket", func(t *testing.T, url string) string {
+			h := http.Header{}
+			h.Set(HeaderSandboxID, "sb")
+			h.Set(HeaderSandboxPort, port)
+			conn, _, err := websocket.Dial(testCtx(t), "ws"+strings.TrimPrefix(url, "http")+"/ws",
+				&websocket.DialOptions{HTTPHeader: h, HTTPClient: h1Client(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.CloseNow()
+			_, msg, err := conn.Read(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(msg)
+		}},
+	}
+	want := map[string]string{"HTTP/1.1": "awake over HTTP/1", "h2c": "awake over HTTP/2", "WebSocket": "awake over websocket"}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := NewSandboxCache(true)
+			cache.OnAdd(pausedSandbox(idleAnnotations), true)
+			waker := &fakeWaker{cache: cache, readyAt: "127.0.0.1", delay: 100 * time.Millisecond}
+			t.Cleanup(waker.wg.Wait)
+			router := newRouter(t, routerOpts{resolver: cache, waker: waker})
+			if got := tc.send(t, router.URL); got != want[tc.name] || waker.calls.Load() != 1 {
+				t.Fatalf("answer %q after %d resumes; want %q after 1", got, waker.calls.Load(), want[tc.name])
+			}
+		})
+	}
 }
