@@ -64,7 +64,7 @@ func NewMetrics(cacheSize func() int) *Metrics {
 		}, []string{"result"}),
 		wakeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sandbox_router_wake_seconds",
-			Help:    "Time from a request finding its Sandbox paused to the Sandbox being ready, for requests that resumed it.",
+			Help:    "Time from a request finding its Sandbox paused to the Sandbox being ready, per request held while it woke.",
 			Buckets: []float64{.25, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60, 120},
 		}),
 	}

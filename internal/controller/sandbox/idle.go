@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -127,6 +128,10 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 	patched.Spec.Replicas = new(agentsv1alpha1.PausedReplicas)
 	metav1.SetMetaDataAnnotation(&patched.ObjectMeta, agentsv1alpha1.IdlePausedAnnotation, now.Format(time.RFC3339))
 	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), naming.FieldOwner); err != nil {
+		if apierrors.IsConflict(err) {
+			// Changed since this reconcile read it (a user's edit, a resume): look again.
+			return time.Second, nil
+		}
 		return 0, err
 	}
 	idlePauses.Inc()
