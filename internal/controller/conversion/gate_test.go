@@ -20,10 +20,13 @@ import (
 )
 
 // writeSelfSigned writes tls.crt and tls.key for localhost into dir.
-func writeSelfSigned(t *testing.T, dir string) {
+func writeSelfSigned(t *testing.T, dir string) { writeSelfSignedSerial(t, dir, 1) }
+
+// writeSelfSignedSerial writes a self-signed pair with the given serial number.
+func writeSelfSignedSerial(t *testing.T, dir string, serial int64) {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "localhost"},
 		DNSNames: []string{"localhost"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -65,4 +68,41 @@ func TestTheWebhookServesOnceTheCertificateIsMountedWithoutTheRotator(t *testing
 	writeSelfSigned(t, dir)
 	testwrap.Wait{Timeout: 10 * time.Second, Interval: 20 * time.Millisecond}.Eventually(t,
 		"serving once the certificate files exist", func() error { return srv.Ready(nil) })
+}
+
+// The served certificate follows the files: a rotation (new files) is served from the next
+// handshake on, and a pair caught half written keeps the one before.
+func TestTheKeyPairFollowsItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeSelfSignedSerial(t, dir, 1)
+	kp, err := loadKeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp.interval = 0 // look at the files on every handshake
+	serial := func() int64 {
+		c, err := kp.GetCertificate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf.SerialNumber.Int64()
+	}
+	if got := serial(); got != 1 {
+		t.Fatalf("serving serial %d; want the first pair's 1", got)
+	}
+	time.Sleep(10 * time.Millisecond) // a later modification time for the new files
+	writeSelfSignedSerial(t, dir, 2)
+	if got := serial(); got != 2 {
+		t.Fatalf("serving serial %d after the rotation; want 2", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), []byte("-----BEGIN EC PRIV"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(); got != 2 {
+		t.Fatalf("serving serial %d with a half-written key; want the last good pair's 2", got)
+	}
 }

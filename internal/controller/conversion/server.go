@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 )
 
 // Server is the webhook's HTTPS server. Unlike controller-runtime's it binds its port with
@@ -46,21 +44,16 @@ func NewServer(host string, port int, certDir, certName, keyName string, handler
 
 // Start serves until ctx ends, then lets requests under way finish (up to 30 s).
 func (s *Server) Start(ctx context.Context) error {
-	watcher, err := certwatcher.New(filepath.Join(s.certDir, s.certName), filepath.Join(s.certDir, s.keyName))
+	pair, err := loadKeyPair(filepath.Join(s.certDir, s.certName), filepath.Join(s.certDir, s.keyName))
 	if err != nil {
 		return fmt.Errorf("loading the webhook certificate: %w", err)
 	}
-	go func() {
-		if err := watcher.Start(ctx); err != nil {
-			ctrl.Log.WithName("conversion-webhook").Error(err, "watching the certificate files")
-		}
-	}()
 	lc := net.ListenConfig{Control: reusePort}
 	ln, err := lc.Listen(ctx, "tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("webhook listener: %w", err)
 	}
-	tlsLn := tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: watcher.GetCertificate,
+	tlsLn := tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate,
 		NextProtos: []string{"h2", "http/1.1"}})
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	stopped := make(chan struct{})
