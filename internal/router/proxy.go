@@ -190,7 +190,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	target, err := p.resolve(r.Context(), route)
-	if p.shouldWait(target, err) {
+	if p.shouldWait(scopeFrom(r.Context()), route, target, err) {
 		if wakeBound == 0 {
 			wakeBound = p.wakeTimeout
 		}
@@ -266,11 +266,13 @@ func (r *idleReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// shouldWait: the Sandbox wakes on request and is paused or starting (a scoped token's check
-// and the port's come after, in admit, on the ready Sandbox).
-func (p *Proxy) shouldWait(t Target, err error) bool {
+// shouldWait: the Sandbox wakes on request and is paused or starting, and nothing admit checks
+// on a known Sandbox would refuse the request anyway (a scoped token for an earlier Sandbox of
+// the name, an undeclared port): such a request must not wake anything.
+func (p *Proxy) shouldWait(scope *ScopedClaims, route Route, t Target, err error) bool {
 	var re *ResolveError
-	return p.waker != nil && t.Wakes && errors.As(err, &re) && errors.Is(re.Kind, ErrNotReady) && waitsForWake(re.Reason)
+	return p.waker != nil && t.Wakes && errors.As(err, &re) && errors.Is(re.Kind, ErrNotReady) && waitsForWake(re.Reason) &&
+		(scope == nil || types.UID(scope.UID) == t.UID) && p.portAllowed(t, route.Port)
 }
 
 // resolve asks the resolver. For an unclaimed warm pool member it waits up to UnclaimedWait for

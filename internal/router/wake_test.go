@@ -241,3 +241,31 @@ func TestAWokenSandboxAnswersEveryProtocol(t *testing.T) {
 		})
 	}
 }
+
+// What admit would refuse on the known Sandbox never wakes it: a scoped token for an earlier
+// Sandbox of the name, a port its containers do not declare.
+func TestOnlyARequestThatWouldBeForwardedWakesTheSandbox(t *testing.T) {
+	p := NewProxy(ProxyOptions{Resolver: &stubResolver{}, Waker: &fakeWaker{}, DeclaredPortsOnly: true, AllowedPorts: DefaultAllowedPorts})
+	t.Cleanup(p.Close)
+	paused := Target{UID: "uid-now", Wakes: true, Paused: true, Ports: []uint16{3000}}
+	notReady := &ResolveError{Kind: ErrNotReady, Namespace: "default", Name: "sb", Reason: v1alpha1.ReasonIdlePaused}
+	tests := []struct {
+		name  string
+		scope *ScopedClaims
+		port  uint16
+		want  bool
+	}{
+		{"sandboxd's port", nil, DefaultPort, true},
+		{"a declared port", nil, 3000, true},
+		{"a scoped token for this Sandbox", &ScopedClaims{UID: "uid-now"}, DefaultPort, true},
+		{"a scoped token for an earlier Sandbox of the name", &ScopedClaims{UID: "uid-before"}, DefaultPort, false},
+		{"an undeclared port", nil, 6443, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := p.shouldWait(tc.scope, Route{Namespace: "default", Name: "sb", Port: tc.port}, paused, notReady); got != tc.want {
+				t.Fatalf("shouldWait = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
