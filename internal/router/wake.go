@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -130,7 +129,7 @@ type ScaleWaker struct {
 	Client dynamic.Interface
 }
 
-var sandboxesGVR = schema.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "sandboxes"}
+var sandboxesGVR = v1alpha1.GroupVersion.WithResource("sandboxes")
 
 // Resume implements Waker: a merge patch of the scale subresource (whose resourceVersion is the
 // Sandbox's) that the API server applies only while the Sandbox is as the router saw it paused.

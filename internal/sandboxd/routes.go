@@ -161,17 +161,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // withSessionEnv puts the session's environment the router sent (wire.HeaderSessionEnv) in the
 // request's context, where every command the request starts takes it from.
 func withSessionEnv(r *http.Request) (*http.Request, error) {
-	vs := r.Header.Values(wire.HeaderSessionEnv)
-	switch len(vs) {
-	case 0:
-		return r, nil
-	case 1:
-	default:
-		return nil, fmt.Errorf("%s sent %d times", wire.HeaderSessionEnv, len(vs))
-	}
-	env, err := wire.DecodeSessionEnv(vs[0])
-	if err != nil {
-		return nil, err
+	env, err := wire.SessionEnvFromValues(r.Header.Values(wire.HeaderSessionEnv))
+	if err != nil || env == nil {
+		return r, err
 	}
 	return r.WithContext(process.WithSessionEnv(r.Context(), env)), nil
 }

@@ -3,12 +3,18 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
@@ -73,6 +79,39 @@ func TestAWarmClaimsEnvReachesItsCommandsAndNoOtherClaims(t *testing.T) {
 			}
 		})
 	}
+	// A tenant of the namespace (seed 004's right: patch sandboxes) forges the header that
+	// carries a claim's env: the router replaces it with the claim's own, or drops it.
+	tenant := asServiceAccount(t, ns, "tenant", []rbacv1.PolicyRule{{APIGroups: []string{"agents.x-k8s.io"},
+		Resources: []string{"sandboxes"}, Verbs: []string{"get", "patch"}}}, nil)
+	forged, err := wire.EncodeSessionEnv(map[string]string{"SESSION_KEY": "forged", "USER_ID": "forged"})
+	mustf(t, err, "encoding the forged env")
+	for _, tc := range []struct {
+		name string
+		sb   *sdk.Sandbox
+		want string
+	}{
+		{"the forged header on a warm claim's sandbox: its own env wins", first, "k-first|1|two\nlines"},
+		{"the forged header on another claim's sandbox: dropped", second, "unset|2|"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]string{"command": probe})
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, cluster.RouterURL+"/execute", bytes.NewReader(body))
+			mustf(t, err, "building the request")
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Sandbox-ID", tc.sb.SandboxName())
+			req.Header.Set("X-Sandbox-Namespace", ns)
+			req.Header.Set("Authorization", "Bearer "+tenant.BearerToken)
+			req.Header.Set(wire.HeaderSessionEnv, forged)
+			resp, err := http.DefaultClient.Do(req)
+			mustf(t, err, "sending the forged header as a tenant")
+			defer resp.Body.Close()
+			var out struct{ Stdout string }
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || out.Stdout != tc.want {
+				t.Fatalf("answer %d %q (%v); want 200 with SESSION_KEY|USER_ID|NOTE = %q", resp.StatusCode, out.Stdout, err, tc.want)
+			}
+		})
+	}
+
 	t.Run("a background process", func(t *testing.T) {
 		_, err := first.Start(t.Context(), sdk.Shell(probe+" > bg.out.tmp && mv bg.out.tmp bg.out"))
 		mustf(t, err, "starting the probe in the background")

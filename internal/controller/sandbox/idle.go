@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 )
@@ -160,7 +161,7 @@ func (r *Reconciler) watchedFrom(sb *agentsv1alpha1.Sandbox) time.Time {
 // starts when a claim takes it.
 func unclaimedPoolMember(sb *agentsv1alpha1.Sandbox) bool {
 	ref := metav1.GetControllerOfNoCopy(sb)
-	return ref != nil && ref.Kind == "SandboxWarmPool"
+	return ref != nil && ref.Kind == "SandboxWarmPool" && index.IsClaimOrPool(ref)
 }
 
 // idlePaused is when the controller paused the Sandbox for being idle, "" when it did not.

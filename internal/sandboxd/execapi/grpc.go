@@ -99,15 +99,7 @@ func grpcExitCode(res process.Result) int32 {
 // withSessionEnvFromMetadata reads the session's environment from the call's metadata (the
 // router's X-Sandbox-Session-Env header, on either gRPC port).
 func withSessionEnvFromMetadata(ctx context.Context) (context.Context, error) {
-	vs := metadata.ValueFromIncomingContext(ctx, strings.ToLower(wire.HeaderSessionEnv))
-	switch len(vs) {
-	case 0:
-		return ctx, nil
-	case 1:
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "%s sent %d times", wire.HeaderSessionEnv, len(vs))
-	}
-	env, err := wire.DecodeSessionEnv(vs[0])
+	env, err := wire.SessionEnvFromValues(metadata.ValueFromIncomingContext(ctx, strings.ToLower(wire.HeaderSessionEnv)))
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -42,6 +42,18 @@ func EncodeSessionEnv(env map[string]string) (string, error) {
 	return base64.StdEncoding.EncodeToString(b), nil
 }
 
+// SessionEnvFromValues reads the header's values as a request carries them (HTTP header or gRPC
+// metadata): none is no session env, more than one is refused (two hops could disagree).
+func SessionEnvFromValues(vs []string) (map[string]string, error) {
+	switch len(vs) {
+	case 0:
+		return nil, nil
+	case 1:
+		return DecodeSessionEnv(vs[0])
+	}
+	return nil, fmt.Errorf("%s sent %d times", HeaderSessionEnv, len(vs))
+}
+
 // DecodeSessionEnv reads a header value made by EncodeSessionEnv.
 func DecodeSessionEnv(v string) (map[string]string, error) {
 	b, err := base64.StdEncoding.DecodeString(v)
