@@ -124,9 +124,10 @@ func (f *fakeReviewer) count() int {
 // fakeAccess allows the (user, namespace/name) pairs in grants, like RBAC would.
 type fakeAccess struct {
 	mu     sync.Mutex
-	grants map[string]bool // "user@ns/name"
-	err    error
-	calls  int
+	grants  map[string]bool // "user@ns/name"
+	err     error
+	errLeft int // when set, err is returned this many times, then answers
+	calls   int
 }
 
 func (f *fakeAccess) Review(_ context.Context, u authnv1.UserInfo, ns, name string) (bool, error) {
@@ -134,7 +135,13 @@ func (f *fakeAccess) Review(_ context.Context, u authnv1.UserInfo, ns, name stri
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
-		return false, f.err
+		err := f.err
+		if f.errLeft > 0 {
+			if f.errLeft--; f.errLeft == 0 {
+				f.err = nil
+			}
+		}
+		return false, err
 	}
 	return f.grants[u.Username+"@"+ns+"/"+name], nil
 }

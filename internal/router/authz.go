@@ -57,6 +57,7 @@ type sandboxAuthorizer struct {
 	allowTTL, denyTTL time.Duration
 	cache             *utilcache.LRUExpireCache
 	lastAllowed       *lastKnown // allowances, kept for when the API server cannot answer
+	retryBudget       time.Duration
 	flight            singleflight.Group
 }
 
@@ -69,7 +70,8 @@ func NewSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL, lastKnownT
 
 func newSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *sandboxAuthorizer {
 	return &sandboxAuthorizer{reviewer: reviewer, allowTTL: allowTTL, denyTTL: denyTTL,
-		cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk), lastAllowed: newLastKnown(lastKnownTTL, size, clk)}
+		cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk), lastAllowed: newLastKnown(lastKnownTTL, size, clk),
+		retryBudget: reviewRetryBudget}
 }
 
 func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route Route) (bool, error) {
@@ -88,12 +90,17 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route R
 	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
-		allowed, err := a.reviewer.Review(rctx, id.User, route.Namespace, route.Name)
+		ask := func(ctx context.Context) (bool, error) {
+			return a.reviewer.Review(ctx, id.User, route.Namespace, route.Name)
+		}
+		allowed, err := ask(rctx)
 		if err != nil {
-			if v, ok := a.lastAllowed.recall(key, err); ok {
+			if v, ok := a.lastAllowed.recall(key); ok {
 				return v, nil
 			}
-			return false, err
+			if allowed, err = retryTransient(rctx, a.retryBudget, err, ask); err != nil {
+				return false, err
+			}
 		}
 		ttl := a.denyTTL
 		if allowed {

@@ -18,6 +18,13 @@ import (
 // connRefused is what client-go returns while kube-apiserver restarts.
 var connRefused = &url.Error{Op: "Post", URL: "https://10.96.0.1:443/apis", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
 
+// routerForbidden is a just-restarted kube-apiserver's answer to the router's own review.
+var routerForbidden = apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, "",
+	errors.New(`User "system:serviceaccount:agent-sandbox-system:sandbox-router" cannot create resource`))
+
+// bodyCut is client-go's error for an answer whose connection broke mid-body.
+var bodyCut = errors.New("unexpected error when reading response body. Please retry. Original error: http2: client connection force closed via ClientConn.Close")
+
 // During an API server outage the router keeps serving whom it served, and no one else.
 func TestLastKnownAnswersOnlyWhileTheAPIServerCannot(t *testing.T) {
 	cases := []struct {
@@ -35,13 +42,15 @@ func TestLastKnownAnswersOnlyWhileTheAPIServerCannot(t *testing.T) {
 		{"but not past the stale ttl", "mine", false, 5*time.Minute + time.Second, connRefused, false, true},
 		{"a refusal is never kept: the question fails closed", "theirs", false, 11 * time.Second, connRefused, false, true},
 		{"an allowance refused since is forgotten", "mine", true, 11 * time.Second, connRefused, false, true},
-		{"an answer of the API server is no outage", "mine", false, 11 * time.Second, apierrors.NewForbidden(schema.GroupResource{Resource: "subjectaccessreviews"}, "", errors.New("router RBAC")), false, true},
+		{"and while a restarted API server refuses the router's own review (RBAC still loading)", "mine", false, 11 * time.Second, routerForbidden, true, false},
+		{"and when the answer's body was cut", "mine", false, 11 * time.Second, bodyCut, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			access := &fakeAccess{grants: map[string]bool{"alice@ns/mine": true}}
 			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 5*time.Minute, 16, clk)
+			a.retryBudget = 0 // retryTransient has its own test
 			alice := &Identity{User: authnv1.UserInfo{Username: "alice"}}
 			route := Route{Namespace: "ns", Name: tc.sandbox}
 			if _, err := a.Authorize(context.Background(), alice, route); err != nil {
@@ -91,6 +100,7 @@ func TestLastKnownTokenUsersOnlyWhileTheAPIServerCannot(t *testing.T) {
 			rev := &fakeReviewer{users: map[string]string{"alice-token": "alice", "revoked-token": "bob"}}
 			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			c := newCachedReviewer(rev, 30*time.Second, 5*time.Minute, 16, clk)
+			c.retryBudget = 0
 			for _, tok := range []string{"alice-token", "bad-token", "revoked-token"} {
 				_, _ = c.Authenticate(context.Background(), tok)
 			}
@@ -119,4 +129,34 @@ func (f *fakeAccess) revoke(grant string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.grants, grant)
+}
+
+// A caller the router has no last good answer for waits out a short outage instead of failing,
+// and only a short one.
+func TestAReviewThatFailsTransientlyIsAskedAgainForAnUnknownCaller(t *testing.T) {
+	cases := []struct {
+		name      string
+		err       error
+		failures  int // before the API server answers
+		budget    time.Duration
+		want      bool
+		wantCalls int
+	}{
+		{"a refused connection, twice: answered on the third try", connRefused, 2, 5 * time.Second, true, 3},
+		{"a body cut short: asked again", bodyCut, 1, 5 * time.Second, true, 2},
+		{"an etcd timeout: asked again", apierrors.NewTimeoutError("etcdserver: request timed out", 1), 1, 5 * time.Second, true, 2},
+		{"the router's own review refused: not a passing failure, asked once", routerForbidden, 1, 5 * time.Second, false, 1},
+		{"an outage longer than the budget: fails closed", connRefused, 100, 250 * time.Millisecond, false, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			access := &fakeAccess{grants: map[string]bool{"alice@ns/mine": true}, err: tc.err, errLeft: tc.failures}
+			a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 5*time.Minute, 16, clocktesting.NewFakeClock(time.Unix(1000, 0)))
+			a.retryBudget = tc.budget
+			got, err := a.Authorize(context.Background(), &Identity{User: authnv1.UserInfo{Username: "alice"}}, Route{Namespace: "ns", Name: "mine"})
+			if got != tc.want || (err == nil) != tc.want || access.count() != tc.wantCalls {
+				t.Fatalf("allowed=%v err=%v after %d reviews; want allowed=%v after %d", got, err, access.count(), tc.want, tc.wantCalls)
+			}
+		})
+	}
 }

@@ -58,7 +58,9 @@ type cachedReviewer struct {
 	ttl       time.Duration
 	cache     *utilcache.LRUExpireCache
 	lastUsers *lastKnown // authenticated users, kept for when the API server cannot answer
-	flight    singleflight.Group
+	// retryBudget bounds retryTransient for a token without a last known user.
+	retryBudget time.Duration
+	flight      singleflight.Group
 }
 
 // NewTokenReviewAuthenticator wraps r with a result cache of at most size entries kept for ttl.
@@ -70,7 +72,7 @@ func NewTokenReviewAuthenticator(r TokenReviewer, ttl, lastKnownTTL time.Duratio
 
 func newCachedReviewer(r TokenReviewer, ttl, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *cachedReviewer {
 	return &cachedReviewer{reviewer: r, ttl: ttl, cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk),
-		lastUsers: newLastKnown(lastKnownTTL, size, clk)}
+		lastUsers: newLastKnown(lastKnownTTL, size, clk), retryBudget: reviewRetryBudget}
 }
 
 func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Identity, error) {
@@ -84,12 +86,15 @@ func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Ident
 	v, err, _ := c.flight.Do(string(key[:]), func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
-		user, err := c.reviewer.Review(rctx, token)
+		ask := func(ctx context.Context) (*authnv1.UserInfo, error) { return c.reviewer.Review(ctx, token) }
+		user, err := ask(rctx)
 		if err != nil {
-			if v, ok := c.lastUsers.recall(key, err); ok {
+			if v, ok := c.lastUsers.recall(key); ok {
 				return v, nil
 			}
-			return nil, err
+			if user, err = retryTransient(rctx, c.retryBudget, err, ask); err != nil {
+				return nil, err
+			}
 		}
 		if user != nil {
 			c.lastUsers.remember(key, user)
