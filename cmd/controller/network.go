@@ -5,8 +5,9 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	egresspolicy "github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 // parseNetworkFlags reads --dns-pod-labels, --dns-service-ips and --egress-allowed-link-local.
@@ -28,8 +29,8 @@ func parseNetworkFlags(opts *manager.Options, dnsLabels, dnsIPs, linkLocal strin
 			return fmt.Errorf("--egress-allowed-link-local: %w", err)
 		}
 		p := netip.MustParsePrefix(c)
-		if !egress.InLinkLocal(p) {
-			return fmt.Errorf("--egress-allowed-link-local: %s is not inside %v", c, egress.LinkLocal)
+		if !egresspolicy.InLinkLocal(p) {
+			return fmt.Errorf("--egress-allowed-link-local: %s is not inside %v", c, egresspolicy.LinkLocal)
 		}
 		opts.Network.AllowedLinkLocal = append(opts.Network.AllowedLinkLocal, p)
 	}

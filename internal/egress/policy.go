@@ -1,3 +1,7 @@
+// Package egress builds the NetworkPolicy that enforces a Sandbox's egress mode and the pods it
+// admits. The Sandbox and SandboxTemplate controllers use it; what a Sandbox may ask for (the
+// modes, their annotations and how they parse) is the public pkg/egress, which the SDK and sbx
+// share with the controller.
 package egress
 
 import (
@@ -13,6 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	// Same name, other package: the public annotation contract this one enforces.
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 // Peers are the parties of the cluster a Sandbox's NetworkPolicy names. The install fixes
@@ -65,14 +71,14 @@ func InLinkLocal(p netip.Prefix) bool {
 type Policy struct {
 	// Egress is the egress mode; nil leaves egress to other policies (the template's, for a
 	// Sandbox made from one).
-	Egress *Spec
+	Egress *egress.Spec
 	// IngressFrom selects further pods of the Sandbox's namespace that may connect to it.
 	IngressFrom *metav1.LabelSelector
 }
 
 // CheckLinkLocal refuses a restricted CIDR inside a link-local range that no allowed prefix
 // covers: that is how a Sandbox would reach the cloud's metadata server.
-func (p Peers) CheckLinkLocal(s Spec) error {
+func (p Peers) CheckLinkLocal(s egress.Spec) error {
 	for _, c := range s.CIDRs {
 		pfx := netip.MustParsePrefix(c) // canonical: New parsed it
 		if InLinkLocal(pfx) && !p.linkLocalAllowed(pfx) {
@@ -147,11 +153,11 @@ func (p Peers) PolicySpec(podLabels map[string]string, pol Policy) networkingv1.
 
 // egressRules: allow-all is every destination but the closed link-local ranges; deny-all is
 // none; restricted is its CIDRs (link-local carved out) and port 53 of the cluster DNS.
-func (p Peers) egressRules(s Spec) []networkingv1.NetworkPolicyEgressRule {
+func (p Peers) egressRules(s egress.Spec) []networkingv1.NetworkPolicyEgressRule {
 	switch s.Mode {
-	case DenyAll:
+	case egress.DenyAll:
 		return nil
-	case AllowAll:
+	case egress.AllowAll:
 		to := []networkingv1.NetworkPolicyPeer{
 			// Every pod of the cluster: CIDR rules need not match pod addresses on every CNI.
 			{NamespaceSelector: &metav1.LabelSelector{}},
@@ -201,7 +207,7 @@ func (p Peers) dnsRule() networkingv1.NetworkPolicyEgressRule {
 	for _, ip := range p.DNSServiceIPs {
 		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(ip, ip.BitLen()).String()}})
 	}
-	dns := intstr.FromInt32(DNSPort)
+	dns := intstr.FromInt32(egress.DNSPort)
 	return networkingv1.NetworkPolicyEgressRule{To: to, Ports: []networkingv1.NetworkPolicyPort{
 		{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
 		{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},

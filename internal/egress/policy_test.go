@@ -7,12 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var pod = map[string]string{agentsv1alpha1.SandboxNameHashLabel: "0a1b2c3d", agentsv1alpha1.SandboxNameLabel: "fp-1"}
 
@@ -74,17 +78,17 @@ func TestPolicySpecPerMode(t *testing.T) {
 			ingress + selector + "policyTypes:\n- Ingress\n"},
 		{"declared pods are admitted besides the router", Policy{IngressFrom: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "ax"}}},
 			ingress + "- from:\n  - podSelector:\n      matchLabels:\n        app: ax\n" + selector + "policyTypes:\n- Ingress\n"},
-		{"allow-all: every pod and address but link-local, the opened prefix excepted", Policy{Egress: &Spec{Mode: AllowAll}},
+		{"allow-all: every pod and address but link-local, the opened prefix excepted", Policy{Egress: &egress.Spec{Mode: egress.AllowAll}},
 			"egress:\n- to:\n  - namespaceSelector: {}\n  - ipBlock:\n      cidr: 0.0.0.0/0\n      except:\n      - 169.254.0.0/16\n" +
 				"  - ipBlock:\n      cidr: ::/0\n      except:\n      - fe80::/10\n  - ipBlock:\n      cidr: 169.254.20.10/32\n" +
 				ingress + selector + both},
-		{"deny-all isolates egress with no rule, DNS included", Policy{Egress: &Spec{Mode: DenyAll}}, ingress + selector + both},
+		{"deny-all isolates egress with no rule, DNS included", Policy{Egress: &egress.Spec{Mode: egress.DenyAll}}, ingress + selector + both},
 		{"restricted allows the CIDRs on every port, then DNS to the cluster DNS only",
-			Policy{Egress: &Spec{Mode: Restricted, CIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}}},
+			Policy{Egress: &egress.Spec{Mode: egress.Restricted, CIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}}},
 			"egress:\n- to:\n  - ipBlock:\n      cidr: 10.0.0.0/8\n  - ipBlock:\n      cidr: 2001:db8::/32\n" + dns + ingress + selector + both},
-		{"restricted never opens link-local inside a wide CIDR", Policy{Egress: &Spec{Mode: Restricted, CIDRs: []string{"128.0.0.0/1"}}},
+		{"restricted never opens link-local inside a wide CIDR", Policy{Egress: &egress.Spec{Mode: egress.Restricted, CIDRs: []string{"128.0.0.0/1"}}},
 			"egress:\n- to:\n  - ipBlock:\n      cidr: 128.0.0.0/1\n      except:\n      - 169.254.0.0/16\n" + dns + ingress + selector + both},
-		{"restricted without CIDRs allows DNS only, never an empty 'to'", Policy{Egress: &Spec{Mode: Restricted}},
+		{"restricted without CIDRs allows DNS only, never an empty 'to'", Policy{Egress: &egress.Spec{Mode: egress.Restricted}},
 			"egress:\n" + dns + ingress + selector + both},
 	}
 	for _, tc := range cases {
@@ -99,7 +103,7 @@ func TestPolicySpecPerMode(t *testing.T) {
 func TestPolicySpecSelectsExactlyTheGivenLabelsAndOwnsThem(t *testing.T) {
 	labels := map[string]string{"a": "1"}
 	peers := DefaultPeers()
-	ps := peers.PolicySpec(labels, Policy{Egress: &Spec{Mode: DenyAll}})
+	ps := peers.PolicySpec(labels, Policy{Egress: &egress.Spec{Mode: egress.DenyAll}})
 	labels["a"] = "2"
 	peers.RouterPodLabels["app"] = "changed"
 	if ps.PodSelector.MatchLabels["a"] != "1" || len(ps.PodSelector.MatchLabels) != 1 {
@@ -111,7 +115,7 @@ func TestPolicySpecSelectsExactlyTheGivenLabelsAndOwnsThem(t *testing.T) {
 }
 
 func TestRestrictedRulesNeverAllowEverything(t *testing.T) {
-	for _, s := range []Spec{{Mode: Restricted}, {Mode: Restricted, CIDRs: []string{"192.0.2.1/32"}}} {
+	for _, s := range []egress.Spec{{Mode: egress.Restricted}, {Mode: egress.Restricted, CIDRs: []string{"192.0.2.1/32"}}} {
 		ps := DefaultPeers().PolicySpec(pod, Policy{Egress: &s})
 		for i, r := range ps.Egress {
 			if len(r.To) == 0 {
@@ -137,7 +141,7 @@ func TestCheckLinkLocal(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := testPeers().CheckLinkLocal(Spec{Mode: Restricted, CIDRs: tc.cidrs})
+			err := testPeers().CheckLinkLocal(egress.Spec{Mode: egress.Restricted, CIDRs: tc.cidrs})
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("CheckLinkLocal(%v) = %v, want %q", tc.cidrs, err, tc.wantErr)
 			}
@@ -181,7 +185,7 @@ func ptrTo(s string) *string { return &s }
 func TestPolicySpecSurvivesJSON(t *testing.T) {
 	// The controller compares the cached policy with the desired spec; a spec that reads back
 	// differently from JSON would be rewritten on every reconcile.
-	for _, s := range []Spec{{Mode: AllowAll}, {Mode: DenyAll}, {Mode: Restricted, CIDRs: []string{"0.0.0.0/0"}}} {
+	for _, s := range []egress.Spec{{Mode: egress.AllowAll}, {Mode: egress.DenyAll}, {Mode: egress.Restricted, CIDRs: []string{"0.0.0.0/0"}}} {
 		ps := testPeers().PolicySpec(pod, Policy{Egress: &s, IngressFrom: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}})
 		data, err := json.Marshal(ps)
 		if err != nil {

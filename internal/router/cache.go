@@ -23,7 +23,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // Sentinel kinds of resolution failure; match them with errors.Is.

@@ -18,7 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // ProxyOptions configure a Proxy. Zero values take the defaults noted.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // withSessionEnv gives the Sandbox the annotation a warm claim's adoption writes.

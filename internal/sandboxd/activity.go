@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // activity is what the idle pause asks about: requests in flight, and when the last one began

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 func activityOf(t *testing.T, e *sandboxdtest.Env) wire.Activity {

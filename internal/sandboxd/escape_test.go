@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // TestEscapesRefused drives every path-taking endpoint with paths that try

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // A warm claim's env reaches sandboxd as the router's X-Sandbox-Session-Env header. Every way of

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 // Egress is the outbound network mode of a Sandbox created without a claim

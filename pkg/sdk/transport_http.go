@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // httpClients are shared by every handle of a Client: api speaks h2c to

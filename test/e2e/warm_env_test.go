@@ -14,8 +14,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 

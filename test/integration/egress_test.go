@@ -17,9 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	egresspolicy "github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 // Seed 002's egress modes on raw Sandboxes: the agents.x-k8s.io/egress annotations become one
@@ -81,9 +82,9 @@ func policyIs(t *testing.T, ns, name string, spec egress.Spec) func() error {
 			return err
 		}
 		sb := getSandbox(t, ns, name)
-		want := egress.DefaultPeers().PolicySpec(map[string]string{
+		want := egresspolicy.DefaultPeers().PolicySpec(map[string]string{
 			agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(name), agentsv1alpha1.SandboxNameLabel: name},
-			egress.Policy{Egress: &spec})
+			egresspolicy.Policy{Egress: &spec})
 		if !equality.Semantic.DeepEqual(np.Spec, want) {
 			return fmt.Errorf("policy spec %+v, want %+v", np.Spec, want)
 		}

@@ -11,20 +11,21 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	egresspolicy "github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 // sandboxPolicyIs checks the Sandbox's own NetworkPolicy against what pol makes of the
 // default peers (the test control plane has no cluster DNS Service).
-func sandboxPolicyIs(t *testing.T, ns, name string, pol egress.Policy) func() error {
+func sandboxPolicyIs(t *testing.T, ns, name string, pol egresspolicy.Policy) func() error {
 	return func() error {
 		np := egressPolicyOf(ns, name)
 		if err := exists(np, true)(); err != nil {
 			return err
 		}
-		want := egress.DefaultPeers().PolicySpec(map[string]string{
+		want := egresspolicy.DefaultPeers().PolicySpec(map[string]string{
 			agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(name), agentsv1alpha1.SandboxNameLabel: name}, pol)
 		if !equality.Semantic.DeepEqual(np.Spec, want) {
 			return fmt.Errorf("policy spec %+v, want %+v", np.Spec, want)
@@ -49,20 +50,20 @@ func TestTemplateSandboxEgressAnnotationsCountOnlyWhereTheTemplateAllows(t *test
 	for _, name := range []string{"strict-1", "allowing-1"} {
 		testwrap.Eventually(t, name+" ready", claimReadyIs(t, ns, name, metav1.ConditionTrue, agentsv1alpha1.ReasonReady))
 		testwrap.Eventually(t, name+": ingress from the router alone, egress left to the template",
-			sandboxPolicyIs(t, ns, name, egress.Policy{}))
+			sandboxPolicyIs(t, ns, name, egresspolicy.Policy{}))
 		annotate(t, ns, name, map[string]*string{egressKey: str("allow-all")})
 	}
 
 	testwrap.Eventually(t, "strict: EgressPolicy=False/EgressIgnored", egressConditionIs(t, ns, "strict-1", metav1.ConditionFalse,
 		agentsv1alpha1.ReasonEgressIgnored, `egress annotations are ignored on a Sandbox made from SandboxTemplate "strict"`))
-	if err := sandboxPolicyIs(t, ns, "strict-1", egress.Policy{})(); err != nil {
+	if err := sandboxPolicyIs(t, ns, "strict-1", egresspolicy.Policy{})(); err != nil {
 		t.Errorf("an ignored annotation changed the policy: %v", err)
 	}
 	if err := readyIs(t, ns, "strict-1", metav1.ConditionTrue, agentsv1alpha1.ReasonReady)(); err != nil {
 		t.Errorf("an ignored annotation took the sandbox down: %v", err)
 	}
 	testwrap.Eventually(t, "allowing: the annotation is in force", sandboxPolicyIs(t, ns, "allowing-1",
-		egress.Policy{Egress: &egress.Spec{Mode: egress.AllowAll}}))
+		egresspolicy.Policy{Egress: &egress.Spec{Mode: egress.AllowAll}}))
 	testwrap.Eventually(t, "allowing: EgressPolicy=True", egressConditionIs(t, ns, "allowing-1", metav1.ConditionTrue,
 		agentsv1alpha1.ReasonEgressApplied, "allow-all:"))
 }
@@ -86,19 +87,19 @@ func TestDeclaredIngressSourcesAreAdmittedBesideTheRouter(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, testwrap.MakeSandbox(ns, "direct").Annotation(agentsv1alpha1.IngressFromPodsAnnotation, "app=ax").Obj())
 	waitForPod(t, ns, "direct")
-	testwrap.Eventually(t, "policy admits app=ax", sandboxPolicyIs(t, ns, "direct", egress.Policy{
+	testwrap.Eventually(t, "policy admits app=ax", sandboxPolicyIs(t, ns, "direct", egresspolicy.Policy{
 		Egress:      &egress.Spec{Mode: egress.AllowAll},
 		IngressFrom: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "ax"}},
 	}))
 	annotate(t, ns, "direct", map[string]*string{agentsv1alpha1.IngressFromPodsAnnotation: nil})
-	testwrap.Eventually(t, "router alone again", sandboxPolicyIs(t, ns, "direct", egress.Policy{Egress: &egress.Spec{Mode: egress.AllowAll}}))
+	testwrap.Eventually(t, "router alone again", sandboxPolicyIs(t, ns, "direct", egresspolicy.Policy{Egress: &egress.Spec{Mode: egress.AllowAll}}))
 }
 
 func TestUnmanagedSandboxLosesItsPolicy(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, testwrap.MakeSandbox(ns, "admin-open").Obj())
 	waitForPod(t, ns, "admin-open")
-	testwrap.Eventually(t, "default policy", sandboxPolicyIs(t, ns, "admin-open", egress.Policy{Egress: &egress.Spec{Mode: egress.AllowAll}}))
+	testwrap.Eventually(t, "default policy", sandboxPolicyIs(t, ns, "admin-open", egresspolicy.Policy{Egress: &egress.Spec{Mode: egress.AllowAll}}))
 	annotate(t, ns, "admin-open", map[string]*string{agentsv1alpha1.NetworkPolicyManagementAnnotation: str(agentsv1alpha1.NetworkPolicyUnmanaged)})
 	testwrap.Eventually(t, "policy deleted", exists(egressPolicyOf(ns, "admin-open"), false))
 }

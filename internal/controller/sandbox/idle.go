@@ -20,7 +20,7 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // Idle pause: a Sandbox with agents.x-k8s.io/idle-timeout is paused (replicas: 0, exactly as a

@@ -16,8 +16,9 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	egresspolicy "github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -87,7 +88,7 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 
 // desiredPolicy reads the Sandbox's network annotations. managed is false when the Sandbox
 // opted out of its NetworkPolicy (an admin's choice: admission guards the annotation).
-func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox) (st egressState, pol egress.Policy, managed bool) {
+func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox) (st egressState, pol egresspolicy.Policy, managed bool) {
 	spec, requested, err := egress.FromAnnotations(sb.Annotations)
 	st = egressState{requested: requested, spec: spec}
 	if err == nil && requested {
@@ -96,7 +97,7 @@ func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1alpha1.Sandb
 		}
 	}
 	if err == nil {
-		pol.IngressFrom, err = egress.ParseIngressFrom(sb.Annotations)
+		pol.IngressFrom, err = egresspolicy.ParseIngressFrom(sb.Annotations)
 	}
 	switch v, set := sb.Annotations[agentsv1alpha1.NetworkPolicyManagementAnnotation]; {
 	case err != nil:

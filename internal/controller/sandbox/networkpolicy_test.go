@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 func TestEgressCondition(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // maxExitedProcesses bounds how many finished processes are remembered; the

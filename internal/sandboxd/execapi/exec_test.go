@@ -16,7 +16,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 func TestExecBuffered(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
 	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // NewProcessService returns upstream's ProcessService on runner's

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 func (h *Handler) StartProcess(w http.ResponseWriter, r *http.Request) {

@@ -10,7 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 type wsClient struct {

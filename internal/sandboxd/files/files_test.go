@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 func TestFileWriteReadStat(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // The /v1/files endpoints (and sandboxd's /v1/health and /v1/metadata) speak upstream

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // TestV1DirectoryListing: GET /v1/files/<dir> answers upstream's

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // treeOf describes a directory on disk: path -> kind, mode and content.

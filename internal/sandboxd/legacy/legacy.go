@@ -19,7 +19,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // Handler serves the legacy API on the sandbox root.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // decodeMap decodes a JSON object so tests compare exact keys and values.

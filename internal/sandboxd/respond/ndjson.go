@@ -3,7 +3,7 @@ package respond
 import (
 	"net/http"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // NDJSONWriter writes one JSON line per value and flushes on request, so a

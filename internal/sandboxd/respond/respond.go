@@ -16,7 +16,7 @@ import (
 	"syscall"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // Marshal encodes v like the python runtime did: compact, no HTML escaping,

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // v1Codes maps HTTP statuses to the error codes of upstream sandboxd's

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/wire"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // Env is a Server behind a real httptest server (HTTP/1.1 + h2c).

@@ -16,7 +16,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
+	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 // Controller stands in for the SandboxClaim and Sandbox controllers in

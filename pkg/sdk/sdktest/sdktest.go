@@ -6,6 +6,15 @@
 // Point a Client at them with Options{Mode: sdk.ModeDirect, SandboxPort:
 // d.Port} (pods get the IP 127.0.0.1) or Options{Mode: sdk.ModeRouter,
 // RouterURL: r.URL, SandboxPort: d.Port}.
+//
+// It is the one package under pkg/ that imports internal ones, on purpose:
+// it serves the real servers (internal/sandboxd, internal/router) in-process,
+// because a test double of them would drift from what runs in the cluster and
+// hide the very differences these tests exist to catch. Go allows that import
+// from here, and a module that imports sdktest builds as usual; only its
+// exported API is public, and it names no internal type. The SDK itself
+// (pkg/sdk) and the wire contracts it speaks (pkg/sandboxd/wire,
+// pkg/proto/process/v1, pkg/egress) import no internal package.
 package sdktest
 
 import (
@@ -109,7 +118,7 @@ func NewRouter(t testing.TB, namespacedNames ...string) *Router {
 	for _, n := range namespacedNames {
 		r.known[n] = true
 	}
-	proxy := router.NewProxy(router.ProxyOptions{Resolver: r, DialRetries: -1})
+	proxy := router.NewProxy(router.ProxyOptions{Resolver: tableResolver{r}, DialRetries: -1})
 	ts := httptest.NewUnstartedServer(router.NewHandler(router.HandlerOptions{Proxy: proxy}))
 	ts.Config.Protocols = bothProtocols()
 	ts.Start()
@@ -129,8 +138,12 @@ func (r *Router) Add(namespace, name string) {
 	r.known[namespace+"/"+name] = true
 }
 
-// Resolve implements the router's resolver.
-func (r *Router) Resolve(namespace, name string) (router.Target, error) {
+// tableResolver answers the router's lookups from r's table; a type of its
+// own so that Router's exported methods name no internal type.
+type tableResolver struct{ r *Router }
+
+func (t tableResolver) Resolve(namespace, name string) (router.Target, error) {
+	r := t.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.all || r.known[namespace+"/"+name] {

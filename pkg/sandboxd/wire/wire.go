@@ -1,5 +1,14 @@
-// Package wire holds the JSON shapes sandboxd speaks on the wire, shared by
-// the daemon and the Go SDK. docs/sandboxd-api.md is the prose reference.
+// Package wire is the stable wire contract of sandboxd's HTTP API: the JSON
+// request and response bodies, the NDJSON and WebSocket frames, the content
+// types, the error bodies, and the session-env header with its codec.
+// sandboxd, the router and the Go SDK (pkg/sdk) all import it, so a client
+// written against it speaks exactly what the daemon serves; the gRPC half of
+// the contract is pkg/proto/process/v1. It depends on the standard library
+// alone.
+//
+// It is public so that other clients can be built on it. Changes keep old
+// clients working: fields and constants are added, never renamed, retyped or
+// removed. docs/sandboxd-api.md is the prose reference.
 package wire
 
 import (

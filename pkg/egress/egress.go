@@ -1,7 +1,10 @@
-// Package egress turns a Sandbox's egress annotations (seed 002's network modes: allow-all,
-// deny-all, restricted to CIDRs) into the NetworkPolicy that enforces them. The Sandbox
-// controller builds its per-Sandbox policy with it, and the SDK and sbx validate and write the
-// same annotations with it, so client and controller agree on what is valid.
+// Package egress is the public contract of a Sandbox's egress annotations (seed 002's network
+// modes: allow-all, deny-all, restricted to CIDRs): their parsing and validation, the
+// annotations that ask for a mode, and the EgressPolicy condition message that says it is in
+// force. The SDK and sbx write the annotations with it and the controller reads them with it, so
+// client and controller agree on what is valid; the controller's NetworkPolicy that enforces a
+// mode is internal. The annotation names and mode values themselves are API constants in
+// api/v1alpha1.
 package egress
 
 import (
