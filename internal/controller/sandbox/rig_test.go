@@ -368,3 +368,7 @@ var errBoom = apierrors.NewInternalError(fmt.Errorf("etcd is unhappy"))
 func conflict(kind string) error {
 	return apierrors.NewConflict(schema.GroupResource{Resource: strings.ToLower(kind) + "s"}, testSB, fmt.Errorf("the object has been modified"))
 }
+
+func notFound(resource string) error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: resource}, testSB)
+}
