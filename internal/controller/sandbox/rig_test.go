@@ -71,6 +71,7 @@ type fault struct {
 
 type rig struct {
 	t      *testing.T
+	name   string           // of the Sandbox under test: the first in the objects, else testSB
 	api    client.WithWatch // the API server's state
 	r      *Reconciler
 	clock  *clocktesting.FakeClock
@@ -101,7 +102,13 @@ func newScheme(t *testing.T) *runtime.Scheme {
 
 func newRig(t *testing.T, objs []client.Object, opts ...rigOption) *rig {
 	t.Helper()
-	g := &rig{t: t, clock: clocktesting.NewFakeClock(epoch), events: record.NewFakeRecorder(100), hidden: map[string]bool{}}
+	g := &rig{t: t, name: testSB, clock: clocktesting.NewFakeClock(epoch), events: record.NewFakeRecorder(100), hidden: map[string]bool{}}
+	for _, o := range objs {
+		if sb, ok := o.(*agentsv1alpha1.Sandbox); ok {
+			g.name = sb.Name
+			break
+		}
+	}
 	scheme := newScheme(t)
 	// A plain tracker: the default one keeps managedFields, which nothing here reads, and builds
 	// a REST mapper of the whole scheme on every write (most of a test's time under -race).
@@ -183,7 +190,7 @@ func (g *rig) reconcile() ctrl.Result {
 }
 
 func (g *rig) reconcileErr() (ctrl.Result, error) {
-	return g.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: testNS, Name: testSB}})
+	return g.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: testNS, Name: g.name}})
 }
 
 // count is how many verb writes of kind reached the API (refused by it or not).
@@ -222,15 +229,15 @@ func (g *rig) get(name string, obj client.Object) bool {
 func (g *rig) sandbox() *agentsv1alpha1.Sandbox {
 	g.t.Helper()
 	sb := &agentsv1alpha1.Sandbox{}
-	if !g.get(testSB, sb) {
-		g.t.Fatalf("Sandbox %s is gone", testSB)
+	if !g.get(g.name, sb) {
+		g.t.Fatalf("Sandbox %s is gone", g.name)
 	}
 	return sb
 }
 
 func (g *rig) pod() *corev1.Pod {
 	pod := &corev1.Pod{}
-	if !g.get(testSB, pod) {
+	if !g.get(g.name, pod) {
 		return nil
 	}
 	return pod
@@ -238,7 +245,7 @@ func (g *rig) pod() *corev1.Pod {
 
 func (g *rig) service() *corev1.Service {
 	svc := &corev1.Service{}
-	if !g.get(testSB, svc) {
+	if !g.get(g.name, svc) {
 		return nil
 	}
 	return svc
@@ -246,7 +253,7 @@ func (g *rig) service() *corev1.Service {
 
 func (g *rig) policy() *networkingv1.NetworkPolicy {
 	np := &networkingv1.NetworkPolicy{}
-	if !g.get(EgressPolicyName(testSB), np) {
+	if !g.get(EgressPolicyName(g.name), np) {
 		return nil
 	}
 	return np
@@ -287,7 +294,7 @@ func (g *rig) updateStatus(obj client.Object, change func()) {
 // podRunsReady reports the pod Running, Ready and with an IP, as the kubelet would.
 func (g *rig) podRunsReady() {
 	g.t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: testSB}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: g.name}}
 	g.updateStatus(pod, func() {
 		pod.Status.Phase = corev1.PodRunning
 		pod.Status.PodIPs = []corev1.PodIP{{IP: podIP}}
