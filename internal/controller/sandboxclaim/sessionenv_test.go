@@ -74,7 +74,7 @@ func TestTheClaimsReadyMessageSaysItsEnvWentWarm(t *testing.T) {
 // the container it targets; otherwise the claim starts cold with the env in its pod spec.
 func TestReconcileCarriesTheClaimsEnv(t *testing.T) {
 	tmpl := func(sandboxd string) *extv1alpha1.SandboxTemplate {
-		w := testwrap.MakeTemplate(ns, "python").UID(types.UID("python-env-uid-" + sandboxd)).
+		w := testwrap.MakeTemplate(ns, "python").UID(types.UID("python-env-uid-"+sandboxd)).
 			Containers(testwrap.RuntimeContainer(), corev1.Container{Name: "sidecar", Image: "sidecar:1"}).
 			EnvInjection(extv1alpha1.EnvVarsInjectionPolicyAllowed)
 		if sandboxd != "" {
