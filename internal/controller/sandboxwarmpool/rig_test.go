@@ -29,7 +29,7 @@ import (
 
 // The Reconcile tests run the pool reconciler on controller-runtime's fake client: the "API
 // server" holds the objects, the reconciler reads through a "cache" that shows the server as it
-// is or, once frozen, as it was (a cache lagging the controller's own writes), and every write
+// is or, once frozen, as it was then (a cache lagging the controller's own writes), and every write
 // is logged and can be made to fail.
 
 var poolGVK = extv1alpha1.GroupVersion.WithKind("SandboxWarmPool")
@@ -161,7 +161,7 @@ func (g *rig) takeWrites() []string {
 	return w
 }
 
-// freezeCache makes the cache keep showing the API server as it is now until thawCache.
+// freezeCache makes the cache keep showing the API server as it is now, for the rest of the test.
 func (g *rig) freezeCache() {
 	g.t.Helper()
 	var objs []client.Object
@@ -181,12 +181,6 @@ func (g *rig) freezeCache() {
 	g.mu.Lock()
 	g.snapshot = snap
 	g.mu.Unlock()
-}
-
-func (g *rig) thawCache() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.snapshot = nil
 }
 
 func (g *rig) reconcile() (ctrl.Result, error) {
