@@ -47,13 +47,12 @@ func TestReconcileMakesEveryChildOfANewSandbox(t *testing.T) {
 		t.Errorf("writes %v: want the NetworkPolicy created before the pod", creates)
 	}
 
+	// Replicas counts the pod from its creation; the conditions are checked below.
 	st := g.sandbox().Status
-	want := agentsv1alpha1.SandboxStatus{
-		Service: testSB, ServiceFQDN: "s1.team-a.svc.cluster.local", LabelSelector: Selector(testSB),
-	}
 	got := agentsv1alpha1.SandboxStatus{Service: st.Service, ServiceFQDN: st.ServiceFQDN, LabelSelector: st.LabelSelector, Replicas: st.Replicas}
-	// Replicas counts the pod once it exists: 1 here, since the pod was created this pass.
-	want.Replicas = 1
+	want := agentsv1alpha1.SandboxStatus{
+		Service: testSB, ServiceFQDN: "s1.team-a.svc.cluster.local", LabelSelector: Selector(testSB), Replicas: 1,
+	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("status (-want +got):\n%s", d)
 	}

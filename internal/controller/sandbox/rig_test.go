@@ -174,9 +174,8 @@ func (g *rig) refuse(verb, kind string, err error) {
 }
 func (g *rig) heal() { g.faults = nil }
 
-// hide keeps every object of kind out of the cache; show puts them back.
+// hide keeps every object of kind out of the cache.
 func (g *rig) hide(kind string) { g.hidden[kind] = true }
-func (g *rig) show(kind string) { delete(g.hidden, kind) }
 
 // freeze makes the cache keep returning the Sandbox as it is now, whatever is written later.
 func (g *rig) freeze() { g.frozen = g.sandbox() }
