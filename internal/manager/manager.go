@@ -103,6 +103,30 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	mgr, err := ctrl.NewManager(cfg, managerOptions(opts, scheme))
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if opts.WebhookOnly {
+		return mgr, addWebhookAndProbes(mgr, opts)
+	}
+	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("registering cache indexes: %w", err)
+	}
+	if err := addReconcilers(mgr, opts); err != nil {
+		return nil, err
+	}
+	if err := warmInformers(mgr); err != nil {
+		return nil, err
+	}
+	if err := addWebhookAndProbes(mgr, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// managerOptions is the controller-runtime configuration of the manager opts describe.
+func managerOptions(opts Options, scheme *runtime.Scheme) ctrl.Options {
 	metricsAddr := opts.MetricsAddr
 	if metricsAddr == "" {
 		metricsAddr = "0"
@@ -133,26 +157,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		skip := true
 		mgrOpts.Controller.SkipNameValidation = &skip
 	}
-	mgr, err := ctrl.NewManager(cfg, mgrOpts)
-	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
-	}
-	if opts.WebhookOnly {
-		return mgr, addWebhookAndProbes(mgr, opts)
-	}
-	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("registering cache indexes: %w", err)
-	}
-	if err := addReconcilers(mgr, opts); err != nil {
-		return nil, err
-	}
-	if err := warmInformers(mgr); err != nil {
-		return nil, err
-	}
-	if err := addWebhookAndProbes(mgr, opts); err != nil {
-		return nil, err
-	}
-	return mgr, nil
+	return mgrOpts
 }
 
 // addReconcilers registers every reconciler, sharing the claim pacer and the pod metadata rules.
@@ -164,7 +169,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		Router:   opts.Router,
 	})
 	podRules := templates.PodRules()
-	peers := networkPeers(mgr, opts, templates.Router())
+	peers := networkPeers(mgr.GetAPIReader(), opts, templates.Router())
 	// Background work yields to claims, but at most this long at a stretch.
 	const maxHold = 2 * time.Second
 	if err := sandbox.New(mgr.GetClient(), mgr.GetAPIReader(), sandbox.Options{

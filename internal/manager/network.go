@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/egress"
@@ -20,7 +21,7 @@ const kubeDNSService = "kube-dns"
 // networkPeers completes opts.Network for the Sandbox controller: the router exactly as the
 // templates' policies name it, the defaults for DNS, and the DNS Service's addresses when none
 // were given (a policy may see a Service address before it is translated to a DNS pod's).
-func networkPeers(mgr ctrl.Manager, opts Options, router sandboxtemplate.RouterPeer) egress.Peers {
+func networkPeers(api client.Reader, opts Options, router sandboxtemplate.RouterPeer) egress.Peers {
 	def := egress.DefaultPeers()
 	p := opts.Network
 	p.RouterNamespace, p.RouterPodLabels = router.Namespace, router.PodLabels
@@ -31,7 +32,7 @@ func networkPeers(mgr ctrl.Manager, opts Options, router sandboxtemplate.RouterP
 		p.DNSPodLabels = def.DNSPodLabels
 	}
 	if len(p.DNSServiceIPs) == 0 {
-		p.DNSServiceIPs = lookupDNSServiceIPs(mgr, p.DNSNamespace)
+		p.DNSServiceIPs = lookupDNSServiceIPs(api, p.DNSNamespace)
 	}
 	return p
 }
@@ -39,12 +40,12 @@ func networkPeers(mgr ctrl.Manager, opts Options, router sandboxtemplate.RouterP
 // lookupDNSServiceIPs reads the kube-dns Service's cluster IPs once, directly from the API; a
 // cluster without one (or a controller not allowed to read it) gets a policy naming the DNS
 // pods alone.
-func lookupDNSServiceIPs(mgr ctrl.Manager, namespace string) []netip.Addr {
+func lookupDNSServiceIPs(api client.Reader, namespace string) []netip.Addr {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	svc := &corev1.Service{}
 	log := ctrl.Log.WithName("setup")
-	if err := mgr.GetAPIReader().Get(ctx, types.NamespacedName{Namespace: namespace, Name: kubeDNSService}, svc); err != nil {
+	if err := api.Get(ctx, types.NamespacedName{Namespace: namespace, Name: kubeDNSService}, svc); err != nil {
 		log.Info("no cluster DNS Service address for sandbox policies; they name the DNS pods alone",
 			"service", namespace+"/"+kubeDNSService, "reason", err.Error())
 		return nil

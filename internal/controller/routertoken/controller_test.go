@@ -5,20 +5,26 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -57,13 +63,22 @@ type rig struct {
 
 func newRig(t *testing.T, objs ...client.Object) *rig {
 	t.Helper()
+	return newRigWith(t, interceptor.Funcs{}, objs...)
+}
+
+// newRigWith is newRig with the client's calls going through funcs (to make some fail).
+func newRigWith(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *rig {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&extv1alpha1.SandboxClaim{}).Build()
+	// The deduced type converter spares the test binary the parse of client-go's whole OpenAPI
+	// schema; nothing here applies server-side, where the two would differ.
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&extv1alpha1.SandboxClaim{}).
+		WithTypeConverters(managedfields.NewDeducedTypeConverter()).Build(), funcs)
 	clk := clocktesting.NewFakeClock(epoch)
 	return &rig{t: t, c: c, clock: clk, r: New(c, c, testSigner, Options{Clock: clk})}
 }
@@ -304,6 +319,228 @@ func TestRenewalAtItsTime(t *testing.T) {
 			}
 			if res.RequeueAfter != tt.wantRequeue {
 				t.Errorf("requeue in %v, want %v", res.RequeueAfter, tt.wantRequeue)
+			}
+		})
+	}
+}
+
+// The Secret says what the token opens and until when, and goes with its claim.
+func TestSecretHoldsTheTokenAndWhatItOpens(t *testing.T) {
+	g := newRig(t, claim(shutdownIn(2*time.Hour)), sandboxObj(testUID))
+	g.reconcile()
+	s := g.secret()
+	if s == nil {
+		t.Fatal("no token Secret was written")
+	}
+	want := map[string]string{
+		extv1alpha1.RouterTokenKeyNamespace: testNS,
+		extv1alpha1.RouterTokenKeySandbox:   testSandbox,
+		extv1alpha1.RouterTokenKeyExpires:   epoch.Add(2 * time.Hour).Format(time.RFC3339),
+	}
+	got := map[string]string{}
+	for k := range want {
+		got[k] = string(s.Data[k])
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Secret data (-want +got):\n%s", d)
+	}
+	if s.Labels[extv1alpha1.RouterTokenSecretLabel] != "true" || s.Type != corev1.SecretTypeOpaque {
+		t.Errorf("Secret labels %v type %s, want the router-token label and Opaque", s.Labels, s.Type)
+	}
+	if ref := metav1.GetControllerOf(s); ref == nil || ref.Kind != "SandboxClaim" || ref.Name != testClaim {
+		t.Errorf("Secret controller %v, want claim %s (the Secret goes with it)", ref, testClaim)
+	}
+	if c := g.tokenIn(s); !time.Unix(c.Expires, 0).Equal(epoch.Add(2 * time.Hour)) {
+		t.Errorf("token expires %v, want the claim's shutdownTime %v", time.Unix(c.Expires, 0), epoch.Add(2*time.Hour))
+	}
+}
+
+// withoutAnnotation is the claim no longer asking for a token.
+func withoutAnnotation(c *extv1alpha1.SandboxClaim) *extv1alpha1.SandboxClaim {
+	delete(c.Annotations, extv1alpha1.RouterTokenAnnotation)
+	return c
+}
+
+// foreignSecret is a Secret of the token's name that someone else made.
+func foreignSecret() *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: SecretName(testClaim)},
+		Data: map[string][]byte{"token": []byte("theirs")}}
+}
+
+func TestWhenThereIsNoToken(t *testing.T) {
+	asking := func() *testwrap.ClaimWrapper {
+		return testwrap.MakeClaim(testNS, testClaim).Template("tmpl").Annotation(extv1alpha1.RouterTokenAnnotation, "true").SandboxStatus(testSandbox)
+	}
+	cases := []struct {
+		name string
+		// minted: the claim asked, with its status naming the Sandbox, and got a token; then it
+		// became claim (and was deleted, when deleting) before the reconcile under test.
+		minted   bool
+		deleting bool
+		claim    *extv1alpha1.SandboxClaim
+		seed     *corev1.Secret // a Secret there from the start
+
+		wantSecret string // "ours", "theirs", or "" for none
+	}{
+		{name: "the claim no longer asks: its Secret is deleted",
+			minted: true, claim: withoutAnnotation(asking().Obj()), wantSecret: ""},
+		{name: "the claim asks with another value than true: its Secret is deleted",
+			minted: true, claim: asking().Annotation(extv1alpha1.RouterTokenAnnotation, "yes").Obj(), wantSecret: ""},
+		{name: "the claim is being deleted: the Secret is left to garbage collection",
+			minted: true, deleting: true, claim: asking().Finalizers("test/hold").Obj(), wantSecret: "ours"},
+		{name: "a Secret of the name someone else made is never overwritten",
+			claim: asking().Obj(), seed: foreignSecret(), wantSecret: "theirs"},
+		{name: "a Secret of the name someone else made is never deleted",
+			claim: withoutAnnotation(asking().Obj()), seed: foreignSecret(), wantSecret: "theirs"},
+		{name: "a claim not served yet gets none",
+			claim: testwrap.MakeClaim(testNS, testClaim).Annotation(extv1alpha1.RouterTokenAnnotation, "true").Obj(), wantSecret: ""},
+		{name: "a claim at its end gets none",
+			claim: asking().ShutdownTime(epoch).Obj(), wantSecret: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []client.Object{sandboxObj(testUID)}
+			if tc.seed != nil {
+				objs = append(objs, tc.seed)
+			}
+			first := tc.claim
+			if tc.minted {
+				first = asking().Finalizers(tc.claim.Finalizers...).Obj()
+			}
+			g := newRig(t, append(objs, first)...)
+			if tc.minted {
+				g.reconcile()
+				if g.secret() == nil {
+					t.Fatal("no token was minted while the claim asked")
+				}
+				g.changeClaim(tc.claim.Annotations, tc.deleting)
+			}
+			if res := g.reconcile(); res.RequeueAfter != 0 {
+				t.Errorf("requeue after %v, want none", res.RequeueAfter)
+			}
+			s := g.secret()
+			got := ""
+			switch {
+			case s == nil:
+			case metav1.GetControllerOf(s) != nil:
+				got = "ours"
+			case string(s.Data["token"]) == "theirs":
+				got = "theirs"
+			default:
+				got = "someone else's, changed"
+			}
+			if got != tc.wantSecret {
+				t.Errorf("Secret is %q, want %q", got, tc.wantSecret)
+			}
+		})
+	}
+}
+
+// changeClaim gives the claim new annotations, and deletes it when deleting (a finalizer holds
+// it).
+func (g *rig) changeClaim(annotations map[string]string, deleting bool) {
+	g.t.Helper()
+	ctx := context.Background()
+	c := &extv1alpha1.SandboxClaim{}
+	if err := g.c.Get(ctx, types.NamespacedName{Namespace: testNS, Name: testClaim}, c); err != nil {
+		g.t.Fatal(err)
+	}
+	c.Annotations = annotations
+	if err := g.c.Update(ctx, c); err != nil {
+		g.t.Fatal(err)
+	}
+	if deleting {
+		if err := g.c.Delete(ctx, c); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+}
+
+// A Secret deleted by hand is minted again on the claim's next reconcile.
+func TestDeletedSecretIsMintedAgain(t *testing.T) {
+	g := newRig(t, claim(time.Time{}), sandboxObj(testUID))
+	g.reconcile()
+	if err := g.c.Delete(context.Background(), g.secret()); err != nil {
+		t.Fatal(err)
+	}
+	g.clock.Step(time.Minute)
+	if got := g.reconcile().RequeueAfter; got != 16*time.Hour {
+		t.Errorf("requeue after %v, want the new token's renewal in 16h", got)
+	}
+	if s := g.secret(); s == nil || g.tokenIn(s).IssuedAt != epoch.Add(time.Minute).Unix() {
+		t.Fatalf("Secret %v, want a token issued now", s)
+	}
+}
+
+// A token capped at the claim's shutdownTime is renewed past it once the claim's owner moves the
+// shutdownTime later.
+func TestALaterShutdownTimeRenewsACappedToken(t *testing.T) {
+	g := newRig(t, claim(shutdownIn(2*time.Hour)), sandboxObj(testUID))
+	g.reconcile()
+	g.clock.SetTime(epoch.Add(90 * time.Minute)) // past the renewal of the 2 h token
+	if res := g.reconcile(); res.RequeueAfter != 0 || !time.Unix(g.tokenIn(g.secret()).Expires, 0).Equal(epoch.Add(2*time.Hour)) {
+		t.Fatalf("requeue %v, token until %v; want the capped token left alone", res.RequeueAfter, time.Unix(g.tokenIn(g.secret()).Expires, 0))
+	}
+	c := &extv1alpha1.SandboxClaim{}
+	if err := g.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: testClaim}, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.Lifecycle.ShutdownTime = &metav1.Time{Time: epoch.Add(10 * time.Hour)}
+	if err := g.c.Update(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	g.reconcile()
+	if got := time.Unix(g.tokenIn(g.secret()).Expires, 0); !got.Equal(epoch.Add(10 * time.Hour)) {
+		t.Errorf("token expires %v, want the new shutdownTime %v", got, epoch.Add(10*time.Hour))
+	}
+}
+
+// Reading or writing the Secret can fail; the reconcile returns the error so it is retried,
+// and nothing is half-written.
+func TestAPIErrorsAreRetried(t *testing.T) {
+	secrets := schema.GroupResource{Resource: "secrets"}
+	isSecret := func(o client.Object) bool { _, ok := o.(*corev1.Secret); return ok }
+	cases := []struct {
+		name     string
+		existing bool // a token Secret is there (due for renewal) before the failing reconcile
+		funcs    interceptor.Funcs
+		want     func(error) bool
+	}{
+		{name: "reading the Secret fails",
+			funcs: interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if isSecret(obj) {
+					return apierrors.NewServiceUnavailable("apiserver restarting")
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}},
+			want: apierrors.IsServiceUnavailable},
+		{name: "creating the Secret fails",
+			funcs: interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				return apierrors.NewInternalError(errors.New("etcd timeout"))
+			}},
+			want: apierrors.IsInternalError},
+		{name: "the Secret changed since it was read: the renewal conflicts", existing: true,
+			funcs: interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if isSecret(obj) {
+					return apierrors.NewConflict(secrets, obj.GetName(), errors.New("the object has been modified"))
+				}
+				return c.Update(ctx, obj, opts...)
+			}},
+			want: apierrors.IsConflict},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []client.Object{claim(time.Time{}), sandboxObj(testUID)}
+			if tc.existing {
+				setup := newRig(t, objs...)
+				setup.reconcile()
+				objs = append(objs, setup.secret())
+			}
+			g := newRigWith(t, tc.funcs, objs...)
+			g.clock.Step(17 * time.Hour) // the existing token is due
+			res, err := g.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: testNS, Name: testClaim}})
+			if !tc.want(err) {
+				t.Fatalf("Reconcile = %+v, %v; want the API error, to be retried", res, err)
 			}
 		})
 	}

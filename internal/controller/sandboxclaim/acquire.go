@@ -106,6 +106,9 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim,
 			continue
 		}
 		if err != nil {
+			// The member did not change, so no watch event will queue it again: put it back, or
+			// it sits idle in its pool until the next resync.
+			r.queue.Offer(cand)
 			return nil, err
 		}
 		// No Event here: on the hot path every write counts against the API server, and the

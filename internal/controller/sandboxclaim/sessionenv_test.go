@@ -5,10 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // templateRunningSandboxd is a template of podSpec whose annotation names container (none when "").
@@ -62,5 +67,82 @@ func TestTheClaimsReadyMessageSaysItsEnvWentWarm(t *testing.T) {
 	want := "Pod is Ready; warm, with the claim's env (2 variables), which sandboxd gives every process it starts"
 	if got := claim.Status.Conditions[0].Message; got != want {
 		t.Fatalf("Ready message %q; want %q", got, want)
+	}
+}
+
+// A claim's env reaches a warm Sandbox through the adoption's one patch when sandboxd runs in
+// the container it targets; otherwise the claim starts cold with the env in its pod spec.
+func TestReconcileCarriesTheClaimsEnv(t *testing.T) {
+	tmpl := func(sandboxd string) *extv1alpha1.SandboxTemplate {
+		w := testwrap.MakeTemplate(ns, "python").UID(types.UID("python-env-uid-"+sandboxd)).
+			Containers(testwrap.RuntimeContainer(), corev1.Container{Name: "sidecar", Image: "sidecar:1"}).
+			EnvInjection(extv1alpha1.EnvVarsInjectionPolicyAllowed)
+		if sandboxd != "" {
+			w.Annotation(extv1alpha1.SandboxdContainerAnnotation, sandboxd)
+		}
+		return w.Obj()
+	}
+	cases := []struct {
+		name string
+		tmpl *extv1alpha1.SandboxTemplate
+		env  []extv1alpha1.EnvVar
+
+		wantSandbox    string
+		wantSessionEnv string            // the Sandbox's session-env annotation ("": none)
+		wantPodEnv     map[string]string // container -> NAME=value added to the pod spec
+		wantReadyMsg   string            // part of the claim's Ready message
+		wantColdReason string            // part of the cold start's event
+	}{
+		{name: "sandboxd runs in the targeted container: warm, the env on the Sandbox",
+			tmpl: tmpl("runtime"), env: []extv1alpha1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2", ContainerName: "runtime"}},
+			wantSandbox: "m1", wantSessionEnv: `{"A":"1","B":"2"}`,
+			wantReadyMsg: "warm, with the claim's env (2 variables), which sandboxd gives every process it starts"},
+		{name: "the env targets the sidecar: cold, the env in the pod spec",
+			tmpl: tmpl("runtime"), env: []extv1alpha1.EnvVar{{Name: "A", Value: "1", ContainerName: "sidecar"}},
+			wantSandbox: "c", wantPodEnv: map[string]string{"sidecar": "A=1"},
+			wantColdReason: `env A targets container "sidecar", and sandboxd runs in "runtime"`},
+		{name: "the template declares no sandboxd: cold, the env in the pod spec",
+			tmpl: tmpl(""), env: []extv1alpha1.EnvVar{{Name: "A", Value: "1"}},
+			wantSandbox: "c", wantPodEnv: map[string]string{"runtime": "A=1"},
+			wantColdReason: "declares no sandboxd container"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := warmPool("pool")
+			m1 := warmMember(pool, tc.tmpl, "m1", "10.0.0.1").Obj()
+			m1.Spec.PodTemplate.Spec = *tc.tmpl.Spec.PodTemplate.Spec.DeepCopy()
+			g := newRig(t, tc.tmpl, pool, m1, claimOf("c").EnvVars(tc.env...).Obj())
+			g.offer(g.r, m1)
+			g.mustReconcile("c")
+			launch := extv1alpha1.LaunchTypeCold
+			if tc.wantSandbox == "m1" {
+				launch = extv1alpha1.LaunchTypeWarm
+			}
+			assertServedBy(t, g, "c", tc.wantSandbox, launch)
+			sb := g.sandbox(tc.wantSandbox)
+			if got := sb.Annotations[agentsv1alpha1.SessionEnvAnnotation]; got != tc.wantSessionEnv {
+				t.Errorf("session env annotation %q, want %q", got, tc.wantSessionEnv)
+			}
+			podEnv := map[string]string{}
+			for _, c := range sb.Spec.PodTemplate.Spec.Containers {
+				for _, e := range c.Env {
+					podEnv[c.Name] = e.Name + "=" + e.Value
+				}
+			}
+			if tc.wantPodEnv == nil {
+				tc.wantPodEnv = map[string]string{}
+			}
+			if d := cmp.Diff(tc.wantPodEnv, podEnv); d != "" {
+				t.Errorf("pod spec env (-want +got); a warm pod's spec never changes:\n%s", d)
+			}
+			ready := meta.FindStatusCondition(g.claim("c").Status.Conditions, extv1alpha1.ClaimConditionReady)
+			if tc.wantReadyMsg != "" && (ready == nil || !strings.Contains(ready.Message, tc.wantReadyMsg)) {
+				t.Errorf("Ready condition %+v, want a message containing %q", ready, tc.wantReadyMsg)
+			}
+			events := strings.Join(g.emitted(), "\n")
+			if tc.wantColdReason != "" && !strings.Contains(events, tc.wantColdReason) {
+				t.Errorf("events %q, want the cold start's reason %q", events, tc.wantColdReason)
+			}
+		})
 	}
 }

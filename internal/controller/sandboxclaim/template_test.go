@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -15,10 +16,6 @@ import (
 )
 
 func TestTemplateOf(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := extv1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
 	python := testwrap.MakeTemplate("ns", "python").Obj()
 	pool := testwrap.MakeWarmPool("ns", "fast").Template("python").Obj()
 	orphanPool := testwrap.MakeWarmPool("ns", "orphan").Template("gone").Obj()
@@ -45,7 +42,7 @@ func TestTemplateOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := New(fake.NewClientBuilder().WithScheme(s).WithObjects(python, pool, orphanPool).Build(), nil, Options{})
+			r := New(newFakeAPI(t, python, pool, orphanPool), nil, Options{})
 			got, err := r.templateOf(context.Background(), tc.claim)
 			if tc.wantReason != "" {
 				var ue *userError
@@ -63,7 +60,7 @@ func TestTemplateOf(t *testing.T) {
 
 func TestTemplateOfPassesOnOtherErrors(t *testing.T) {
 	// A scheme without the extension types: every read fails, and not with NotFound.
-	r := New(fake.NewClientBuilder().WithScheme(runtime.NewScheme()).Build(), nil, Options{})
+	r := New(fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithTypeConverters(managedfields.NewDeducedTypeConverter()).Build(), nil, Options{})
 	_, err := r.templateOf(context.Background(), testwrap.MakeClaim("ns", "c").Template("python").Obj())
 	var ue *userError
 	if err == nil || errors.As(err, &ue) {

@@ -2,6 +2,7 @@ package sandboxtemplate
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -228,6 +231,127 @@ func TestReconcile(t *testing.T) {
 				t.Errorf("events %q, want none", got)
 			case tc.wantEvent != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tc.wantEvent)):
 				t.Errorf("events %q, want one starting %q", got, tc.wantEvent)
+			}
+		})
+	}
+}
+
+// writeLog counts the writes that reach the API server through an interceptor.
+type writeLog struct{ writes []string }
+
+func (w *writeLog) funcs(inner interceptor.Funcs) interceptor.Funcs {
+	log := func(verb string, obj client.Object) { w.writes = append(w.writes, verb+" "+obj.GetName()) }
+	if inner.Create == nil {
+		inner.Create = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			log("create", obj)
+			return c.Create(ctx, obj, opts...)
+		}
+	}
+	if inner.Update == nil {
+		inner.Update = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			log("update", obj)
+			return c.Update(ctx, obj, opts...)
+		}
+	}
+	if inner.Delete == nil {
+		inner.Delete = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			log("delete", obj)
+			return c.Delete(ctx, obj, opts...)
+		}
+	}
+	return inner
+}
+
+func TestReconcileWritesOnlyWhatChanged(t *testing.T) {
+	s := newScheme(t)
+	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Obj()
+	custom := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{
+		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "203.0.113.0/24"}}}}},
+	}).Obj()
+	r := New(nil, Options{})
+	cases := []struct {
+		name       string
+		objs       []client.Object
+		wantWrites []string
+		wantPolicy networkingv1.NetworkPolicySpec
+	}{
+		{"a policy that matches is not written", []client.Object{tmpl, ownPolicy(t, s, tmpl, r.desiredSpec(tmpl))}, nil, r.desiredSpec(tmpl)},
+		{"the template's own rules replace the secure default", []client.Object{custom, ownPolicy(t, s, custom, r.desiredSpec(tmpl))},
+			[]string{"update t-network-policy"}, r.desiredSpec(custom)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &writeLog{}
+			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(tc.objs...).Build(), log.funcs(interceptor.Funcs{}))
+			if _, err := New(c, Options{}).Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "t"}}); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if d := cmp.Diff(tc.wantWrites, log.writes); d != "" {
+				t.Errorf("writes (-want +got):\n%s", d)
+			}
+			np := &networkingv1.NetworkPolicy{}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: PolicyName("t")}, np); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.wantPolicy, np.Spec); d != "" {
+				t.Errorf("policy spec (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// API errors fail the reconcile so it is retried; a create that loses to a policy the cache
+// did not show yet is no error (the policy's own event brings the template back).
+func TestReconcileAPIErrors(t *testing.T) {
+	s := newScheme(t)
+	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Obj()
+	unmanaged := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Obj()
+	policies := schema.GroupResource{Group: networkingv1.GroupName, Resource: "networkpolicies"}
+	boom := apierrors.NewInternalError(errors.New("etcd timeout"))
+	isPolicy := func(o client.Object) bool { _, ok := o.(*networkingv1.NetworkPolicy); return ok }
+	stale := ownPolicy(t, s, tmpl, networkingv1.NetworkPolicySpec{})
+	cases := []struct {
+		name    string
+		objs    []client.Object
+		funcs   interceptor.Funcs
+		wantErr func(error) bool // nil: no error
+	}{
+		{name: "reading the policy fails", objs: []client.Object{tmpl},
+			funcs: interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if isPolicy(obj) {
+					return boom
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}},
+			wantErr: apierrors.IsInternalError},
+		{name: "creating the policy fails", objs: []client.Object{tmpl},
+			funcs:   interceptor.Funcs{Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error { return boom }},
+			wantErr: apierrors.IsInternalError},
+		{name: "the cache did not show the policy yet: the create finds it there", objs: []client.Object{tmpl, ownPolicy(t, s, tmpl, networkingv1.NetworkPolicySpec{})},
+			funcs: interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if isPolicy(obj) {
+					return apierrors.NewNotFound(policies, key.Name)
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}}},
+		{name: "the policy changed since it was read: the update conflicts", objs: []client.Object{tmpl, stale},
+			funcs: interceptor.Funcs{Update: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.UpdateOption) error {
+				return apierrors.NewConflict(policies, obj.GetName(), errors.New("the object has been modified"))
+			}},
+			wantErr: apierrors.IsConflict},
+		{name: "deleting the policy of an Unmanaged template fails", objs: []client.Object{unmanaged, ownPolicy(t, s, unmanaged, networkingv1.NetworkPolicySpec{})},
+			funcs:   interceptor.Funcs{Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error { return boom }},
+			wantErr: apierrors.IsInternalError},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).WithObjects(tc.objs...).Build(), tc.funcs)
+			_, err := New(c, Options{}).Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "t"}})
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Errorf("Reconcile: %v, want no error", err)
+			case tc.wantErr != nil && !tc.wantErr(err):
+				t.Errorf("Reconcile error %v, want the API error (the template is retried)", err)
 			}
 		})
 	}
