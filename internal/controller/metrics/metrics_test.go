@@ -1,13 +1,16 @@
 package metrics
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -151,4 +154,25 @@ func TestSandboxLabels(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSandboxCollectorReportsOnlyOnceElected(t *testing.T) {
+	elected := make(chan struct{})
+	c := NewSandboxCollector(refusingReader{t}, elected, logr.Discard())
+	if n := testutil.CollectAndCount(c); n != 0 {
+		t.Errorf("a standby reported %d series, want none (the leader's would double every sum)", n)
+	}
+}
+
+// refusingReader fails the test when read: nothing may be listed.
+type refusingReader struct{ t *testing.T }
+
+func (r refusingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	r.t.Error("the collector read a Sandbox before it was elected")
+	return nil
+}
+
+func (r refusingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	r.t.Error("the collector listed before it was elected")
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -19,6 +20,14 @@ import (
 var sandboxesDesc = prometheus.NewDesc("agent_sandboxes",
 	"Sandboxes in the cluster now, by namespace, readiness, expiry, launch type, template, owner kind and creating client.",
 	[]string{"namespace", "ready_condition", "expired", "launch_type", "sandbox_template", "owned_by", "created_by"}, nil)
+
+var (
+	poolLabels       = []string{"namespace", "warmpool", "sandbox_template"}
+	poolReplicasDesc = prometheus.NewDesc("agent_sandbox_warmpool_replicas",
+		"Sandboxes each SandboxWarmPool is asked to keep ready (spec.replicas).", poolLabels, nil)
+	poolReadyDesc = prometheus.NewDesc("agent_sandbox_warmpool_ready_replicas",
+		"Ready, unclaimed Sandboxes each SandboxWarmPool holds now.", poolLabels, nil)
+)
 
 // SandboxCollector counts the Sandboxes of the manager's cache at each scrape: a read of memory
 // the reconcilers keep anyway, no API call. Only the leader reports, so that a standby replica,
@@ -45,7 +54,11 @@ func RegisterSandboxCollector(reg prometheus.Registerer, c *SandboxCollector) er
 }
 
 // Describe implements prometheus.Collector.
-func (c *SandboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sandboxesDesc }
+func (c *SandboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sandboxesDesc
+	ch <- poolReplicasDesc
+	ch <- poolReadyDesc
+}
 
 // Collect implements prometheus.Collector.
 func (c *SandboxCollector) Collect(ch chan<- prometheus.Metric) {
@@ -62,14 +75,37 @@ func (c *SandboxCollector) Collect(ch chan<- prometheus.Metric) {
 		c.log.Error(err, "listing Sandboxes for agent_sandboxes")
 		return
 	}
+	pools := &extv1alpha1.SandboxWarmPoolList{}
+	if err := c.reader.List(ctx, pools, client.UnsafeDisableDeepCopy); err != nil {
+		c.log.Error(err, "listing SandboxWarmPools for agent_sandbox_warmpool_*")
+		return
+	}
 	counts := map[[7]string]int{}
+	readyMembers := map[types.UID]int{}
 	for i := range list.Items {
-		counts[sandboxLabels(&list.Items[i])]++
+		sb := &list.Items[i]
+		labels := sandboxLabels(sb)
+		counts[labels]++
+		if ref := metav1.GetControllerOf(sb); labels[ownedByLabel] == "SandboxWarmPool" && labels[readyLabel] == "true" {
+			readyMembers[ref.UID]++
+		}
 	}
 	for labels, n := range counts {
 		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), labels[:]...)
 	}
+	for i := range pools.Items {
+		pool := &pools.Items[i]
+		labels := []string{pool.Namespace, pool.Name, pool.Spec.TemplateRef.Name}
+		ch <- prometheus.MustNewConstMetric(poolReplicasDesc, prometheus.GaugeValue, float64(pool.Spec.Replicas), labels...)
+		ch <- prometheus.MustNewConstMetric(poolReadyDesc, prometheus.GaugeValue, float64(readyMembers[pool.UID]), labels...)
+	}
 }
+
+// Indexes of sandboxLabels' result.
+const (
+	readyLabel   = 1
+	ownedByLabel = 5
+)
 
 // sandboxLabels are one Sandbox's agent_sandboxes labels, in sandboxesDesc's order.
 func sandboxLabels(sb *agentsv1alpha1.Sandbox) [7]string {
