@@ -17,7 +17,7 @@ type pass struct {
 	claim, original *extv1alpha1.SandboxClaim
 	// sandbox is the claim's Sandbox, once found or acquired.
 	sandbox *agentsv1alpha1.Sandbox
-	events          []pendingEvent
+	events  []pendingEvent
 	// afterWrite runs once the status is written (a foreground delete shows the expired status
 	// first).
 	afterWrite func(context.Context) error
