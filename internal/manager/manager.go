@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	extensionsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -28,6 +29,7 @@ import (
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	ctrlmetrics "github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/routertoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
@@ -115,6 +117,10 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	if err := addReconcilers(mgr, opts); err != nil {
 		return nil, err
+	}
+	collector := ctrlmetrics.NewSandboxCollector(mgr.GetClient(), mgr.Elected(), mgr.GetLogger().WithName("sandbox-metrics"))
+	if err := ctrlmetrics.RegisterSandboxCollector(crmetrics.Registry, collector); err != nil {
+		return nil, fmt.Errorf("registering the agent_sandboxes collector: %w", err)
 	}
 	if err := warmInformers(mgr); err != nil {
 		return nil, err

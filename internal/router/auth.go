@@ -70,18 +70,18 @@ func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http
 		}
 		route, err := ParseRoute(r.Header)
 		if err != nil || o.Authorizer == nil {
-			m.authDecision("allowed")
+			m.authzDecision(r.Header, decisionAllow)
 			next.ServeHTTP(w, r)
 			return
 		}
 		allowed, err := o.Authorizer.Authorize(r.Context(), id, route)
 		switch {
 		case err != nil:
-			m.authDecision("error")
+			m.unavailable("authorization")
 			log.Error("authorization unavailable", "err", err)
 			writeDetail(w, http.StatusServiceUnavailable, "Authorization is temporarily unavailable.")
 		case allowed:
-			m.authDecision("allowed")
+			m.authzDecision(r.Header, decisionAllow)
 			if id.Scope != nil {
 				// The proxy checks the token's UID against the Sandbox it resolves, in the same
 				// lookup that gives the address.
@@ -89,7 +89,7 @@ func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http
 			}
 			next.ServeHTTP(w, r)
 		default:
-			m.authDecision("denied")
+			m.authzDecision(r.Header, decisionDeny)
 			writeDetail(w, http.StatusForbidden, forbiddenMessage(id, route, o.HeldRights))
 		}
 	})
@@ -128,7 +128,7 @@ func scopeFrom(ctx context.Context) *ScopedClaims {
 // authenticate answers 401/503 itself and reports false when the request must stop here.
 func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Metrics, log *slog.Logger) (*Identity, bool) {
 	deny := func(msg, challenge string) (*Identity, bool) {
-		m.authDecision("denied")
+		m.authzDecision(r.Header, decisionDeny)
 		w.Header().Set("WWW-Authenticate", challenge)
 		writeDetail(w, http.StatusUnauthorized, msg)
 		return nil, false
@@ -154,7 +154,7 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 		return deny("Invalid bearer token.", `Bearer realm="sandbox-router", error="invalid_token"`)
 	default:
 		// The error never contains the token: authenticators below do not put it there.
-		m.authDecision("error")
+		m.unavailable("authentication")
 		log.Error("authentication unavailable", "err", err)
 		writeDetail(w, http.StatusServiceUnavailable, "Authentication is temporarily unavailable.")
 		return nil, false

@@ -146,6 +146,9 @@ type SandboxCache struct {
 
 	mu      sync.RWMutex
 	entries map[cacheKey]cacheEntry
+	// namespaces counts entries per namespace: metrics label requests with a namespace only
+	// when it holds a Sandbox, so a caller cannot mint label values.
+	namespaces map[string]int
 	// waiters are closed at the next event for their key (see Changed); few, short-lived.
 	waiters map[cacheKey]chan struct{}
 
@@ -160,7 +163,7 @@ var _ changeNotifier = (*SandboxCache)(nil)
 // pod IPs, which only tests on one machine need.
 func NewSandboxCache(allowLoopback bool) *SandboxCache {
 	return &SandboxCache{allowLoopback: allowLoopback, entries: make(map[cacheKey]cacheEntry),
-		waiters: make(map[cacheKey]chan struct{})}
+		namespaces: make(map[string]int), waiters: make(map[cacheKey]chan struct{})}
 }
 
 // Resolve implements Resolver.
@@ -213,6 +216,13 @@ func (c *SandboxCache) Len() int {
 	return len(c.entries)
 }
 
+// HasNamespace reports whether the cache holds a Sandbox of namespace ns.
+func (c *SandboxCache) HasNamespace(ns string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.namespaces[ns] > 0
+}
+
 // HasSynced reports whether the informer's initial list has been delivered to the cache. A cache
 // fed by hand (tests) with no informer attached counts as synced.
 func (c *SandboxCache) HasSynced() bool {
@@ -247,7 +257,12 @@ func (c *SandboxCache) OnDelete(obj any) {
 	}
 	key := cacheKey{ns, name}
 	c.mu.Lock()
-	delete(c.entries, key)
+	if _, ok := c.entries[key]; ok {
+		delete(c.entries, key)
+		if c.namespaces[ns]--; c.namespaces[ns] == 0 {
+			delete(c.namespaces, ns)
+		}
+	}
 	c.wakeLocked(key)
 	c.mu.Unlock()
 }
@@ -260,6 +275,9 @@ func (c *SandboxCache) upsert(obj any) {
 	e := c.entryFor(sb)
 	key := cacheKey{sb.Namespace, sb.Name}
 	c.mu.Lock()
+	if _, ok := c.entries[key]; !ok {
+		c.namespaces[key.namespace]++
+	}
 	c.entries[key] = e
 	c.wakeLocked(key)
 	c.mu.Unlock()

@@ -353,3 +353,28 @@ func BenchmarkSandboxCacheResolve(b *testing.B) {
 		}
 	})
 }
+
+func TestSandboxCacheHasNamespace(t *testing.T) {
+	c := NewSandboxCache(false)
+	a := sandbox("team-a", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.2")
+	b := sandbox("team-a", "b", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.3")
+	steps := []struct {
+		name  string
+		event func()
+		want  bool
+	}{
+		{"empty", func() {}, false},
+		{"one Sandbox added", func() { c.OnAdd(a, false) }, true},
+		{"the same Sandbox updated does not count twice", func() { c.OnUpdate(a, a) }, true},
+		{"a second Sandbox added", func() { c.OnAdd(b, false) }, true},
+		{"one of two deleted", func() { c.OnDelete(a) }, true},
+		{"a delete of an unknown Sandbox changes nothing", func() { c.OnDelete(a) }, true},
+		{"the last deleted", func() { c.OnDelete(b) }, false},
+	}
+	for _, s := range steps {
+		s.event()
+		if got := c.HasNamespace("team-a"); got != s.want {
+			t.Fatalf("after %s: HasNamespace = %v, want %v", s.name, got, s.want)
+		}
+	}
+}

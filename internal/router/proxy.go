@@ -363,10 +363,12 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// Reasons of sandbox_router_upstream_errors_total.
+// Reasons of sandbox_router_upstream_errors_total (upstream's also has tls, for TLS to sandboxes,
+// which this router never speaks). A client that went away is not an upstream error.
 const (
 	upstreamDial     = "dial"
 	upstreamTimeout  = "timeout"
+	upstreamEOF      = "eof" // the sandbox closed the connection before its answer ended
 	upstreamCanceled = "canceled"
 	upstreamOther    = "other"
 )
@@ -381,20 +383,24 @@ func classify(err error) string {
 		return upstreamCanceled
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return upstreamTimeout
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return upstreamEOF
 	}
 	return upstreamOther
 }
 
 func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	id := ""
+	id, ns := "", ""
 	if rc := routeFrom(r.Context()); rc != nil {
-		id = rc.route.Name
+		id, ns = rc.route.Name, rc.route.Namespace
 	}
 	reason := classify(err)
 	if errors.Is(context.Cause(r.Context()), errSandboxTimeout) {
 		reason = upstreamTimeout
 	}
-	p.metrics.upstreamError(reason)
+	if reason != upstreamCanceled {
+		p.metrics.upstreamError(ns, reason)
+	}
 	switch reason {
 	case upstreamDial:
 		p.log.Warn("sandbox unreachable", "sandbox", id, "err", err)
@@ -443,7 +449,9 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case <-timer.C:
 		}
 		delay *= 2
-		t.metrics.retry()
+		if rc := routeFrom(req.Context()); rc != nil {
+			t.metrics.retry(rc.route.Namespace)
+		}
 		// The pod may have been replaced meanwhile; follow the cache, and stop if the Sandbox is
 		// gone, no longer ready, or another Sandbox of the same name.
 		if next, ok := t.reresolve(req); ok {

@@ -125,10 +125,10 @@ func TestProxyRetryFollowsCache(t *testing.T) {
 	if got := readAll(t, resp); resp.StatusCode != 200 || got != "moved" {
 		t.Fatalf("got %d %q", resp.StatusCode, got)
 	}
-	if n := testutil.ToFloat64(m.retries); n != 1 {
+	if n := testutil.ToFloat64(m.retries.WithLabelValues("default")); n != 1 {
 		t.Fatalf("retries = %v, want 1", n)
 	}
-	if n := testutil.ToFloat64(m.upstreamErrors.WithLabelValues(upstreamDial)); n != 0 {
+	if n := testutil.ToFloat64(m.upstreamErrors.WithLabelValues("default", upstreamDial)); n != 0 {
 		t.Fatalf("dial errors = %v, want 0 after a successful retry", n)
 	}
 }
@@ -141,13 +141,13 @@ func TestProxyDialErrorMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	readAll(t, resp)
-	if n := testutil.ToFloat64(m.retries); n != 2 {
+	if n := testutil.ToFloat64(m.retries.WithLabelValues("default")); n != 2 {
 		t.Fatalf("retries = %v, want 2", n)
 	}
-	if n := testutil.ToFloat64(m.upstreamErrors.WithLabelValues(upstreamDial)); n != 1 {
+	if n := testutil.ToFloat64(m.upstreamErrors.WithLabelValues("default", upstreamDial)); n != 1 {
 		t.Fatalf("dial errors = %v, want 1", n)
 	}
-	if n := testutil.ToFloat64(m.requests.WithLabelValues("502", "GET")); n != 1 {
+	if n := testutil.ToFloat64(m.requests.WithLabelValues("GET", "502", "default")); n != 1 {
 		t.Fatalf("502 count = %v", n)
 	}
 }
@@ -218,7 +218,7 @@ func TestProxyResponseHeaderTimeout(t *testing.T) {
 	if got := detail(t, resp); got != "Timed out waiting for the backend sandbox: sb" {
 		t.Fatalf("detail = %q", got)
 	}
-	if n := testutil.ToFloat64(m.upstreamErrors.WithLabelValues(upstreamTimeout)); n != 1 {
+	if n := testutil.ToFloat64(m.upstreamErrors.WithLabelValues("default", upstreamTimeout)); n != 1 {
 		t.Fatalf("timeout errors = %v", n)
 	}
 }

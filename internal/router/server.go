@@ -111,10 +111,8 @@ func instrument(m *Metrics, access *slog.Logger, next http.Handler) http.Handler
 			}
 			elapsed := time.Since(start)
 			if m != nil {
-				method := methodLabel(r.Method)
 				m.inflight.Dec()
-				m.requests.WithLabelValues(codeLabel(code), method).Inc()
-				m.duration.WithLabelValues(method).Observe(elapsed.Seconds())
+				m.observeRequest(r, code, elapsed)
 			}
 			if access != nil {
 				access.LogAttrs(r.Context(), slog.LevelInfo, "request",
@@ -244,7 +242,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	metrics := NewMetrics(cache.Len)
+	metrics := NewMetrics(cache)
 	popts := o.proxyOptions(cache, metrics, log)
 	if o.Wake {
 		dyn, err := dynamic.NewForConfig(cfg)

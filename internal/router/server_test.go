@@ -51,7 +51,7 @@ func TestHealthShortcut(t *testing.T) {
 func TestProbeEndpoints(t *testing.T) {
 	var mu sync.Mutex
 	ready := false
-	m := NewMetrics(func() int { return 3 })
+	m := NewMetrics(inventory{"team-a": 3})
 	srv := httptest.NewServer(probeHandler(func() bool { mu.Lock(); defer mu.Unlock(); return ready }, m))
 	t.Cleanup(srv.Close)
 	client := h1Client(t)
@@ -75,16 +75,17 @@ func TestProbeEndpoints(t *testing.T) {
 	if code, _ := get("/readyz"); code != 200 {
 		t.Fatalf("readyz after sync = %d", code)
 	}
-	m.requests.WithLabelValues("200", "GET").Inc()
-	m.upstreamError(upstreamDial)
-	m.duration.WithLabelValues("GET").Observe(0.001)
+	m.requests.WithLabelValues("GET", "200", "team-a").Inc()
+	m.upstreamError("team-a", upstreamDial)
+	m.duration.WithLabelValues("GET", "200", "team-a").Observe(0.001)
 	code, body := get("/metrics")
 	if code != 200 {
 		t.Fatalf("metrics = %d", code)
 	}
 	for _, want := range []string{
-		`sandbox_router_requests_total{code="200",method="GET"} 1`,
-		`sandbox_router_upstream_errors_total{reason="dial"} 1`,
+		`sandbox_router_requests_total{code="200",method="GET",sandbox_namespace="team-a"} 1`,
+		`sandbox_router_upstream_errors_total{reason="dial",sandbox_namespace="team-a"} 1`,
+		`sandbox_router_build_info{`,
 		`sandbox_router_cache_sandboxes 3`,
 		`sandbox_router_request_duration_seconds_bucket`,
 		`sandbox_router_inflight_requests 0`,

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
@@ -71,9 +71,12 @@ func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 	if len(opts.CRDs) == 0 {
 		opts.CRDs = CRDs
 	}
-	mux := http.NewServeMux()
-	mux.Handle(Path, conversion.NewWebhookHandler(mgr.GetScheme()))
-	server := NewServer(opts.Host, opts.Port, opts.CertDir, opts.CertName, opts.KeyName, mux)
+	// controller-runtime's webhook server is never started: it lends its mux, whose handlers
+	// feed controller_runtime_webhook_* (requests by code, latency, in flight) as its own would,
+	// for dashboards and alerts written for controller-runtime webhooks.
+	hooks := webhook.NewServer(webhook.Options{})
+	hooks.Register(Path, conversion.NewWebhookHandler(mgr.GetScheme()))
+	server := NewServer(opts.Host, opts.Port, opts.CertDir, opts.CertName, opts.KeyName, hooks.WebhookMux())
 	ready := make(chan struct{})
 	if opts.CertRotation != nil {
 		if err := addRotator(mgr, opts, ready); err != nil {

@@ -19,6 +19,7 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
 	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
@@ -27,23 +28,23 @@ import (
 const maxAdoptAttempts = 5
 
 // acquire gets the claim a Sandbox: warm when the policy and the claim allow it and a ready
-// member is queued, cold otherwise. It returns the launch type.
-func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sandbox, string, error) {
+// member is queued, cold otherwise. It returns how the Sandbox was obtained.
+func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sandbox, launch, error) {
 	claim := p.claim
 	tmpl, err := r.templateOf(ctx, claim)
 	if err != nil {
-		return nil, "", err
+		return nil, launch{}, err
 	}
 	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata, r.podRules); err != nil {
-		return nil, "", err
+		return nil, launch{}, err
 	}
 	// Validate env against the template before touching any warm sandbox.
 	if err := checkEnv(&tmpl.Spec.PodTemplate.Spec, tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
-		return nil, "", err
+		return nil, launch{}, err
 	}
 	volumes, err := claimVolumes(claim, tmpl)
 	if err != nil {
-		return nil, "", err
+		return nil, launch{}, err
 	}
 	env, why := sessionEnv(tmpl, claim.Spec.Env)
 	switch {
@@ -53,15 +54,29 @@ func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sand
 		// Volumes are part of the pod, which a running warm pod cannot take on.
 		why = "the claim brings its own volumes"
 	case why == "":
-		sb, err := r.adopt(ctx, claim, tmpl, env)
+		sb, pool, err := r.adopt(ctx, claim, tmpl, env)
 		if err != nil || sb != nil {
-			return sb, extv1alpha1.LaunchTypeWarm, err
+			return sb, launch{kind: extv1alpha1.LaunchTypeWarm, pool: pool}, err
 		}
 		why = "no warm sandbox of the template was ready"
 	}
 	r.warnIfPoolMissing(ctx, p)
 	sb, err := r.createCold(ctx, p, tmpl, volumes, why)
-	return sb, extv1alpha1.LaunchTypeCold, err
+	return sb, launch{kind: extv1alpha1.LaunchTypeCold, pool: namedPool(claim)}, err
+}
+
+// launch is how a claim got its Sandbox: its kind (warm or cold) and the warm pool it came from
+// or asked for.
+type launch struct{ kind, pool string }
+
+// namedPool is the one warm pool the claim asks for, or "".
+func namedPool(claim *extv1alpha1.SandboxClaim) string {
+	switch policy := claim.EffectiveWarmPool(); policy {
+	case extv1alpha1.WarmPoolPolicyNone, extv1alpha1.WarmPoolPolicyDefault:
+		return ""
+	default:
+		return string(policy)
+	}
 }
 
 // warnIfPoolMissing tells the user when the warm pool a claim names does not exist, so a typo
@@ -80,14 +95,14 @@ func (r *Reconciler) warnIfPoolMissing(ctx context.Context, p *pass) {
 }
 
 // adopt takes over a ready warm Sandbox: one optimistic-locked patch moves its ownership to the
-// claim. It returns nil when no candidate could be taken.
+// claim. It returns nil when no candidate could be taken, else the Sandbox and its pool's name.
 func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate,
-	env map[string]string) (*agentsv1alpha1.Sandbox, error) {
+	env map[string]string) (*agentsv1alpha1.Sandbox, string, error) {
 	accept := r.acceptFor(ctx, claim, blueprint.Hash(tmpl))
 	for attempt := 0; attempt < maxAdoptAttempts; attempt++ {
 		cand, ok := r.queue.Pop(claim.Namespace, tmpl.Name, accept)
 		if !ok {
-			return nil, nil
+			return nil, "", nil
 		}
 		sb := &agentsv1alpha1.Sandbox{}
 		if err := r.client.Get(ctx, cand.Name, sb); err != nil || !adoptable(sb) {
@@ -109,14 +124,14 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim,
 			// The member did not change, so no watch event will queue it again: put it back, or
 			// it sits idle in its pool until the next resync.
 			r.queue.Offer(cand)
-			return nil, err
+			return nil, "", err
 		}
 		// No Event here: on the hot path every write counts against the API server, and the
 		// adoption is visible in status.sandbox.name and the launch-type label.
-		return sb, nil
+		return sb, cand.Pool, nil
 	}
 	log.FromContext(ctx).V(1).Info("no warm sandbox could be adopted; starting cold")
-	return nil, nil
+	return nil, "", nil
 }
 
 // acceptFor filters queued candidates by the claim's warmpool policy, and skips stale members
@@ -225,6 +240,11 @@ func stampClaim(sb *agentsv1alpha1.Sandbox, claim *extv1alpha1.SandboxClaim, lau
 	}
 	sb.Labels[extv1alpha1.ClaimUIDLabel] = string(claim.UID)
 	sb.Labels[extv1alpha1.LaunchTypeLabel] = launch
+	// Which kind of client made the claim, for agent_sandboxes{created_by}; it rides on the
+	// write that binds the Sandbox anyway.
+	if by, ok := claim.Labels[metrics.CreatedByLabel]; ok {
+		sb.Labels[metrics.CreatedByLabel] = metrics.NormalizeCreatedBy(by)
+	}
 }
 
 // ownedBy: controlled by the claim, through a reference of the claim's own kind (a forged

@@ -60,7 +60,9 @@ type Reconciler struct {
 	podRules  podmeta.Rules
 	clock     clock.PassiveClock
 
-	firstSeen sync.Map // claim namespace/name -> time the controller first saw it (latency metric)
+	// firstSeen: claim namespace/name -> when this process first saw the claim without a
+	// Sandbox; awaitingReady: claim namespace/name -> awaitingReady (metrics.go).
+	firstSeen, awaitingReady sync.Map
 	// bindings remember, per claim (and its UID), the Sandbox this process gave it until the
 	// cache shows that ownership: a reconcile running on a cache that lags its own writes must
 	// not hand the claim a second Sandbox.
@@ -121,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !claim.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	r.firstSeen.LoadOrStore(req.NamespacedName, r.clock.Now())
+	r.seen(claim)
 	r.catchUpStatus(claim)
 	p := &pass{claim: claim, original: claim.DeepCopy()}
 	result, err := r.reconcile(ctx, p)
@@ -129,6 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if serr := r.writeStatus(ctx, p.original, claim); serr != nil {
 			return ctrl.Result{}, serr
 		}
+		r.observeFirstReady(claim, p.sandbox)
 	}
 	p.emit(r.recorder)
 	if err == nil && p.afterWrite != nil {
@@ -158,10 +161,10 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 			return ctrl.Result{}, nil
 		}
 	}
-	var launch string
+	var got launch
 	if sb == nil {
 		done := r.pacer.ClaimStarted()
-		sb, launch, err = r.acquire(ctx, p)
+		sb, got, err = r.acquire(ctx, p)
 		done()
 	}
 	var uerr *userError
@@ -173,10 +176,11 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 		setReconcileError(claim, err)
 		return ctrl.Result{}, err
 	}
-	if launch != "" {
-		observeLaunch(launch)
+	if got.kind != "" {
+		r.launched(claim, sb, got)
 		r.bindings.Expect(client.ObjectKeyFromObject(claim), claim.UID, sb.DeepCopy())
 	}
+	p.sandbox = sb
 	mirrorSandbox(claim, sb)
 	if becameExpired(p.original, claim) {
 		// The claim outlives its expired Sandbox (shutdownPolicy Retain, the default): say so
@@ -184,7 +188,6 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 		p.event(corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired,
 			"Sandbox %q expired and was retained; this claim stays until it is deleted", sb.Name)
 	}
-	r.observeReady(p.original, claim, sb)
 	if at, _ := expiry(claim, r.clock.Now()); !at.IsZero() {
 		return ctrl.Result{RequeueAfter: max(at.Sub(r.clock.Now()), time.Millisecond)}, nil
 	}
@@ -285,6 +288,7 @@ func (r *Reconciler) unboundClaims(ctx context.Context, ns string, match client.
 // forget drops what this process remembers of a deleted claim.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.firstSeen.Delete(key)
+	r.awaitingReady.Delete(key)
 	r.bindings.Forget(key)
 	r.written.Forget(key)
 }

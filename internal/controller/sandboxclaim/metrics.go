@@ -3,45 +3,71 @@ package sandboxclaim
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
 )
 
-var (
-	claimReadySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "agent_sandbox_claim_ready_seconds",
-		Help:    "Time from the controller first seeing a SandboxClaim to the claim reporting Ready, by launch type (warm or cold).",
-		Buckets: []float64{.005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30, 60, 120},
-	}, []string{"launch_type"})
-	claimLaunches = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agent_sandbox_claim_launches_total",
-		Help: "Sandboxes handed to claims, by launch type; warm / total is the warm-pool hit ratio.",
-	}, []string{"launch_type"})
-)
-
-func init() {
-	metrics.Registry.MustRegister(claimReadySeconds, claimLaunches)
+// awaitingReady is a claim this process bound and whose first Ready it has not recorded yet.
+//
+// A claim's startup is recorded exactly once without a write of its own (upstream stamps an
+// annotation on the claim, a third write on the warm path): the entry is made where the claim
+// gets its Sandbox, which happens once per claim, and consumed by the status write that first
+// shows the claim Ready. Readiness that comes back later (a resume, a pod that recovers) finds
+// no entry. The cost is the other way round: a claim bound before a controller restart and
+// Ready after it is not recorded, where upstream's annotation would count it.
+type awaitingReady struct {
+	uid       types.UID
+	launch    string
+	firstSeen time.Time
 }
 
-func observeLaunch(launch string) { claimLaunches.WithLabelValues(launch).Inc() }
+// seen notes when this process first saw a claim that has no Sandbox yet.
+func (r *Reconciler) seen(claim *extv1alpha1.SandboxClaim) {
+	if claim.Status.SandboxStatus.Name == "" {
+		r.firstSeen.LoadOrStore(client.ObjectKeyFromObject(claim), r.clock.Now())
+	}
+}
 
-// observeReady records the claim's latency the first time it turns Ready.
-func (r *Reconciler) observeReady(before, after *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) {
-	if meta.IsStatusConditionTrue(before.Status.Conditions, extv1alpha1.ClaimConditionReady) ||
-		!meta.IsStatusConditionTrue(after.Status.Conditions, extv1alpha1.ClaimConditionReady) {
+// launched counts the Sandbox just handed to the claim and starts waiting for its first Ready.
+func (r *Reconciler) launched(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, l launch) {
+	metrics.RecordLaunch(metrics.Launch{
+		Namespace: claim.Namespace, Template: claim.Spec.TemplateRef.Name, Type: l.kind, WarmPool: l.pool,
+		SandboxReady: meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady),
+		CreatedBy:    claim.Labels[metrics.CreatedByLabel],
+	})
+	key := client.ObjectKeyFromObject(claim)
+	entry := awaitingReady{uid: claim.UID, launch: l.kind}
+	if v, ok := r.firstSeen.LoadAndDelete(key); ok {
+		entry.firstSeen = v.(time.Time)
+	}
+	r.awaitingReady.Store(key, entry)
+}
+
+// observeFirstReady records the claim's startup latencies once the status that first shows it
+// Ready is written.
+func (r *Reconciler) observeFirstReady(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) {
+	if sb == nil || !meta.IsStatusConditionTrue(claim.Status.Conditions, extv1alpha1.ClaimConditionReady) {
 		return
 	}
-	key := types.NamespacedName{Namespace: after.Namespace, Name: after.Name}
-	if v, ok := r.firstSeen.LoadAndDelete(key); ok {
-		launch := sb.Labels[extv1alpha1.LaunchTypeLabel]
-		if launch == "" {
-			launch = "unknown"
-		}
-		claimReadySeconds.WithLabelValues(launch).Observe(r.clock.Since(v.(time.Time)).Seconds())
+	key := client.ObjectKeyFromObject(claim)
+	v, ok := r.awaitingReady.Load(key)
+	if !ok || v.(awaitingReady).uid != claim.UID || !r.awaitingReady.CompareAndDelete(key, v) {
+		return
 	}
+	entry := v.(awaitingReady)
+	f := metrics.FirstReady{
+		LaunchType: entry.launch, Template: claim.Spec.TemplateRef.Name, Now: r.clock.Now(),
+		ClaimCreated: claim.CreationTimestamp.Time, FirstSeen: entry.firstSeen,
+		ClientRequestedAt: claim.Annotations[metrics.ClientRequestedAtAnnotation],
+		SandboxNamespace:  sb.Namespace, SandboxCreated: sb.CreationTimestamp.Time,
+	}
+	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c != nil {
+		f.SandboxReady = c.LastTransitionTime.Time
+	}
+	metrics.RecordFirstReady(f)
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
 // pass is one reconcile of one claim: the claim as read, the status it builds up, and what
@@ -14,7 +15,9 @@ import (
 // show yet) and a follow-up write.
 type pass struct {
 	claim, original *extv1alpha1.SandboxClaim
-	events          []pendingEvent
+	// sandbox is the claim's Sandbox, once found or acquired.
+	sandbox *agentsv1alpha1.Sandbox
+	events  []pendingEvent
 	// afterWrite runs once the status is written (a foreground delete shows the expired status
 	// first).
 	afterWrite func(context.Context) error
