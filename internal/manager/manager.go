@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -157,7 +158,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 
 // addReconcilers registers every reconciler, sharing the claim pacer and the pod metadata rules.
 func addReconcilers(mgr ctrl.Manager, opts Options) error {
-	claims := pacer.NewPacer(opts.RefillQuiet)
+	claims := pacer.NewPacer(opts.RefillQuiet, clock.RealClock{})
 	// One set of pod metadata rules for every controller that builds sandbox pods.
 	templates := sandboxtemplate.New(mgr.GetClient(), sandboxtemplate.Options{
 		Recorder: mgr.GetEventRecorderFor("sandboxtemplate-controller"),
