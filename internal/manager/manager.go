@@ -65,6 +65,10 @@ type Options struct {
 	MemberReadyTimeout time.Duration
 	// RefillQuiet is how long pool refills wait after the last claim (default 250ms).
 	RefillQuiet time.Duration
+	// RefillMaxHold is the longest pool refills and the Sandbox controller's label bookkeeping
+	// wait for claims to go quiet at a stretch (default pacer.DefaultMaxHold, 2s): under a
+	// claim stream that is never quiet, work still goes through this often.
+	RefillMaxHold time.Duration
 	// PprofAddr serves net/http/pprof when set (profiling the hot path in benchmarks).
 	PprofAddr string
 	// Activity, when set, is how the idle pause learns what sandboxd sees (through the router);
@@ -166,13 +170,11 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	})
 	podRules := templates.PodRules()
 	peers := networkPeers(mgr, opts, templates.Router())
-	// Background work yields to claims, but at most this long at a stretch.
-	const maxHold = 2 * time.Second
 	if err := sandbox.New(mgr.GetClient(), mgr.GetAPIReader(), sandbox.Options{
 		Recorder:      mgr.GetEventRecorderFor("sandbox-controller"),
 		ClusterDomain: opts.ClusterDomain,
 		Workers:       opts.SandboxWorkers,
-		Gate:          pacer.NewGate(claims, maxHold),
+		Gate:          pacer.NewGate(claims, opts.RefillMaxHold),
 		PodRules:      podRules,
 		Peers:         &peers,
 		Activity:      opts.Activity,
@@ -184,7 +186,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := sandboxwarmpool.New(mgr.GetClient(), sandboxwarmpool.Options{
 		Recorder:           mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
-		Gate:               pacer.NewGate(claims, maxHold),
+		Gate:               pacer.NewGate(claims, opts.RefillMaxHold),
 		PodRules:           podRules,
 		MemberReadyTimeout: opts.MemberReadyTimeout,
 	}).SetupWithManager(mgr); err != nil {
