@@ -68,3 +68,33 @@ func TestRefillFlags(t *testing.T) {
 		})
 	}
 }
+
+// The router's pods are app=sandbox-router unless --router-pod-labels says otherwise: the one
+// default the sandboxes' NetworkPolicy admits and the pod metadata rules refuse on a sandbox.
+func TestRouterPodLabelsFlag(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want map[string]string
+	}{
+		{name: "default", want: map[string]string{"app": "sandbox-router"}},
+		{name: "set", args: []string{"--router-pod-labels=example.com/role=router"}, want: map[string]string{"example.com/role": "router"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts manager.Options
+			fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+			fv := bindFlags(fs, &opts)
+			// Outside a pod the webhook needs a namespace to apply.
+			if err := fs.Parse(append([]string{"--webhook-namespace=agent-sandbox-system"}, tc.args...)); err != nil {
+				t.Fatalf("Parse(%q): %v", tc.args, err)
+			}
+			if err := fv.apply(&opts); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			if !maps.Equal(opts.Router.PodLabels, tc.want) {
+				t.Errorf("router pod labels %v, want %v", opts.Router.PodLabels, tc.want)
+			}
+		})
+	}
+}
