@@ -15,7 +15,6 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -69,7 +68,7 @@ func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv
 	sb := &agentsv1alpha1.Sandbox{}
 	sb.Namespace = tmpl.Namespace
 	sb.Labels = map[string]string{
-		extv1alpha1.TemplateRefHashLabel: naming.NameHash(tmpl.Name),
+		extv1alpha1.TemplateRefHashLabel: agentsv1alpha1.NameHash(tmpl.Name),
 		extv1alpha1.TemplateHashLabel:    Hash(tmpl),
 	}
 	sb.Annotations = map[string]string{extv1alpha1.TemplateRefAnnotation: tmpl.Name}
@@ -93,7 +92,7 @@ func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv
 		meta.Labels = map[string]string{}
 	}
 	// The template's NetworkPolicy selects the pods by this label.
-	meta.Labels[extv1alpha1.TemplateRefHashLabel] = naming.NameHash(tmpl.Name)
+	meta.Labels[extv1alpha1.TemplateRefHashLabel] = agentsv1alpha1.NameHash(tmpl.Name)
 	applySecureDefaults(&sb.Spec.PodTemplate.Spec, tmpl)
 	return sb
 }
