@@ -20,10 +20,10 @@ var connRefused = &url.Error{Op: "Post", URL: "https://10.96.0.1:443/apis", Err:
 
 // routerForbidden is a just-restarted kube-apiserver's answer to the router's own review.
 var routerForbidden = apierrors.NewForbidden(schema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, "",
-	errors.New(`User "system:serviceaccount:agent-sandbox-system:sandbox-router" cannot create resource`))
+	errors.New(`User "system:serviceaccount:agent-sandbox-system:sandbox-router" cannot create resource`)) //nolint:staticcheck // ST1005: the API server's own words
 
-// bodyCut is client-go's error for an answer whose connection broke mid-body.
-var bodyCut = errors.New("unexpected error when reading response body. Please retry. Original error: http2: client connection force closed via ClientConn.Close")
+// errBodyCut is client-go's error for an answer whose connection broke mid-body.
+var errBodyCut = errors.New("unexpected error when reading response body. Please retry. Original error: http2: client connection force closed via ClientConn.Close")
 
 // During an API server outage the router keeps serving whom it served, and no one else.
 func TestLastKnownAnswersOnlyWhileTheAPIServerCannot(t *testing.T) {
@@ -43,7 +43,7 @@ func TestLastKnownAnswersOnlyWhileTheAPIServerCannot(t *testing.T) {
 		{"a refusal is never kept: the question fails closed", "theirs", false, 11 * time.Second, connRefused, false, true},
 		{"an allowance refused since is forgotten", "mine", true, 11 * time.Second, connRefused, false, true},
 		{"and while a restarted API server refuses the router's own review (RBAC still loading)", "mine", false, 11 * time.Second, routerForbidden, true, false},
-		{"and when the answer's body was cut", "mine", false, 11 * time.Second, bodyCut, true, false},
+		{"and when the answer's body was cut", "mine", false, 11 * time.Second, errBodyCut, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,7 +143,7 @@ func TestAReviewThatFailsTransientlyIsAskedAgainForAnUnknownCaller(t *testing.T)
 		wantCalls int
 	}{
 		{"a refused connection, twice: answered on the third try", connRefused, 2, 5 * time.Second, true, 3},
-		{"a body cut short: asked again", bodyCut, 1, 5 * time.Second, true, 2},
+		{"a body cut short: asked again", errBodyCut, 1, 5 * time.Second, true, 2},
 		{"an etcd timeout: asked again", apierrors.NewTimeoutError("etcdserver: request timed out", 1), 1, 5 * time.Second, true, 2},
 		{"the router's own review refused: not a passing failure, asked once", routerForbidden, 1, 5 * time.Second, false, 1},
 		{"an outage longer than the budget: fails closed", connRefused, 100, 250 * time.Millisecond, false, 2},
