@@ -53,6 +53,10 @@ lint: ## Run golangci-lint (pinned in hack/tools/golangci-lint, configured in .g
 	go build -C hack/tools/kube-api-linter -o $(CURDIR)/$(KUBE_API_LINTER) .
 	$(KUBE_API_LINTER) ./api/...
 
+.PHONY: fmt
+fmt: ## Rewrite Go files to the formatters of .golangci.yml (gofmt, gci import groups).
+	$(GOLANGCI_LINT) fmt ./...
+
 .PHONY: build
 build: ## Build the binaries into bin/.
 	go build -o bin/ ./cmd/...

@@ -123,7 +123,7 @@ func (f *fakeReviewer) count() int {
 
 // fakeAccess allows the (user, namespace/name) pairs in grants, like RBAC would.
 type fakeAccess struct {
-	mu     sync.Mutex
+	mu      sync.Mutex
 	grants  map[string]bool // "user@ns/name"
 	err     error
 	errLeft int // when set, err is returned this many times, then answers
