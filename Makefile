@@ -5,6 +5,8 @@ SHELL := /usr/bin/env bash
 CONTROLLER_GEN := go tool -modfile=hack/tools/go.mod controller-gen
 # golangci-lint has a module of its own, so that its dependencies leave the generators' alone.
 GOLANGCI_LINT := go tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint
+# The Kube API Linter's analyzers in a driver of ours (its own module), for the API types.
+KUBE_API_LINTER := bin/kube-api-linter
 # The Kubernetes test binaries (kube-apiserver, etcd, kube-controller-manager) built from the Go
 # module proxy into a cache outside the repo; see hack/build-k8s.sh.
 K8S_BIN_DIR = $(shell hack/build-k8s.sh --print-dir)
@@ -46,8 +48,14 @@ verify: generate ## Fail when generated files are stale or code is not gofmt'ed,
 	$(MAKE) lint
 
 .PHONY: lint
-lint: ## Run golangci-lint (pinned in hack/tools/golangci-lint, configured in .golangci.yml).
+lint: ## Run golangci-lint (pinned in hack/tools/golangci-lint, configured in .golangci.yml) and the Kube API Linter on api/ (hack/tools/kube-api-linter, configured in its kal.yaml).
 	$(GOLANGCI_LINT) run ./...
+	go build -C hack/tools/kube-api-linter -o $(CURDIR)/$(KUBE_API_LINTER) .
+	$(KUBE_API_LINTER) ./api/...
+
+.PHONY: fmt
+fmt: ## Rewrite Go files to the formatters of .golangci.yml (gofmt, gci import groups).
+	$(GOLANGCI_LINT) fmt ./...
 
 .PHONY: build
 build: ## Build the binaries into bin/.

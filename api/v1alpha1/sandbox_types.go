@@ -37,6 +37,7 @@ type SandboxSpec struct {
 
 	// volumeClaimTemplates is a list of claims that the sandbox pod is allowed to reference.
 	// Every claim in this list must have at least one matching access mode with a provisioner volume.
+	// +listType=atomic
 	// +optional
 	VolumeClaimTemplates []PersistentVolumeClaimTemplate `json:"volumeClaimTemplates,omitempty"`
 
@@ -78,6 +79,7 @@ type SandboxStatus struct {
 	LabelSelector string `json:"selector,omitempty"`
 
 	// podIPs are the IP addresses of the underlying pod. A pod may have multiple IPs in dual-stack clusters.
+	// +listType=atomic
 	// +optional
 	PodIPs []string `json:"podIPs,omitempty"`
 }
@@ -94,6 +96,7 @@ type SandboxStatus struct {
 type Sandbox struct {
 	metav1.TypeMeta `json:",inline"`
 
+	// metadata is the object's standard metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

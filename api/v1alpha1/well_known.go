@@ -70,6 +70,12 @@ const (
 	// it to sandboxd with every request, and sandboxd gives it to every process it starts. Set
 	// only by the controller (the ownership admission policy), in the adoption's one write.
 	SessionEnvAnnotation = "agents.x-k8s.io/session-env"
+	// RouterPodLabel=RouterPodLabelValue (app=sandbox-router) is on every sandbox router pod of
+	// the standard install: the controller's --router-pod-labels default, which the default
+	// NetworkPolicy of every Sandbox admits ingress from. A sandbox pod may never carry it.
+	RouterPodLabel = "app"
+	// RouterPodLabelValue is the value of RouterPodLabel.
+	RouterPodLabelValue = "sandbox-router"
 )
 
 // IdleAnnotations are the annotations of the idle pause that a SandboxTemplate or SandboxClaim

@@ -85,6 +85,7 @@ type SandboxStatus struct {
 	LabelSelector string `json:"selector,omitempty"`
 
 	// podIPs are the IPs of the pod (two in dual-stack clusters); empty while there is no pod.
+	// +listType=atomic
 	// +optional
 	PodIPs []string `json:"podIPs,omitempty"`
 
@@ -103,6 +104,7 @@ type SandboxStatus struct {
 type Sandbox struct {
 	metav1.TypeMeta `json:",inline"`
 
+	// metadata is the object's standard metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

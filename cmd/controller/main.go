@@ -74,11 +74,12 @@ func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 	fs.IntVar(&opts.ClaimWorkers, "claim-workers", sandboxclaim.DefaultWorkers, "SandboxClaims reconciled in parallel.")
 	fs.DurationVar(&opts.MemberReadyTimeout, "warm-member-ready-timeout", sandboxwarmpool.DefaultMemberReadyTimeout, "A warm pool member not Ready this long after creation is replaced (unschedulable ones are kept and reported); a pool's agents.x-k8s.io/member-ready-timeout annotation overrides it.")
 	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", pacer.DefaultQuiet, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
+	fs.DurationVar(&opts.RefillMaxHold, "refill-max-hold", pacer.DefaultMaxHold, "The longest warm pool refills (and the Sandbox controller's label bookkeeping) wait for claims to go quiet at a stretch: under a claim stream that is never quiet, a small refill still goes through this often.")
 	fs.StringVar(&opts.Router.Namespace, "router-namespace", sandboxtemplate.DefaultRouterPeer.Namespace, "Namespace of the sandbox router; the default NetworkPolicy admits ingress only from its pods.")
 	fs.StringVar(&opts.Network.DNSNamespace, "dns-namespace", "kube-system", "Namespace of the cluster DNS pods, the only DNS servers a Sandbox in restricted egress mode reaches.")
 	fs.BoolVar(&opts.WebhookOnly, "webhook-only", false, "Serve only the CRD conversion webhook (and rotate its certificate): no reconcilers, no leader election. The install runs it as a second container of each controller pod, so that a controller that crashes leaves the webhook serving.")
 	fv := &flagValues{
-		routerLabels:    fs.String("router-pod-labels", "app=sandbox-router", "Labels (k=v,k2=v2) of the sandbox router's pods."),
+		routerLabels:    fs.String("router-pod-labels", labels.Set(sandboxtemplate.DefaultRouterPeer.PodLabels).String(), "Labels (k=v,k2=v2) of the sandbox router's pods."),
 		dnsLabels:       fs.String("dns-pod-labels", "k8s-app=kube-dns", "Labels (k=v,k2=v2) of the cluster DNS pods."),
 		dnsIPs:          fs.String("dns-service-ips", "", "Addresses of the cluster DNS Service (comma-separated); empty: those of the kube-dns Service in --dns-namespace, read at start."),
 		linkLocal:       fs.String("egress-allowed-link-local", "", "Link-local prefixes (comma-separated, e.g. 169.254.20.10/32 for a node-local DNS cache) that Sandbox egress may reach; every other 169.254.0.0/16 and fe80::/10 address (cloud metadata servers) stays closed to every Sandbox."),

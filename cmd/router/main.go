@@ -30,8 +30,6 @@ func run(args []string, stderr io.Writer) int {
 	}
 	opts := router.DefaultOptions()
 	opts.BindFlags(fs)
-	fs.DurationVar(&router.ProxyTimeout, "proxy-timeout", router.ProxyTimeout,
-		"Cap of a request's X-Sandbox-Timeout (seconds the sandbox may stay silent before a 504), as upstream's PROXY_TIMEOUT_SECONDS.")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0

@@ -26,6 +26,8 @@ func TestRunFlags(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, 2, "--log-level must be"},
 		{"help lists the port allowlist", []string{"--help"}, 0, "-allowed-ports ports"},
 		{"an allowed port out of range", []string{"--allowed-ports", "8888,70000"}, 2, `"70000" is not a port`},
+		{"help lists the proxy timeout", []string{"--help"}, 0, "-proxy-timeout duration"},
+		{"a zero proxy timeout", []string{"--proxy-timeout", "0"}, 2, "--proxy-timeout must be positive"},
 		{"a negative unclaimed wait", []string{"--unclaimed-wait", "-1s"}, 2, "--unclaimed-wait must not be negative"},
 		{"authorization is on by default", []string{"--help"}, 0, `(default "tokenreview")`},
 		{"no auth needs the insecure flag", []string{"--auth-mode", "none"}, 2, "it needs --insecure-no-auth"},

@@ -43,7 +43,7 @@ type Peers struct {
 func DefaultPeers() Peers {
 	return Peers{
 		RouterNamespace: "agent-sandbox-system",
-		RouterPodLabels: map[string]string{"app": "sandbox-router"},
+		RouterPodLabels: map[string]string{agentsv1alpha1.RouterPodLabel: agentsv1alpha1.RouterPodLabelValue},
 		DNSNamespace:    "kube-system",
 		DNSPodLabels:    map[string]string{"k8s-app": "kube-dns"},
 	}

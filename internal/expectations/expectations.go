@@ -15,8 +15,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// CacheLag is how long a write is trusted over the cache unless a store needs otherwise; an
-// informer normally shows a controller's own write within milliseconds.
+// CacheLag is how long every controller's store trusts a write over the cache: an informer
+// normally shows a controller's own write within milliseconds, and a write unseen this long was
+// most likely lost with its watch event.
 const CacheLag = 30 * time.Second
 
 // Store holds, per owner object, expectations keyed by K with a value V each. An expectation

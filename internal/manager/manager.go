@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,6 +67,10 @@ type Options struct {
 	MemberReadyTimeout time.Duration
 	// RefillQuiet is how long pool refills wait after the last claim (default 250ms).
 	RefillQuiet time.Duration
+	// RefillMaxHold is the longest pool refills and the Sandbox controller's label bookkeeping
+	// wait for claims to go quiet at a stretch (default pacer.DefaultMaxHold, 2s): under a
+	// claim stream that is never quiet, work still goes through this often.
+	RefillMaxHold time.Duration
 	// PprofAddr serves net/http/pprof when set (profiling the hot path in benchmarks).
 	PprofAddr string
 	// Activity, when set, is how the idle pause learns what sandboxd sees (through the router);
@@ -168,7 +173,7 @@ func managerOptions(opts Options, scheme *runtime.Scheme) ctrl.Options {
 
 // addReconcilers registers every reconciler, sharing the claim pacer and the pod metadata rules.
 func addReconcilers(mgr ctrl.Manager, opts Options) error {
-	claims := pacer.NewPacer(opts.RefillQuiet)
+	claims := pacer.NewPacer(opts.RefillQuiet, clock.RealClock{})
 	// One set of pod metadata rules for every controller that builds sandbox pods.
 	templates := sandboxtemplate.New(mgr.GetClient(), sandboxtemplate.Options{
 		Recorder: mgr.GetEventRecorderFor("sandboxtemplate-controller"),
@@ -176,13 +181,11 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	})
 	podRules := templates.PodRules()
 	peers := networkPeers(mgr.GetAPIReader(), opts, templates.Router())
-	// Background work yields to claims, but at most this long at a stretch.
-	const maxHold = 2 * time.Second
 	if err := sandbox.New(mgr.GetClient(), mgr.GetAPIReader(), sandbox.Options{
 		Recorder:      mgr.GetEventRecorderFor("sandbox-controller"),
 		ClusterDomain: opts.ClusterDomain,
 		Workers:       opts.SandboxWorkers,
-		Gate:          pacer.NewGate(claims, maxHold),
+		Gate:          pacer.NewGate(claims, opts.RefillMaxHold),
 		PodRules:      podRules,
 		Peers:         &peers,
 		Activity:      opts.Activity,
@@ -194,7 +197,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := sandboxwarmpool.New(mgr.GetClient(), sandboxwarmpool.Options{
 		Recorder:           mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
-		Gate:               pacer.NewGate(claims, maxHold),
+		Gate:               pacer.NewGate(claims, opts.RefillMaxHold),
 		PodRules:           podRules,
 		MemberReadyTimeout: opts.MemberReadyTimeout,
 	}).SetupWithManager(mgr); err != nil {

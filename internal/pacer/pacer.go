@@ -5,6 +5,8 @@ package pacer
 import (
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Pacer lets background writes (pool refills, label bookkeeping) yield to claims. On a small
@@ -16,19 +18,27 @@ type Pacer struct {
 	lastClaim time.Time
 	inFlight  int
 	quiet     time.Duration
-	now       func() time.Time
+	clock     clock.PassiveClock
 }
 
-// DefaultQuiet is how long background work waits after the last claim unless configured.
-const DefaultQuiet = 250 * time.Millisecond
+const (
+	// DefaultQuiet is how long background work waits after the last claim unless configured.
+	DefaultQuiet = 250 * time.Millisecond
+	// DefaultMaxHold is the longest a Gate holds work back at a stretch unless configured.
+	DefaultMaxHold = 2 * time.Second
+)
 
 // NewPacer returns a pacer that reports claims busy while one is being served and for quiet
-// (DefaultQuiet when not positive) after the last one.
-func NewPacer(quiet time.Duration) *Pacer {
+// (DefaultQuiet when not positive) after the last one, as clk tells the time (the real clock
+// when nil).
+func NewPacer(quiet time.Duration, clk clock.PassiveClock) *Pacer {
 	if quiet <= 0 {
 		quiet = DefaultQuiet
 	}
-	return &Pacer{quiet: quiet, now: time.Now}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Pacer{quiet: quiet, clock: clk}
 }
 
 // ClaimStarted records that a claim is being served; call the returned func when done.
@@ -39,12 +49,12 @@ func (p *Pacer) ClaimStarted() (done func()) {
 	}
 	p.mu.Lock()
 	p.inFlight++
-	p.lastClaim = p.now()
+	p.lastClaim = p.clock.Now()
 	p.mu.Unlock()
 	return func() {
 		p.mu.Lock()
 		p.inFlight--
-		p.lastClaim = p.now()
+		p.lastClaim = p.clock.Now()
 		p.mu.Unlock()
 	}
 }
@@ -56,7 +66,7 @@ func (p *Pacer) busyFor() time.Duration {
 	if p.inFlight > 0 {
 		return p.quiet
 	}
-	if d := p.lastClaim.Add(p.quiet).Sub(p.now()); d > 0 {
+	if d := p.lastClaim.Add(p.quiet).Sub(p.clock.Now()); d > 0 {
 		return d
 	}
 	return 0
@@ -72,8 +82,12 @@ type Gate struct {
 	heldSince time.Time
 }
 
-// NewGate returns a gate on p; a nil p never holds.
+// NewGate returns a gate on p that holds work back at most maxHold at a stretch
+// (DefaultMaxHold when not positive); a nil p never holds.
 func NewGate(p *Pacer, maxHold time.Duration) *Gate {
+	if maxHold <= 0 {
+		maxHold = DefaultMaxHold
+	}
 	return &Gate{pacer: p, maxHold: maxHold}
 }
 
@@ -91,11 +105,11 @@ func (g *Gate) Wait() time.Duration {
 		g.heldSince = time.Time{}
 		return 0
 	}
-	now := g.pacer.now()
+	now := g.pacer.clock.Now()
 	if g.heldSince.IsZero() {
 		g.heldSince = now
 	}
-	if g.maxHold > 0 && now.Sub(g.heldSince) >= g.maxHold {
+	if now.Sub(g.heldSince) >= g.maxHold {
 		g.heldSince = now // let this one through, then hold again
 		return 0
 	}

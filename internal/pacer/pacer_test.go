@@ -5,49 +5,128 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestGateHoldsWorkWhileClaimsAreServed(t *testing.T) {
-	now := time.Unix(1000, 0)
-	p := NewPacer(200 * time.Millisecond)
-	p.now = func() time.Time { return now }
-	g := NewGate(p, time.Second)
-	if w := g.Wait(); w != 0 {
-		t.Fatalf("idle gate Wait = %v, want 0", w)
+const (
+	quiet   = 200 * time.Millisecond
+	maxHold = time.Second
+)
+
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// world is a pacer and a gate on a fake clock, with the claim currently being served.
+type world struct {
+	clk       *clocktesting.FakeClock
+	pacer     *Pacer
+	gate      *Gate
+	claimDone func()
+}
+
+// step is one thing that happens before the gate is asked; steps run in order.
+type step func(w *world)
+
+func claimStarts() step { return func(w *world) { w.claimDone = w.pacer.ClaimStarted() } }
+func claimEnds() step   { return func(w *world) { w.claimDone() } }
+func wait(d time.Duration) step {
+	return func(w *world) { w.clk.Step(d) }
+}
+
+// askGate asks the gate once, as a caller that went ahead or held back would.
+func askGate() step { return func(w *world) { w.gate.Wait() } }
+
+func TestGateWait(t *testing.T) {
+	tests := []struct {
+		name     string
+		steps    []step
+		wantWait time.Duration
+		wantBusy bool
+	}{
+		{name: "no claim ever: go now"},
+		{name: "a claim being served holds for the quiet period", steps: []step{claimStarts()},
+			wantWait: quiet, wantBusy: true},
+		{name: "right after a claim ends the whole quiet period remains", steps: []step{claimStarts(), claimEnds()},
+			wantWait: quiet, wantBusy: true},
+		{name: "part way through the quiet period the rest remains",
+			steps:    []step{claimStarts(), claimEnds(), wait(quiet / 4)},
+			wantWait: quiet * 3 / 4, wantBusy: true},
+		{name: "a claim's end, not its start, starts the quiet period",
+			steps:    []step{claimStarts(), wait(10 * quiet), claimEnds(), wait(quiet / 2)},
+			wantWait: quiet / 2, wantBusy: true},
+		{name: "after the quiet period: go now", steps: []step{claimStarts(), claimEnds(), wait(quiet)}},
+		{name: "a hold just short of max hold still holds",
+			steps:    []step{claimStarts(), askGate(), wait(maxHold - time.Nanosecond)},
+			wantWait: quiet, wantBusy: true},
+		{name: "a hold that reached max hold lets one through while still busy",
+			steps:    []step{claimStarts(), askGate(), wait(maxHold)},
+			wantWait: 0, wantBusy: true},
+		{name: "after letting one through the gate holds again",
+			steps:    []step{claimStarts(), askGate(), wait(maxHold), askGate()},
+			wantWait: quiet, wantBusy: true},
+		{name: "a quiet moment restarts the max hold",
+			steps: []step{claimStarts(), askGate(), claimEnds(), wait(quiet), askGate(),
+				claimStarts(), wait(maxHold - time.Nanosecond)},
+			wantWait: quiet, wantBusy: true},
 	}
-	done := p.ClaimStarted()
-	if w := g.Wait(); w == 0 || !g.Busy() {
-		t.Errorf("Wait during a claim = %v busy=%v, want a hold", w, g.Busy())
-	}
-	done()
-	now = now.Add(100 * time.Millisecond)
-	if w := g.Wait(); w != 100*time.Millisecond {
-		t.Errorf("Wait 100ms after the last claim = %v, want the remaining 100ms", w)
-	}
-	now = now.Add(100 * time.Millisecond)
-	if w := g.Wait(); w != 0 {
-		t.Errorf("Wait after the quiet period = %v, want 0", w)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(start)
+			p := NewPacer(quiet, clk)
+			w := &world{clk: clk, pacer: p, gate: NewGate(p, maxHold)}
+			for _, do := range tt.steps {
+				do(w)
+			}
+			if got := w.gate.Wait(); got != tt.wantWait {
+				t.Errorf("Wait() = %v, want %v", got, tt.wantWait)
+			}
+			if got := w.gate.Busy(); got != tt.wantBusy {
+				t.Errorf("Busy() = %v, want %v", got, tt.wantBusy)
+			}
+		})
 	}
 }
 
 func TestGateLetsWorkTrickleThroughASteadyClaimStream(t *testing.T) {
-	now := time.Unix(1000, 0)
-	p := NewPacer(200 * time.Millisecond)
-	p.now = func() time.Time { return now }
-	g := NewGate(p, time.Second)
-	passed := 0
-	// A claim every 100 ms for 5 s: never quiet.
-	for i := 0; i < 50; i++ {
-		p.ClaimStarted()()
-		if g.Wait() == 0 {
-			passed++
-		}
-		now = now.Add(100 * time.Millisecond)
+	tests := []struct {
+		name       string
+		maxHold    time.Duration
+		wantPassed int
+	}{
+		// Held from the first claim at 0 s, let through at 1, 2, 3 and 4 s.
+		{name: "once per max hold", maxHold: time.Second, wantPassed: 4},
+		// Let through at 2 and 4 s.
+		{name: "a non-positive max hold takes the default (2 s)", maxHold: 0, wantPassed: 2},
 	}
-	if passed < 4 || passed > 6 {
-		t.Errorf("work went through %d times in 5 s of steady claims, want about once a second", passed)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(start)
+			p := NewPacer(quiet, clk)
+			g := NewGate(p, tt.maxHold)
+			passed := 0
+			// A claim every 100 ms for 5 s: never quiet.
+			for range 50 {
+				p.ClaimStarted()()
+				if g.Wait() == 0 {
+					passed++
+				}
+				clk.Step(100 * time.Millisecond)
+			}
+			if passed != tt.wantPassed {
+				t.Errorf("work went through %d times in 5 s of steady claims, want %d", passed, tt.wantPassed)
+			}
+		})
+	}
+}
+
+func TestNewPacerDefaults(t *testing.T) {
+	p := NewPacer(0, nil)
+	if p.quiet != DefaultQuiet {
+		t.Errorf("quiet = %v, want DefaultQuiet %v", p.quiet, DefaultQuiet)
+	}
+	if p.clock == nil {
+		t.Errorf("a pacer built without a clock has none; want the real clock")
 	}
 }
 
@@ -55,6 +134,9 @@ func TestNilGateNeverHolds(t *testing.T) {
 	var g *Gate
 	if g.Wait() != 0 || g.Busy() {
 		t.Errorf("a nil gate held work")
+	}
+	if g := NewGate(nil, maxHold); g.Wait() != 0 || g.Busy() {
+		t.Errorf("a gate without a pacer held work")
 	}
 }
 

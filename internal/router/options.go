@@ -66,6 +66,8 @@ type Options struct {
 	Wake        bool
 	WakeTimeout time.Duration
 
+	// ProxyTimeout caps a request's X-Sandbox-Timeout.
+	ProxyTimeout          time.Duration
 	DialTimeout           time.Duration
 	ResponseHeaderTimeout time.Duration
 	DialRetries           int
@@ -99,6 +101,7 @@ func DefaultOptions() Options {
 		UnclaimedWait:         2 * time.Second,
 		Wake:                  true,
 		WakeTimeout:           DefaultWakeTimeout,
+		ProxyTimeout:          DefaultProxyTimeout,
 		DialTimeout:           5 * time.Second,
 		DialRetries:           2,
 		ReadHeaderTimeout:     10 * time.Second,
@@ -139,6 +142,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Wake, "wake", o.Wake, "Resume a paused Sandbox that wakes on request (agents.x-k8s.io/wake-on-request, or an idle timeout) when an authorized request comes for it; needs patch on sandboxes/scale.")
 	fs.DurationVar(&o.WakeTimeout, "wake-timeout", o.WakeTimeout, "How long a request for a Sandbox it woke waits for it to be ready before a 503 with Retry-After (X-Sandbox-Wake-Timeout overrides it per request, up to 10m).")
 	fs.DurationVar(&o.UnclaimedWait, "unclaimed-wait", o.UnclaimedWait, "How long a request to an unclaimed warm pool member waits for the cache to see a claim take it (a client can act on the claim's status before the router's watch delivers the adoption), before the 404; 0: no wait.")
+	fs.DurationVar(&o.ProxyTimeout, "proxy-timeout", o.ProxyTimeout, "Cap of a request's X-Sandbox-Timeout (seconds the sandbox may stay silent before a 504), as upstream's PROXY_TIMEOUT_SECONDS.")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "Timeout to connect to a sandbox pod.")
 	fs.DurationVar(&o.ResponseHeaderTimeout, "response-header-timeout", o.ResponseHeaderTimeout, "Longest wait for a sandbox's response headers (504 after); 0: no limit.")
 	fs.IntVar(&o.DialRetries, "dial-retries", o.DialRetries, "Retries after a refused connection, for requests without a body; 0 disables.")
@@ -187,6 +191,9 @@ func (o *Options) Validate() error {
 	}
 	if o.WakeTimeout <= 0 {
 		return errors.New("--wake-timeout must be positive")
+	}
+	if o.ProxyTimeout <= 0 {
+		return errors.New("--proxy-timeout must be positive")
 	}
 	if o.UnclaimedWait < 0 {
 		return errors.New("--unclaimed-wait must not be negative")

@@ -31,7 +31,7 @@ type ProxyOptions struct {
 	ResponseHeaderTimeout time.Duration // 0: none; exec streams may take long to answer
 	DialRetries           int           // extra attempts after a refused dial; 0 disables
 	RetryBackoff          time.Duration // first retry delay, doubled each time; default 50ms
-	// MaxTimeout caps a request's X-Sandbox-Timeout; default ProxyTimeout.
+	// MaxTimeout caps a request's X-Sandbox-Timeout; default DefaultProxyTimeout.
 	MaxTimeout time.Duration
 
 	// DeclaredPortsOnly forwards a request only to a port the Sandbox's containers declare
@@ -54,9 +54,9 @@ type ProxyOptions struct {
 	UnclaimedWait time.Duration
 }
 
-// ProxyTimeout is the default cap of X-Sandbox-Timeout, as upstream's PROXY_TIMEOUT_SECONDS
-// (180 s); cmd/router sets it from --proxy-timeout.
-var ProxyTimeout = 180 * time.Second
+// DefaultProxyTimeout is the default cap of X-Sandbox-Timeout (--proxy-timeout), as upstream's
+// PROXY_TIMEOUT_SECONDS (180 s).
+const DefaultProxyTimeout = 180 * time.Second
 
 // Proxy forwards a routed request to its Sandbox's pod, streaming both ways.
 type Proxy struct {
@@ -91,7 +91,7 @@ func NewProxy(o ProxyOptions) *Proxy {
 		o.RetryBackoff = 50 * time.Millisecond
 	}
 	if o.MaxTimeout <= 0 {
-		o.MaxTimeout = ProxyTimeout
+		o.MaxTimeout = DefaultProxyTimeout
 	}
 	if o.SandboxdPorts == nil {
 		o.SandboxdPorts = DefaultAllowedPorts

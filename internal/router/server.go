@@ -294,7 +294,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 // proxyOptions are the proxy's settings from the flags. The port rule is always on.
 func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) ProxyOptions {
 	return ProxyOptions{Resolver: res, Metrics: m, Logger: log,
-		DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries,
+		MaxTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries,
 		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait, WakeTimeout: o.WakeTimeout}
 }
 

@@ -171,6 +171,7 @@ func TestOptions(t *testing.T) {
 		{"bad log format", func(o *Options) { o.LogFormat = "xml" }, "--log-format"},
 		{"empty review cache", func(o *Options) { o.TokenReviewCacheSize = 0 }, "--tokenreview-cache-size"},
 		{"negative unclaimed wait", func(o *Options) { o.UnclaimedWait = -time.Second }, "--unclaimed-wait"},
+		{"no proxy timeout", func(o *Options) { o.ProxyTimeout = 0 }, "--proxy-timeout"},
 		{"no auth without the insecure flag", func(o *Options) { o.AuthMode = AuthModeNone; o.Listen = "127.0.0.1:8080" }, "--insecure-no-auth"},
 		{"no auth beyond loopback", func(o *Options) { o.AuthMode = AuthModeNone; o.InsecureNoAuth = true }, "loopback only"},
 		{"no auth on a pod address", func(o *Options) { o.AuthMode = AuthModeNone; o.InsecureNoAuth = true; o.Listen = "10.0.0.1:8080" }, "loopback only"},
@@ -236,6 +237,34 @@ func TestAllowedPortsFlag(t *testing.T) {
 			}
 			if err == nil && !slices.Equal(o.AllowedPorts, tt.want) {
 				t.Fatalf("allowed ports %v, want %v", o.AllowedPorts, tt.want)
+			}
+		})
+	}
+}
+
+func TestProxyTimeoutFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want time.Duration
+	}{
+		{"default: upstream's PROXY_TIMEOUT_SECONDS", nil, 180 * time.Second},
+		{"set", []string{"--proxy-timeout", "10m"}, 10 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			o := DefaultOptions()
+			o.BindFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := o.proxyOptions(&stubResolver{}, nil, nil).MaxTimeout; got != tt.want {
+				t.Errorf("the proxy's MaxTimeout = %v, want %v", got, tt.want)
+			}
+			// Each router's own setting: nothing of it outlives the Options it came from.
+			if got := DefaultOptions().ProxyTimeout; got != DefaultProxyTimeout {
+				t.Errorf("DefaultOptions().ProxyTimeout = %v after parsing, want %v", got, DefaultProxyTimeout)
 			}
 		})
 	}

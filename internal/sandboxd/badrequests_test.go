@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
-	"sigs.k8s.io/yaml"
 )
 
 // The bad-request corpus of sandboxd: testdata/badrequests.yaml, sent byte for byte (no client

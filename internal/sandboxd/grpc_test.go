@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
-	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
+	processv1 "github.com/agent-sandbox/agent-sandbox/pkg/proto/process/v1"
 )
 
 func shell(cmd string) *processv1.ProcessConfig {

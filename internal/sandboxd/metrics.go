@@ -5,10 +5,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 )
 
 // metrics live on a private registry so several Servers (tests, embedding)

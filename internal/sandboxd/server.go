@@ -29,12 +29,13 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/execapi"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/files"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/legacy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
-	"google.golang.org/grpc"
 )
 
 // Config configures a Server. Zero values take the documented defaults.

@@ -18,7 +18,6 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	egresspolicy "github.com/agent-sandbox/agent-sandbox/internal/egress"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
@@ -83,7 +82,7 @@ func policyIs(t *testing.T, ns, name string, spec egress.Spec) func() error {
 		}
 		sb := getSandbox(t, ns, name)
 		want := egresspolicy.DefaultPeers().PolicySpec(map[string]string{
-			agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(name), agentsv1alpha1.SandboxNameLabel: name},
+			agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(name), agentsv1alpha1.SandboxNameLabel: name},
 			egresspolicy.Policy{Egress: &spec})
 		if !equality.Semantic.DeepEqual(np.Spec, want) {
 			return fmt.Errorf("policy spec %+v, want %+v", np.Spec, want)

@@ -12,7 +12,6 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	egresspolicy "github.com/agent-sandbox/agent-sandbox/internal/egress"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
@@ -26,7 +25,7 @@ func sandboxPolicyIs(t *testing.T, ns, name string, pol egresspolicy.Policy) fun
 			return err
 		}
 		want := egresspolicy.DefaultPeers().PolicySpec(map[string]string{
-			agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(name), agentsv1alpha1.SandboxNameLabel: name}, pol)
+			agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(name), agentsv1alpha1.SandboxNameLabel: name}, pol)
 		if !equality.Semantic.DeepEqual(np.Spec, want) {
 			return fmt.Errorf("policy spec %+v, want %+v", np.Spec, want)
 		}
@@ -124,7 +123,7 @@ func TestTheControllerTakesItsPodLabelsBack(t *testing.T) {
 			return err
 		}
 		l := got.Labels
-		if l[agentsv1alpha1.SandboxNameHashLabel] != naming.NameHash("edited") || l["app"] != "" || l[extv1alpha1.WarmPoolLabel] != "" {
+		if l[agentsv1alpha1.SandboxNameHashLabel] != agentsv1alpha1.NameHash("edited") || l["app"] != "" || l[extv1alpha1.WarmPoolLabel] != "" {
 			return fmt.Errorf("pod labels %v, want the tracking label back and no router or pool label", l)
 		}
 		if l["team"] != "a" {

@@ -17,7 +17,6 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -30,7 +29,7 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 	if !metav1.IsControlledBy(pod, sb) {
 		t.Errorf("pod owner references = %v, want controller reference to the sandbox", pod.OwnerReferences)
 	}
-	if pod.Labels["team"] != "blue" || pod.Labels[agentsv1alpha1.SandboxNameHashLabel] != naming.NameHash("agent-1") {
+	if pod.Labels["team"] != "blue" || pod.Labels[agentsv1alpha1.SandboxNameHashLabel] != agentsv1alpha1.NameHash("agent-1") {
 		t.Errorf("pod labels = %v, want template label team=blue and the tracking label", pod.Labels)
 	}
 	if pod.Annotations["note"] != "hello" {
@@ -57,7 +56,7 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("service clusterIP = %q, want None (headless)", svc.Spec.ClusterIP)
 	}
-	if svc.Spec.Selector[agentsv1alpha1.SandboxNameHashLabel] != naming.NameHash("agent-1") {
+	if svc.Spec.Selector[agentsv1alpha1.SandboxNameHashLabel] != agentsv1alpha1.NameHash("agent-1") {
 		t.Errorf("service selector = %v, want the tracking label", svc.Spec.Selector)
 	}
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8888 {
@@ -73,7 +72,7 @@ func TestSandboxCreatesPodServiceAndPVC(t *testing.T) {
 		Service:       "agent-1",
 		ServiceFQDN:   "agent-1." + ns + ".svc.cluster.local",
 		Replicas:      1,
-		LabelSelector: agentsv1alpha1.SandboxNameHashLabel + "=" + naming.NameHash("agent-1"),
+		LabelSelector: agentsv1alpha1.SandboxNameHashLabel + "=" + agentsv1alpha1.NameHash("agent-1"),
 		PodIPs:        []string{"10.1.2.3"},
 	}
 	got.Conditions = nil

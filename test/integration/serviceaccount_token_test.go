@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // The contract defaults automountServiceAccountToken to false only for pods made from a

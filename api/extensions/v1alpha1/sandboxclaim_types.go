@@ -109,6 +109,7 @@ type SandboxClaimSpec struct {
 	AdditionalPodMetadata agentsv1alpha1.PodMetadata `json:"additionalPodMetadata,omitempty"`
 
 	// env is a list of environment variables to inject into the sandbox
+	// +listType=atomic
 	// +optional
 	Env []EnvVar `json:"env,omitempty"`
 }
@@ -121,6 +122,7 @@ type SandboxStatus struct {
 
 	// podIPs are the IP addresses of the underlying pod. A pod may have multiple IPs in
 	// dual-stack clusters.
+	// +listType=atomic
 	// +optional
 	PodIPs []string `json:"podIPs,omitempty"`
 }
@@ -150,6 +152,7 @@ type SandboxClaimStatus struct {
 type SandboxClaim struct {
 	metav1.TypeMeta `json:",inline"`
 
+	// metadata is the object's standard metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

@@ -43,12 +43,14 @@ type NetworkPolicySpec struct {
 	// ingress is a list of ingress rules to be applied to the sandbox. Traffic is allowed to the
 	// sandbox if it matches at least one rule. If this list is empty, all ingress traffic is
 	// blocked (Default Deny).
+	// +listType=atomic
 	// +optional
 	Ingress []networkingv1.NetworkPolicyIngressRule `json:"ingress,omitempty"`
 
 	// egress is a list of egress rules to be applied to the sandbox. Traffic is allowed out of the
 	// sandbox if it matches at least one rule. If this list is empty, all egress traffic is
 	// blocked (Default Deny).
+	// +listType=atomic
 	// +optional
 	Egress []networkingv1.NetworkPolicyEgressRule `json:"egress,omitempty"`
 }
@@ -100,6 +102,7 @@ type SandboxTemplateStatus struct{}
 type SandboxTemplate struct {
 	metav1.TypeMeta `json:",inline"`
 
+	// metadata is the object's standard metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

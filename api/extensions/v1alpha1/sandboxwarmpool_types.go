@@ -82,6 +82,7 @@ type SandboxWarmPoolStatus struct {
 type SandboxWarmPool struct {
 	metav1.TypeMeta `json:",inline"`
 
+	// metadata is the object's standard metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

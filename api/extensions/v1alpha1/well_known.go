@@ -3,14 +3,14 @@ package v1alpha1
 // Labels and annotations the extension controllers put on the Sandboxes (and, through the pod
 // template, the pods) they make.
 const (
-	// TemplateRefHashLabel is NameHash(template name); the template's NetworkPolicy selects pods by it.
+	// TemplateRefHashLabel is v1alpha1.NameHash(template name); the template's NetworkPolicy selects pods by it.
 	TemplateRefHashLabel = "agents.x-k8s.io/sandbox-template-ref-hash"
 	// TemplateRefAnnotation is the name of the template a Sandbox was made from.
 	TemplateRefAnnotation = "agents.x-k8s.io/sandbox-template-ref"
 	// TemplateHashLabel is a hash of the template spec a Sandbox was made from; a pool member
 	// whose hash differs from the template's current one is stale.
 	TemplateHashLabel = "agents.x-k8s.io/sandbox-template-hash"
-	// WarmPoolLabel is NameHash(pool name) on a pool's unclaimed members and their pods.
+	// WarmPoolLabel is v1alpha1.NameHash(pool name) on a pool's unclaimed members and their pods.
 	WarmPoolLabel = "agents.x-k8s.io/warm-pool-sandbox"
 	// ClaimUIDLabel is the UID of the claim that owns a Sandbox.
 	ClaimUIDLabel = "agents.x-k8s.io/claim-uid"

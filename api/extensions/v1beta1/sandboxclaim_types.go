@@ -103,6 +103,7 @@ type SandboxStatus struct {
 	Name string `json:"name,omitempty"`
 
 	// podIPs of the Sandbox's pod, mirrored from the Sandbox; empty while it has no pod.
+	// +listType=atomic
 	// +optional
 	PodIPs []string `json:"podIPs,omitempty"`
 }
@@ -129,6 +130,7 @@ type SandboxClaimStatus struct {
 type SandboxClaim struct {
 	metav1.TypeMeta `json:",inline"`
 
+	// metadata is the object's standard metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

@@ -49,10 +49,12 @@ const (
 // podSelector and policyTypes.
 type NetworkPolicySpec struct {
 	// ingress rules; traffic matching any is allowed in. Empty denies all ingress.
+	// +listType=atomic
 	// +optional
 	Ingress []networkingv1.NetworkPolicyIngressRule `json:"ingress,omitempty"`
 
 	// egress rules; traffic matching any is allowed out. Empty denies all egress.
+	// +listType=atomic
 	// +optional
 	Egress []networkingv1.NetworkPolicyEgressRule `json:"egress,omitempty"`
 }
@@ -90,6 +92,7 @@ type SandboxTemplateSpec struct {
 type SandboxTemplate struct {
 	metav1.TypeMeta `json:",inline"`
 
+	// metadata is the object's standard metadata.
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 

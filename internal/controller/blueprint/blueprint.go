@@ -7,15 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 	"k8s.io/utils/ptr"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -28,13 +27,13 @@ func Hash(tmpl *extv1alpha1.SandboxTemplate) string {
 	// Claims ask for the hash of the same template revision over and over on the hot path.
 	key := hashKey{tmpl.UID, tmpl.ResourceVersion}
 	if tmpl.ResourceVersion != "" {
-		if h, ok := hashCache.Load(key); ok {
+		if h, ok := hashCache.Get(key); ok {
 			return h.(string)
 		}
 	}
 	h := computeHash(tmpl)
 	if tmpl.ResourceVersion != "" {
-		hashCache.Store(key, h)
+		hashCache.Add(key, h)
 	}
 	return h
 }
@@ -44,9 +43,13 @@ type hashKey struct {
 	rv  string
 }
 
-// hashCache maps a template revision to its hash. Revisions are few (one per template edit)
-// and entries are tiny, so it is never pruned.
-var hashCache sync.Map
+// hashCacheSize bounds hashCache: far more revisions than claims ask for at once (the current
+// one of each template in use), so the hot path always hits, while the revisions of edited and
+// deleted templates fall out.
+const hashCacheSize = 1024
+
+// hashCache maps a template revision to its hash, least recently used out first.
+var hashCache = lru.New(hashCacheSize)
 
 func computeHash(tmpl *extv1alpha1.SandboxTemplate) string {
 	data, _ := json.Marshal(struct {
@@ -65,7 +68,7 @@ func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv
 	sb := &agentsv1alpha1.Sandbox{}
 	sb.Namespace = tmpl.Namespace
 	sb.Labels = map[string]string{
-		extv1alpha1.TemplateRefHashLabel: naming.NameHash(tmpl.Name),
+		extv1alpha1.TemplateRefHashLabel: agentsv1alpha1.NameHash(tmpl.Name),
 		extv1alpha1.TemplateHashLabel:    Hash(tmpl),
 	}
 	sb.Annotations = map[string]string{extv1alpha1.TemplateRefAnnotation: tmpl.Name}
@@ -89,7 +92,7 @@ func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv
 		meta.Labels = map[string]string{}
 	}
 	// The template's NetworkPolicy selects the pods by this label.
-	meta.Labels[extv1alpha1.TemplateRefHashLabel] = naming.NameHash(tmpl.Name)
+	meta.Labels[extv1alpha1.TemplateRefHashLabel] = agentsv1alpha1.NameHash(tmpl.Name)
 	applySecureDefaults(&sb.Spec.PodTemplate.Spec, tmpl)
 	return sb
 }

@@ -1,6 +1,7 @@
 package blueprint
 
 import (
+	"fmt"
 	"regexp"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -102,6 +104,25 @@ func TestHashRemembersARevision(t *testing.T) {
 	next.ResourceVersion = "8"
 	if got := Hash(next); got == first {
 		t.Errorf("hash of the next revision = %s, want it computed afresh from the new image", got)
+	}
+}
+
+// Revisions of edited and deleted templates fall out of the cache: it never holds more than
+// hashCacheSize, and every revision, remembered or not, still gets its own hash.
+func TestHashForgetsOldRevisions(t *testing.T) {
+	revs := make([]*extv1alpha1.SandboxTemplate, hashCacheSize+100)
+	for i := range revs {
+		revs[i] = template().UID(types.UID(fmt.Sprintf("u-bounded-%d", i))).ResourceVersion("1").
+			Image(fmt.Sprintf("img:%d", i)).Obj()
+		_ = Hash(revs[i])
+	}
+	if got := hashCache.Len(); got != hashCacheSize {
+		t.Errorf("cache holds %d revisions after %d were hashed, want the bound, %d", got, len(revs), hashCacheSize)
+	}
+	for _, i := range []int{0, len(revs) / 2, len(revs) - 1} { // forgotten, and remembered
+		if got, want := Hash(revs[i]), computeHash(revs[i]); got != want {
+			t.Errorf("hash of revision %d = %s, want %s (from its own pod spec)", i, got, want)
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
 // The cert rotator keeps the serving certificate in a Secret of the controller's namespace (the
@@ -122,7 +122,7 @@ func addRotator(mgr ctrl.Manager, opts Options, ready chan struct{}) error {
 		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", r.ServiceName, r.Namespace)},
 		IsReady:        ready,
 		Webhooks:       webhooks,
-		FieldOwner:     string(naming.FieldOwner),
+		FieldOwner:     string(agentsv1alpha1.FieldOwner),
 	})
 	if err != nil {
 		return fmt.Errorf("setting up webhook certificate rotation: %w", err)

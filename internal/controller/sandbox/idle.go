@@ -19,7 +19,6 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -100,7 +99,7 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 		if _, marked := sb.Annotations[agentsv1alpha1.IdlePausedAnnotation]; marked {
 			// Resumed (by a request through the router, or by hand): it is no longer idle-paused.
 			return 0, r.client.Patch(ctx, sb, client.RawPatch(client.Merge.Type(),
-				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, agentsv1alpha1.IdlePausedAnnotation)), naming.FieldOwner)
+				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, agentsv1alpha1.IdlePausedAnnotation)), agentsv1alpha1.FieldOwner)
 		}
 	}
 	timeout, set, err := idleTimeout(sb)
@@ -128,7 +127,7 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 	patched := sb.DeepCopy()
 	patched.Spec.Replicas = new(agentsv1alpha1.PausedReplicas)
 	metav1.SetMetaDataAnnotation(&patched.ObjectMeta, agentsv1alpha1.IdlePausedAnnotation, now.Format(time.RFC3339))
-	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), naming.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), agentsv1alpha1.FieldOwner); err != nil {
 		if apierrors.IsConflict(err) {
 			// Changed since this reconcile read it (a user's edit, a resume): look again.
 			return time.Second, nil

@@ -6,12 +6,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // Selector is the label selector of the pod of the named Sandbox, as written in status.selector.
 func Selector(sandboxName string) string {
-	return agentsv1alpha1.SandboxNameHashLabel + "=" + naming.NameHash(sandboxName)
+	return agentsv1alpha1.SandboxNameHashLabel + "=" + agentsv1alpha1.NameHash(sandboxName)
 }
 
 // PVCName is the name of the claim made from a volume claim template for a Sandbox, as a
@@ -27,7 +26,7 @@ func ServiceFQDN(service, namespace, clusterDomain string) string {
 
 // trackingLabels are the labels that tie a child object to its Sandbox.
 func trackingLabels(sb *agentsv1alpha1.Sandbox) map[string]string {
-	l := map[string]string{agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(sb.Name)}
+	l := map[string]string{agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(sb.Name)}
 	if len(validation.IsValidLabelValue(sb.Name)) == 0 {
 		l[agentsv1alpha1.SandboxNameLabel] = sb.Name
 	}

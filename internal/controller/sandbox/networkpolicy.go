@@ -17,7 +17,6 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	egresspolicy "github.com/agent-sandbox/agent-sandbox/internal/egress"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
@@ -78,7 +77,7 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 	case !equality.Semantic.DeepEqual(current.Spec, desired):
 		updated := current.DeepCopy()
 		updated.Spec = desired
-		if err := r.client.Update(ctx, updated, naming.FieldOwner); err != nil {
+		if err := r.client.Update(ctx, updated, agentsv1alpha1.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", current.Name, err)
 		}
 	}
@@ -138,7 +137,7 @@ func (r *Reconciler) templateForbidsEgress(ctx context.Context, sb *agentsv1alph
 	name := sb.Annotations[extv1alpha1.TemplateRefAnnotation]
 	denied := fmt.Sprintf("egress annotations are ignored on a Sandbox made from SandboxTemplate %q: its NetworkPolicy "+
 		"governs egress, unless the template is annotated %s: %s", name, extv1alpha1.SandboxEgressAnnotation, extv1alpha1.SandboxEgressAllowed)
-	if name == "" || naming.NameHash(name) != sb.Labels[extv1alpha1.TemplateRefHashLabel] {
+	if name == "" || agentsv1alpha1.NameHash(name) != sb.Labels[extv1alpha1.TemplateRefHashLabel] {
 		return denied
 	}
 	tmpl := &extv1alpha1.SandboxTemplate{}
@@ -160,7 +159,7 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 	if err := controllerutil.SetControllerReference(sb, np, r.client.Scheme()); err != nil {
 		return st, err
 	}
-	err := r.client.Create(ctx, np, naming.FieldOwner)
+	err := r.client.Create(ctx, np, agentsv1alpha1.FieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		// Ours, made moments ago and not in the cache yet, or someone else's: ask the API.
 		return r.adoptExistingEgressPolicy(ctx, sb, st, desired)
@@ -187,7 +186,7 @@ func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1
 	}
 	if !equality.Semantic.DeepEqual(live.Spec, desired) {
 		live.Spec = desired
-		if err := r.client.Update(ctx, live, naming.FieldOwner); err != nil {
+		if err := r.client.Update(ctx, live, agentsv1alpha1.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", live.Name, err)
 		}
 	}

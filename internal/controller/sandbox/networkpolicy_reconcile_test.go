@@ -11,7 +11,6 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -29,7 +28,7 @@ func TestEgressAnnotationsDecideThePolicyAndThePod(t *testing.T) {
 			tmpl = tmpl.Annotation(extv1alpha1.SandboxEgressAnnotation, extv1alpha1.SandboxEgressAllowed)
 		}
 		sb := aSandbox().Annotations(egressOf("deny-all")).
-			Annotation(extv1alpha1.TemplateRefAnnotation, "python").Label(extv1alpha1.TemplateRefHashLabel, naming.NameHash("python"))
+			Annotation(extv1alpha1.TemplateRefAnnotation, "python").Label(extv1alpha1.TemplateRefHashLabel, agentsv1alpha1.NameHash("python"))
 		return []client.Object{sb.Obj(), tmpl.Obj()}
 	}
 	tests := []struct {

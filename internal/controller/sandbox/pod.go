@@ -16,7 +16,6 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -82,7 +81,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		return nil, false, 0, err
 	}
 	r.warnRefused(sb, refused)
-	if err := r.client.Create(ctx, pod, naming.FieldOwner); err != nil {
+	if err := r.client.Create(ctx, pod, agentsv1alpha1.FieldOwner); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, false, 0, err
 		}
@@ -225,7 +224,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 		return wait, nil
 	}
 	r.warnRefused(sb, refused)
-	if err := r.client.Patch(ctx, updated, client.MergeFrom(pod), naming.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, updated, client.MergeFrom(pod), agentsv1alpha1.FieldOwner); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	*pod = *updated

@@ -15,7 +15,6 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -38,7 +37,7 @@ func TestPodIsMadeFromThePodTemplate(t *testing.T) {
 	wantLabels := map[string]string{
 		"team":                              "a",
 		extv1alpha1.WarmPoolLabel:           "pool-hash",
-		agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(testSB),
+		agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(testSB),
 		agentsv1alpha1.SandboxNameLabel:     testSB,
 		agentsv1alpha1.SandboxPodLabel:      agentsv1alpha1.SandboxPodLabelValue,
 	}
@@ -172,7 +171,7 @@ func TestACreateThatMeetsAnUncachedPod(t *testing.T) {
 				t.Fatalf("Reconcile = %v, want AlreadyExists handled", err)
 			}
 			got := g.pod().Labels[agentsv1alpha1.SandboxNameHashLabel]
-			if tt.wantLabels != (got == naming.NameHash(testSB)) {
+			if tt.wantLabels != (got == agentsv1alpha1.NameHash(testSB)) {
 				t.Errorf("pod tracking label %q; want it restored: %v", got, tt.wantLabels)
 			}
 			g.wantReady(metav1.ConditionFalse, tt.wantReason)

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // reconcilePVCs creates the missing claims of spec.volumeClaimTemplates. Existing claims are
@@ -35,7 +34,7 @@ func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1alpha1.Sandb
 		if err := controllerutil.SetControllerReference(sb, pvc, r.client.Scheme()); err != nil {
 			return err
 		}
-		if err := r.client.Create(ctx, pvc, naming.FieldOwner); ignoreAlreadyExists(err) != nil {
+		if err := r.client.Create(ctx, pvc, agentsv1alpha1.FieldOwner); ignoreAlreadyExists(err) != nil {
 			return err
 		}
 	}

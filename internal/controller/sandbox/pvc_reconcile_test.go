@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -27,7 +26,7 @@ func TestPVCIsMadeFromTheVolumeClaimTemplate(t *testing.T) {
 		t.Fatal("no PVC home-s1 was created")
 	}
 	ownedBy(t, pvc)
-	wantLabels := map[string]string{"backup": "daily", agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(testSB), agentsv1alpha1.SandboxNameLabel: testSB}
+	wantLabels := map[string]string{"backup": "daily", agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(testSB), agentsv1alpha1.SandboxNameLabel: testSB}
 	if d := cmp.Diff(wantLabels, pvc.Labels); d != "" {
 		t.Errorf("PVC labels (-want +got):\n%s", d)
 	}

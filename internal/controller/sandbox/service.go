@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // reconcileService keeps the headless Service that gives the sandbox a stable DNS name. It
@@ -39,7 +38,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 		if err := controllerutil.SetControllerReference(sb, desired, r.client.Scheme()); err != nil {
 			return nil, "", err
 		}
-		err = r.client.Create(ctx, desired, naming.FieldOwner)
+		err = r.client.Create(ctx, desired, agentsv1alpha1.FieldOwner)
 		if err == nil {
 			r.createdServices.Expect(key, sb.UID, desired.DeepCopy())
 			return desired, "", nil
@@ -63,7 +62,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 	updated := current.DeepCopy()
 	updated.Spec.Selector = desired.Spec.Selector
 	updated.Spec.Ports = desired.Spec.Ports
-	if err := r.client.Patch(ctx, updated, client.MergeFrom(current), naming.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, updated, client.MergeFrom(current), agentsv1alpha1.FieldOwner); err != nil {
 		return nil, "", client.IgnoreNotFound(err)
 	}
 	return updated, "", nil
@@ -78,7 +77,7 @@ func buildService(sb *agentsv1alpha1.Sandbox) *corev1.Service {
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(sb.Name)},
+			Selector:  map[string]string{agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(sb.Name)},
 			Ports:     servicePorts(&sb.Spec.PodTemplate.Spec),
 		},
 	}

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -28,7 +27,7 @@ func TestServiceIsHeadlessAndSelectsThePod(t *testing.T) {
 	ownedBy(t, svc)
 	want := corev1.ServiceSpec{
 		ClusterIP: corev1.ClusterIPNone,
-		Selector:  map[string]string{agentsv1alpha1.SandboxNameHashLabel: naming.NameHash(testSB)},
+		Selector:  map[string]string{agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(testSB)},
 		Ports:     []corev1.ServicePort{{Name: "http", Port: 8888, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8888)}},
 	}
 	if d := cmp.Diff(want, svc.Spec); d != "" {

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 )
 
 // setStatus fills sb.Status from what this reconcile observed. Conditions keep their
@@ -202,7 +201,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alph
 			return nil
 		}
 	}
-	if err := r.client.Status().Patch(ctx, sb, client.MergeFrom(original), naming.FieldOwner); err != nil {
+	if err := r.client.Status().Patch(ctx, sb, client.MergeFrom(original), agentsv1alpha1.FieldOwner); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	r.writtenStatus.Expect(key, sb.UID, *sb.Status.DeepCopy())

@@ -20,7 +20,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
@@ -174,7 +173,7 @@ func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxCla
 	}
 	patched.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1alpha1.GroupVersion.WithKind("SandboxClaim"))}
 	mergePodMetadata(&patched.Spec.PodTemplate.Metadata, claim.Spec.AdditionalPodMetadata)
-	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), naming.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), agentsv1alpha1.FieldOwner); err != nil {
 		return err
 	}
 	*sb = *patched
@@ -200,7 +199,7 @@ func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1alpha1.
 	if err := controllerutil.SetControllerReference(claim, sb, r.client.Scheme()); err != nil {
 		return nil, err
 	}
-	err := r.client.Create(ctx, sb, naming.FieldOwner)
+	err := r.client.Create(ctx, sb, agentsv1alpha1.FieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		existing := &agentsv1alpha1.Sandbox{}
 		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(sb), existing); err != nil {

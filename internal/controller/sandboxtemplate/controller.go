@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/egress"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -125,7 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) desiredSpec(tmpl *extv1alpha1.SandboxTemplate) networkingv1.NetworkPolicySpec {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
-			extv1alpha1.TemplateRefHashLabel: naming.NameHash(tmpl.Name),
+			extv1alpha1.TemplateRefHashLabel: agentsv1alpha1.NameHash(tmpl.Name),
 		}},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 	}

@@ -14,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
+	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -134,7 +136,7 @@ func TestPoolKeepsItsReplicas(t *testing.T) {
 
 // A reconcile that runs before the cache shows the members it just created (or the deletes it
 // just made) neither creates them again nor deletes more; a write the cache never shows stops
-// counting after expectationTTL, so a lost watch event does not freeze the pool.
+// counting after expectations.CacheLag, so a lost watch event does not freeze the pool.
 func TestPoolOnALaggingCache(t *testing.T) {
 	tmpl := pythonTemplate().Obj()
 	t.Run("creates", func(t *testing.T) {
@@ -148,10 +150,10 @@ func TestPoolOnALaggingCache(t *testing.T) {
 		if w := g.takeWrites(); countWrites(w, "create") != 0 {
 			t.Errorf("a reconcile on the stale cache wrote %q, want no second set of members", w)
 		}
-		g.clock.Step(expectationTTL + time.Second)
+		g.clock.Step(expectations.CacheLag + time.Second)
 		g.mustReconcile()
 		if n := countWrites(g.takeWrites(), "create Sandbox/"); n != 2 {
-			t.Errorf("after the creates went unseen for %v, created %d members, want 2 (the pool must not freeze)", expectationTTL, n)
+			t.Errorf("after the creates went unseen for %v, created %d members, want 2 (the pool must not freeze)", expectations.CacheLag, n)
 		}
 	})
 	t.Run("deletes", func(t *testing.T) {
@@ -334,7 +336,7 @@ func TestPoolReportsFailures(t *testing.T) {
 
 // While claims are being served the refill waits: they get the API server first.
 func TestRefillYieldsToClaims(t *testing.T) {
-	p := pacer.NewPacer(time.Hour)
+	p := pacer.NewPacer(time.Hour, clocktesting.NewFakeClock(testNow))
 	done := p.ClaimStarted()
 	defer done()
 	g := newRig(t, Options{Gate: pacer.NewGate(p, time.Hour)}, pythonTemplate().Obj(), thePool(2).Obj())

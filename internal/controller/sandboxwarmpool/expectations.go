@@ -1,8 +1,6 @@
 package sandboxwarmpool
 
 import (
-	"time"
-
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -10,12 +8,9 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 )
 
-// expectationTTL bounds how long a write we made may stay unobserved before we stop counting
-// it (a lost watch event must not freeze the pool).
-const expectationTTL = time.Minute
-
 // memberWrites remember the creates and deletes a pool issued until the cache shows them, so a
-// reconcile that runs on a stale cache neither over-creates nor deletes twice.
+// reconcile that runs on a stale cache neither over-creates nor deletes twice. A write unseen for
+// expectations.CacheLag stops counting: a lost watch event must not freeze the pool.
 type memberWrites struct {
 	creates *expectations.Store[string, struct{}]    // member names
 	deletes *expectations.Store[types.UID, struct{}] // member UIDs
@@ -23,8 +18,8 @@ type memberWrites struct {
 
 func newMemberWrites(clk clock.PassiveClock) *memberWrites {
 	return &memberWrites{
-		creates: expectations.New[string, struct{}](clk, expectationTTL),
-		deletes: expectations.New[types.UID, struct{}](clk, expectationTTL),
+		creates: expectations.New[string, struct{}](clk, expectations.CacheLag),
+		deletes: expectations.New[types.UID, struct{}](clk, expectations.CacheLag),
 	}
 }
 

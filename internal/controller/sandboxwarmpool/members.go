@@ -15,7 +15,6 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
-	"github.com/agent-sandbox/agent-sandbox/internal/naming"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -80,7 +79,7 @@ func isReady(sb *agentsv1alpha1.Sandbox) bool {
 	return meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
 }
 
-func poolHash(pool *extv1alpha1.SandboxWarmPool) string { return naming.NameHash(pool.Name) }
+func poolHash(pool *extv1alpha1.SandboxWarmPool) string { return agentsv1alpha1.NameHash(pool.Name) }
 
 // NewMember builds an unnamed pool member from the template.
 func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv1alpha1.Sandbox {
@@ -98,7 +97,7 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.Sandbo
 		if err := controllerutil.SetControllerReference(pool, sb, r.client.Scheme()); err != nil {
 			return err
 		}
-		if err := r.client.Create(ctx, sb, naming.FieldOwner); err != nil {
+		if err := r.client.Create(ctx, sb, agentsv1alpha1.FieldOwner); err != nil {
 			if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.EventSandboxCreateFailed, "creating a warm sandbox: %v", err)
 			}

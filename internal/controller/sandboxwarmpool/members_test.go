@@ -3,7 +3,6 @@ package sandboxwarmpool
 import (
 	"context"
 	"errors"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,11 +11,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
+	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -129,6 +130,39 @@ func TestClassifyCountsWritesNotYetSeen(t *testing.T) {
 	}
 	if m.pending != 1 || m.count() != 2 {
 		t.Errorf("pending %d count %d, want the unseen create counted: 1 and 2", m.pending, m.count())
+	}
+}
+
+// A write the cache never shows stops counting after expectations.CacheLag, like every other
+// controller's: a lost watch event must not freeze the pool.
+func TestUnseenWritesExpireAfterTheCacheLag(t *testing.T) {
+	tests := []struct {
+		name        string
+		wait        time.Duration
+		wantPending bool
+	}{
+		{name: "still counted at the cache lag", wait: expectations.CacheLag, wantPending: true},
+		{name: "dropped after the cache lag", wait: expectations.CacheLag + time.Nanosecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pool, _ := poolAndTemplate()
+			key := client.ObjectKeyFromObject(pool)
+			clk := clocktesting.NewFakeClock(testNow)
+			exp := newMemberWrites(clk)
+			exp.created(key, "pool-new")
+			exp.deleted(key, "gone-uid")
+			clk.Step(tt.wait)
+			if got := exp.pendingCreates(key); got != tt.wantPending {
+				t.Errorf("pendingCreates = %v, want %v", got, tt.wantPending)
+			}
+			// The delete is pending while its member is still cached and not going away.
+			gone := agentsv1alpha1.Sandbox{}
+			gone.UID = "gone-uid"
+			if got := exp.observe(key, []agentsv1alpha1.Sandbox{gone})["gone-uid"]; got != tt.wantPending {
+				t.Errorf("delete of gone-uid pending = %v, want %v", got, tt.wantPending)
+			}
+		})
 	}
 }
 

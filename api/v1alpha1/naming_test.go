@@ -1,6 +1,12 @@
-package naming
+package v1alpha1
 
-import "testing"
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestNameHashIsStableAndLabelSafe(t *testing.T) {
 	// FNV-1a 32-bit, as upstream labels pods: published test vectors, so our label values

@@ -1,6 +1,4 @@
-// Package naming holds the names the controllers write that other code must spell the same
-// way: the label-safe hash of an object name and the field manager of the controllers.
-package naming
+package v1alpha1
 
 import (
 	"fmt"
@@ -9,11 +7,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// FieldOwner names the agent-sandbox controllers in managedFields.
+// FieldOwner names the agent-sandbox controllers in managedFields; admission policies and
+// tests that tell the controllers' writes from others' spell it the same way.
 const FieldOwner = client.FieldOwner("agent-sandbox-controller")
 
 // NameHash is a short, label-safe stand-in for an object name (names may be longer than a label
-// value allows): FNV-1a 32-bit as 8 hex characters.
+// value allows): FNV-1a 32-bit as 8 hex characters. SandboxNameHashLabel and the extensions'
+// TemplateRefHashLabel and WarmPoolLabel carry it.
 func NameHash(name string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(name))
