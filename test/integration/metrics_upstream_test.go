@@ -59,12 +59,25 @@ func checkQueriesReturnData(t *testing.T, queries []promQuery, scraped []series,
 			continue
 		}
 		var empty []string
+		var selected []series
 		for _, sel := range sels {
 			if q.EventLabel != "" {
 				sel = labelPresent(sel, q.EventLabel)
 			}
-			if !slices.ContainsFunc(scraped, sel.matches) {
+			n := len(selected)
+			for _, ser := range scraped {
+				if sel.matches(ser) {
+					selected = append(selected, ser)
+				}
+			}
+			if len(selected) == n {
 				empty = append(empty, sel.String()+nearest(sel, scraped))
+			}
+		}
+		// A label it groups by that no selected series carries would fold everything into one.
+		for _, label := range groupingLabels(expr) {
+			if len(selected) > 0 && !slices.ContainsFunc(selected, func(ser series) bool { _, ok := ser[label]; return ok }) {
+				t.Errorf("%s groups by %s, which none of its series carries: %s", q.Source, label, expr)
 			}
 		}
 		switch {
@@ -76,6 +89,21 @@ func checkQueriesReturnData(t *testing.T, queries []promQuery, scraped []series,
 				q.Source, q.NoData, expr)
 		}
 	}
+}
+
+var groupingClause = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
+
+// groupingLabels are the labels of expr's by (…) and without (…) clauses.
+func groupingLabels(expr string) []string {
+	var out []string
+	for _, m := range groupingClause.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(m[1], ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 // labelPresent turns sel's matchers on label into "label is set".
