@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -71,27 +72,108 @@ func checkAsDocumented(t *testing.T, documented map[string][]string, families []
 	}
 }
 
-// promQLNames are the series names a PromQL expression reads: what is left once strings, label
-// matchers, ranges, grouping clauses, functions, keywords and numbers are taken out. The
-// expressions are ours (chart, dashboard), so this covers the PromQL they use.
+// promQLNames are the series names a PromQL expression reads.
 func promQLNames(expr string) []string {
-	for _, re := range []string{
-		`"(?:[^"\\]|\\.)*"`, `'(?:[^'\\]|\\.)*'`, // strings
-		`\{[^}]*\}`, `\[[^\]]*\]`, // label matchers, ranges
-		`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`, // grouping label lists
-		`\b[a-zA-Z_:][a-zA-Z0-9_:]*\s*\(`,                                 // function calls
-	} {
-		expr = regexp.MustCompile(re).ReplaceAllString(expr, " ")
-	}
-	keywords := map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true,
-		"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true}
 	var names []string
-	for _, id := range regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`).FindAllString(expr, -1) {
-		if !keywords[id] && !regexp.MustCompile(`^[eE]$|^(Inf|NaN)$`).MatchString(id) {
-			names = append(names, id)
+	for _, sel := range promQLSelectors(expr) {
+		if sel.name != "" {
+			names = append(names, sel.name)
 		}
 	}
 	return names
+}
+
+// selector is one vector selector of a PromQL expression: a series name (empty when the
+// selector has none) and its label matchers.
+type selector struct {
+	name     string
+	matchers []matcher
+}
+
+// matcher is one label matcher: label, operator (=, !=, =~, !~) and value.
+type matcher struct{ label, op, value string }
+
+func (s selector) String() string {
+	var parts []string
+	for _, m := range s.matchers {
+		parts = append(parts, m.label+m.op+strconv.Quote(m.value))
+	}
+	return s.name + "{" + strings.Join(parts, ",") + "}"
+}
+
+var (
+	// A matcher block (whose values may hold braces) or a string outside one.
+	promQLBlockOrString = regexp.MustCompile(`\{(?:[^}"']|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')*\}|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
+	promQLNoise         = []*regexp.Regexp{
+		regexp.MustCompile(`\[[^\]]*\]`), // ranges and subqueries
+		regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`), // grouping label lists
+		regexp.MustCompile(`\b[a-zA-Z_:][a-zA-Z0-9_:]*\s*\(`),                                 // function calls
+		regexp.MustCompile(`(?:^|[^a-zA-Z0-9_:])[0-9][0-9a-zA-Z.]*`),                          // numbers, durations
+	}
+	promQLSelector = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)?\s*(\{\})?`)
+	promQLMatcher  = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*(?:,|$)`)
+	promQLKeywords = map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true,
+		"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
+		"Inf": true, "NaN": true, "inf": true, "nan": true}
+)
+
+// promQLSelectors are the vector selectors of a PromQL expression: what is left once strings,
+// ranges, grouping clauses, function names, keywords and numbers are taken out. It covers the
+// PromQL of our chart and of upstream's recipes and examples (the Prometheus parser would
+// pull newer k8s.io modules into go.mod); it fails loudly on a matcher it cannot read.
+func promQLSelectors(expr string) []selector {
+	var blocks []string // every {…} in order, each left in expr as an empty {}
+	expr = promQLBlockOrString.ReplaceAllStringFunc(expr, func(m string) string {
+		if m[0] != '{' {
+			return " "
+		}
+		blocks = append(blocks, m[1:len(m)-1])
+		return "{}"
+	})
+	for _, re := range promQLNoise {
+		expr = re.ReplaceAllString(expr, " ")
+	}
+	var out []selector
+	next := 0
+	for _, m := range promQLSelector.FindAllStringSubmatch(expr, -1) {
+		name, hasBlock := m[1], m[2] != ""
+		if promQLKeywords[name] {
+			name = ""
+		}
+		if name == "" && !hasBlock {
+			continue
+		}
+		sel := selector{name: name}
+		if hasBlock {
+			sel.matchers = parseMatchers(blocks[next])
+			next++
+		}
+		out = append(out, sel)
+	}
+	return out
+}
+
+// parseMatchers reads the inside of a matcher block; a matcher it cannot read becomes one that
+// matches nothing, so that the query's check fails and names it.
+func parseMatchers(block string) []matcher {
+	var out []matcher
+	for rest := strings.TrimSpace(block); rest != ""; {
+		m := promQLMatcher.FindStringSubmatch(rest)
+		if m == nil {
+			return append(out, matcher{label: "__unreadable__", op: "=", value: rest})
+		}
+		value := m[3]
+		if value[0] == '\'' {
+			value = `"` + strings.ReplaceAll(value[1:len(value)-1], `"`, `\"`) + `"`
+		}
+		unquoted, err := strconv.Unquote(value)
+		if err != nil {
+			return append(out, matcher{label: "__unreadable__", op: "=", value: rest})
+		}
+		out = append(out, matcher{label: m[1], op: m[2], value: unquoted})
+		rest = strings.TrimSpace(rest[len(m[0]):])
+	}
+	return out
 }
 
 // seriesOf is the exported series a sample name belongs to (a histogram's _bucket, _sum and

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,25 +28,58 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-// TestMetricsAsDocumented holds docs/metrics.md, the binaries and the chart to each other: every
-// documented series is exported with its documented labels, and every query the chart ships
-// reads documented series only.
+// TestMetricsAsDocumented holds docs/metrics.md, the binaries, the chart and upstream's queries
+// to each other: every documented series is exported with its documented labels, every query
+// the chart ships reads documented series only, and upstream's queries return data from a scrape
+// as the chart's ServiceMonitors have Prometheus make it.
 func TestMetricsAsDocumented(t *testing.T) {
 	controller := documentedSeries(t, "Controller series")
 	routerSeries := documentedSeries(t, "Router series")
+	claimsNS := newNamespace(t)
+	controllerScrape := controllerAfterClaims(t, claimsNS)
+	routerScrape := routerAfterRequests(t)
 
-	t.Run("the controller exports every documented series, each warm claim recorded once", func(t *testing.T) {
-		checkAsDocumented(t, controller, controllerAfterClaims(t))
+	t.Run("the controller exports every documented series", func(t *testing.T) {
+		checkAsDocumented(t, controller, controllerScrape)
 	})
 	t.Run("the router exports every documented series", func(t *testing.T) {
-		checkAsDocumented(t, routerSeries, routerAfterRequests(t))
+		checkAsDocumented(t, routerSeries, routerScrape)
 	})
-	t.Run("the chart's alerts and dashboard read documented series only", func(t *testing.T) {
-		objs, err := helmTemplate(t, "agent-sandbox-system", "metrics.prometheusRule.enabled=true",
-			"metrics.dashboard.enabled=true", "metrics.serviceMonitor.enabled=true")
-		if err != nil {
-			t.Fatal(err)
+	objs, err := helmTemplate(t, installNamespace, "metrics.prometheusRule.enabled=true",
+		"metrics.dashboard.enabled=true", "metrics.serviceMonitor.enabled=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scraped []series // what Prometheus would hold, scraping as the chart's ServiceMonitors ask
+	t.Run("the chart's ServiceMonitors scrape the controller, its webhook and the router", func(t *testing.T) {
+		var webhook []*dto.MetricFamily // the webhook container serves controller-runtime's webhook series
+		for _, f := range controllerScrape {
+			if strings.HasPrefix(f.GetName(), "controller_runtime_webhook_") {
+				webhook = append(webhook, f)
+			}
 		}
+		scrapes := map[string][]*dto.MetricFamily{
+			"agent-sandbox-controller/metrics":         controllerScrape,
+			"agent-sandbox-controller/webhook-metrics": webhook,
+			"sandbox-router-svc/metrics":               routerScrape,
+		}
+		for key, target := range serviceMonitorTargets(t, objs) {
+			families, ok := scrapes[key]
+			if !ok {
+				t.Fatalf("the chart's ServiceMonitors scrape %s, which this test has no scrape for", key)
+			}
+			delete(scrapes, key)
+			scraped = append(scraped, relabel(target, families)...)
+		}
+		if len(scrapes) > 0 {
+			t.Fatalf("the chart's ServiceMonitors do not scrape %v", slices.Collect(maps.Keys(scrapes)))
+		}
+	})
+	t.Run("upstream's dashboard, alert and recipe queries return data", func(t *testing.T) {
+		checkQueriesReturnData(t, upstreamQueries(t), scraped,
+			strings.NewReplacer("%v", "5m", "${NAMESPACE}", claimsNS, "${WARM_POOL_NAME}", metricsPool))
+	})
+	t.Run("the chart's alerts and dashboard read documented series only, and return data", func(t *testing.T) {
 		known := map[string]bool{"up": true} // Prometheus's own, per target
 		for name := range controller {
 			known[name] = true
@@ -55,6 +91,7 @@ func TestMetricsAsDocumented(t *testing.T) {
 		if len(queries) < 10 {
 			t.Fatalf("found %d chart queries, want the PrometheusRule's and the dashboard's: %v", len(queries), queries)
 		}
+		var cases []promQuery
 		for where, expr := range queries {
 			names := promQLNames(expr)
 			if len(names) == 0 {
@@ -65,20 +102,25 @@ func TestMetricsAsDocumented(t *testing.T) {
 					t.Errorf("%s reads %s, which docs/metrics.md does not list: %s", where, n, expr)
 				}
 			}
+			// The status codes they pick out (a failed conversion, a 5xx) are events.
+			cases = append(cases, promQuery{Source: "the chart's " + where, Query: expr, EventLabel: "code"})
 		}
+		checkQueriesReturnData(t, cases, scraped, strings.NewReplacer("$__rate_interval", "5m"))
 	})
 }
+
+// metricsPool is the warm pool the warm claim of controllerAfterClaims comes from.
+const metricsPool = "pool"
 
 // controllerAfterClaims serves a warm and a cold claim through the shared manager, pauses and
 // resumes the warm claim's Sandbox, converts a v1beta1 read through the webhook, and returns
 // what the manager's /metrics would serve.
-func controllerAfterClaims(t *testing.T) []*dto.MetricFamily {
-	ns := newNamespace(t)
+func controllerAfterClaims(t *testing.T, ns string) []*dto.MetricFamily {
 	startFakeKubelet(t, ns)
 	template := "metrics-" + ns // a template name of its own: the histograms are process-wide
 	mustCreateObj(t, testwrap.MakeTemplate(ns, template).Obj(),
-		testwrap.MakeWarmPool(ns, "pool").Template(template).Replicas(1).Obj())
-	testwrap.Eventually(t, "pool ready", poolReady(t, ns, "pool", 1))
+		testwrap.MakeWarmPool(ns, metricsPool).Template(template).Replicas(1).Obj())
+	testwrap.Eventually(t, "pool ready", poolReady(t, ns, metricsPool, 1))
 
 	requested := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
 	mustCreateObj(t,
