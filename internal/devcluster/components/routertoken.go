@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // developerAccount is the ServiceAccount (manifests/cluster.yaml) whose token the host's
@@ -20,19 +22,19 @@ const developerAccount = "sbx-developer"
 const routerTokenLifetime = 24 * 60 * 60
 
 // RouterTokenPath is the file `dev up` writes the developer's router token to.
-func (c *Config) RouterTokenPath() string { return c.path("router-token") }
+func (c *Cluster) RouterTokenPath() string { return c.Path("router-token") }
 
 // writeRouterToken requests a token of the developer's account and writes it, readable by root
 // only, to RouterTokenPath.
-func (c *Config) writeRouterToken(ctx context.Context) (string, error) {
+func (c *Cluster) writeRouterToken(ctx context.Context) (string, error) {
 	cl, err := c.kubeClient()
 	if err != nil {
 		return "", err
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: SystemNS, Name: developerAccount}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: spec.SystemNS, Name: developerAccount}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](routerTokenLifetime)}}
 	if err := cl.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("requesting a router token of %s/%s: %w", SystemNS, developerAccount, err)
+		return "", fmt.Errorf("requesting a router token of %s/%s: %w", spec.SystemNS, developerAccount, err)
 	}
 	if err := os.WriteFile(c.RouterTokenPath(), []byte(tr.Status.Token), 0o600); err != nil {
 		return "", err

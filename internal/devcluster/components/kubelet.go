@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // kubeletConfig: x509 client auth from our CA plus webhook authorization (the apiserver's
@@ -18,8 +21,8 @@ import (
 // CoreDNS as cluster DNS (dnsPolicy ClusterFirst pods); pods with dnsPolicy Default (CoreDNS
 // itself) get a resolv.conf naming only their own loopback: nothing in a dev sandbox resolves
 // names off this machine. Eviction thresholds are low enough not to evict on a busy dev box.
-func (c *Config) kubeletConfig() string {
-	pki := c.path("pki")
+func (c *Cluster) kubeletConfig() string {
+	pki := c.Path("pki")
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -57,39 +60,39 @@ evictionHard:
   imagefs.available: 2%%
 imageGCHighThresholdPercent: 98
 imageGCLowThresholdPercent: 95
-`, bridgeIP, c.Ports.Kubelet, c.Ports.KubeletHealthz, pki, pki, pki, c.containerdSock(), clusterDNSIP,
-		c.path("kubelet", "resolv.conf"), c.path("pod-logs"), c.path("kubelet", "volume-plugins"))
+`, spec.BridgeIP, c.Ports.Kubelet, c.Ports.KubeletHealthz, pki, pki, pki, c.ContainerdSock(), spec.ClusterDNSIP,
+		c.Path("kubelet", "resolv.conf"), c.Path("pod-logs"), c.Path("kubelet", "volume-plugins"))
 }
 
-func (c *Config) kubelet(bin string) (component, error) {
-	dir := c.path("kubelet")
+func (c *Cluster) kubelet(bin string) (proc.Component, error) {
+	dir := c.Path("kubelet")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return component{}, err
+		return proc.Component{}, err
 	}
-	if err := os.WriteFile(c.path("kubelet", "resolv.conf"), []byte("# dnsPolicy Default in the dev cluster: no resolver off this machine; lookups fail at once, locally\nnameserver 127.0.0.1\n"), 0o644); err != nil {
-		return component{}, err
+	if err := os.WriteFile(c.Path("kubelet", "resolv.conf"), []byte("# dnsPolicy Default in the dev cluster: no resolver off this machine; lookups fail at once, locally\nnameserver 127.0.0.1\n"), 0o644); err != nil {
+		return proc.Component{}, err
 	}
-	cfg := c.path("kubelet", "config.yaml")
+	cfg := c.Path("kubelet", "config.yaml")
 	if err := os.WriteFile(cfg, []byte(c.kubeletConfig()), 0o644); err != nil {
-		return component{}, err
+		return proc.Component{}, err
 	}
-	return component{
-		name: "kubelet", exe: bin + "/kubelet", timeout: 2 * time.Minute,
-		addrs: []string{bridgeIP + ":" + strconv.Itoa(c.Ports.Kubelet), loopback(c.Ports.KubeletHealthz)},
-		args: []string{
+	return proc.Component{
+		Name: "kubelet", Exe: bin + "/kubelet", Timeout: 2 * time.Minute,
+		Addrs: []string{spec.BridgeIP + ":" + strconv.Itoa(c.Ports.Kubelet), spec.Loopback(c.Ports.KubeletHealthz)},
+		Args: []string{
 			"--config=" + cfg,
-			"--kubeconfig=" + c.kubeconfigFor("kubelet"),
+			"--kubeconfig=" + c.KubeconfigFor("kubelet"),
 			"--root-dir=" + dir,
-			"--cert-dir=" + c.path("kubelet", "pki"),
-			"--hostname-override=" + NodeName,
-			"--node-ip=" + bridgeIP,
+			"--cert-dir=" + c.Path("kubelet", "pki"),
+			"--hostname-override=" + spec.NodeName,
+			"--node-ip=" + spec.BridgeIP,
 			"--v=1",
 		},
-		ready: c.nodeReady(NodeName),
+		Ready: c.nodeReady(spec.NodeName),
 	}, nil
 }
 
-func (c *Config) clientset() (*kubernetes.Clientset, error) {
+func (c *Cluster) clientset() (*kubernetes.Clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath())
 	if err != nil {
 		return nil, err
@@ -98,7 +101,7 @@ func (c *Config) clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-func (c *Config) nodeReady(name string) func(context.Context) error {
+func (c *Cluster) nodeReady(name string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		cs, err := c.clientset()
 		if err != nil {

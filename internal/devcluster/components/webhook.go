@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"encoding/base64"
@@ -9,25 +9,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // The conversion webhook of the local cluster: our controller runs on the host, so the CRDs
 // call it on loopback by URL, with a serving certificate from the cluster CA (pki/webhook.*),
 // instead of through a Service with a certificate the controller rotates itself.
 
-func (c *Config) webhookPort() int {
-	if c.Ports.ControllerWebhook != 0 {
-		return c.Ports.ControllerWebhook
-	}
-	return DefaultPorts.ControllerWebhook
-}
-
 // webhookArgs serve the conversion webhook on loopback with the cluster CA's certificate.
-func (c *Config) webhookArgs() []string {
+func (c *Cluster) webhookArgs() []string {
 	return []string{
 		"--webhook-host=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(c.webhookPort()),
-		"--webhook-cert-dir=" + c.path("pki"),
+		"--webhook-port=" + strconv.Itoa(c.WebhookPort()),
+		"--webhook-cert-dir=" + c.Path("pki"),
 		"--webhook-cert-name=webhook.crt",
 		"--webhook-key-name=webhook.key",
 		"--manage-webhook-certs=false",
@@ -36,8 +30,8 @@ func (c *Config) webhookArgs() []string {
 }
 
 // convertThroughWebhook points the CRDs' conversion at the controller's loopback webhook.
-func (c *Config) convertThroughWebhook(crds []*unstructured.Unstructured) error {
-	ca, err := os.ReadFile(c.path("pki", "ca.crt"))
+func (c *Cluster) convertThroughWebhook(crds []*unstructured.Unstructured) error {
+	ca, err := os.ReadFile(c.Path("pki", "ca.crt"))
 	if err != nil {
 		return err
 	}
@@ -46,7 +40,7 @@ func (c *Config) convertThroughWebhook(crds []*unstructured.Unstructured) error 
 		"webhook": map[string]any{
 			"conversionReviewVersions": []any{"v1"},
 			"clientConfig": map[string]any{
-				"url":      fmt.Sprintf("https://%s%s", loopback(c.webhookPort()), conversion.Path),
+				"url":      fmt.Sprintf("https://%s%s", spec.Loopback(c.WebhookPort()), conversion.Path),
 				"caBundle": base64.StdEncoding.EncodeToString(ca),
 			},
 		},

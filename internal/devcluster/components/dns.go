@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"bytes"
@@ -11,11 +11,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/images"
 )
 
 // Cluster DNS: CoreDNS as a Deployment in kube-system behind the kube-dns Service at
-// clusterDNSIP, which the kubelet hands to pods. It answers cluster.local (and reverse lookups
+// spec.ClusterDNSIP, which the kubelet hands to pods. It answers cluster.local (and reverse lookups
 // of cluster addresses) from the API, and NXDOMAIN for everything else.
 
 // corednsImage is the image reference, tagged with the version stamp build-k8s.sh writes next
@@ -30,10 +31,10 @@ func corednsImage(bin string) string {
 
 // importCoreDNS packs the cached coredns binary as an image (the binary alone, run as a
 // non-root user) and imports it into containerd.
-func (c *Config) importCoreDNS(ctx context.Context, bin string) (string, error) {
+func (c *Cluster) importCoreDNS(ctx context.Context, bin string) (string, error) {
 	ref := corednsImage(bin)
 	img := images.Server(ref, filepath.Join(bin, "coredns"), 53)
-	dir := c.path("images")
+	dir := c.Path("images")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -45,8 +46,8 @@ func (c *Config) importCoreDNS(ctx context.Context, bin string) (string, error) 
 }
 
 // applyDNS imports the image and applies manifests/coredns.yaml; waitDNS waits for it.
-func (c *Config) applyDNS(ctx context.Context, bin string) error {
-	c.progress("installing CoreDNS (kube-dns at %s)", clusterDNSIP)
+func (c *Cluster) applyDNS(ctx context.Context, bin string) error {
+	c.Progress("installing CoreDNS (kube-dns at %s)", spec.ClusterDNSIP)
 	ref, err := c.importCoreDNS(ctx, bin)
 	if err != nil {
 		return err
@@ -66,12 +67,12 @@ func (c *Config) applyDNS(ctx context.Context, bin string) error {
 	return applyAll(ctx, cl, objs)
 }
 
-func (c *Config) waitDNS(ctx context.Context) error {
-	return c.waitUntil(ctx, "CoreDNS", nil, 2*time.Minute, c.dnsReady)
+func (c *Cluster) waitDNS(ctx context.Context) error {
+	return c.Proc.WaitUntil(ctx, "CoreDNS", nil, 2*time.Minute, c.dnsReady)
 }
 
 // dnsReady is true when the coredns Deployment runs its newest template and it is available.
-func (c *Config) dnsReady(ctx context.Context) error {
+func (c *Cluster) dnsReady(ctx context.Context) error {
 	cs, err := c.clientset()
 	if err != nil {
 		return err

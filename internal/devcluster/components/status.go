@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // ComponentStatus is one line of `dev status`.
@@ -19,29 +21,25 @@ type ComponentStatus struct {
 }
 
 // Status reports each process of the cluster and whether it answers its health check.
-func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
+func Status(ctx context.Context, c *Cluster) ([]ComponentStatus, error) {
 	c.HostProcesses = c.HostProcesses || c.recordedHostProcesses()
 	checks := map[string]func(context.Context) error{
-		"etcd":                     c.etcd("").ready,
-		"kube-apiserver":           c.apiserver("").ready,
-		"kube-controller-manager":  c.controllerManager("").ready,
-		"kube-scheduler":           c.scheduler("").ready,
+		"etcd":                     c.etcd("").Ready,
+		"kube-apiserver":           c.apiserver("").Ready,
+		"kube-controller-manager":  c.controllerManager("").Ready,
+		"kube-scheduler":           c.scheduler("").Ready,
 		"containerd":               func(ctx context.Context) error { return c.ctr(ctx, "version") },
-		"kubelet":                  c.nodeReady(NodeName),
+		"kubelet":                  c.nodeReady(spec.NodeName),
 		"kube-proxy":               c.kubeProxyReady,
 		"cilium-agent":             c.ciliumReady,
-		"agent-sandbox-controller": c.controller().ready,
-		"sandbox-router":           c.router().ready,
+		"agent-sandbox-controller": c.controller().Ready,
+		"sandbox-router":           c.router().Ready,
 		"kwok":                     c.kwokNodesReady,
 	}
 	var out []ComponentStatus
-	for _, name := range components {
+	for _, name := range ProcessNames {
 		st := ComponentStatus{Name: name}
-		r := c.running(name)
+		r := c.Proc.Running(name)
 		if r == nil && (name == "agent-sandbox-controller" || name == "sandbox-router") {
 			out = append(out, c.deploymentStatus(ctx, name))
 			continue
@@ -68,9 +66,9 @@ func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
 }
 
 // dnsStatus reports CoreDNS, a Deployment rather than a process.
-func (c *Config) dnsStatus(ctx context.Context) ComponentStatus {
+func (c *Cluster) dnsStatus(ctx context.Context) ComponentStatus {
 	st := ComponentStatus{Name: "coredns"}
-	if c.running("kube-apiserver") == nil {
+	if c.Proc.Running("kube-apiserver") == nil {
 		st.Detail = "not running"
 		return st
 	}
@@ -80,11 +78,11 @@ func (c *Config) dnsStatus(ctx context.Context) ComponentStatus {
 		st.Detail = "Deployment: " + err.Error()
 		return st
 	}
-	st.Healthy, st.Detail = true, "Deployment kube-system/coredns available, Service kube-dns "+clusterDNSIP
+	st.Healthy, st.Detail = true, "Deployment kube-system/coredns available, Service kube-dns "+spec.ClusterDNSIP
 	return st
 }
 
-func (c *Config) kwokNodesReady(ctx context.Context) error {
+func (c *Cluster) kwokNodesReady(ctx context.Context) error {
 	cs, err := c.clientset()
 	if err != nil {
 		return err
@@ -105,7 +103,7 @@ func (c *Config) kwokNodesReady(ctx context.Context) error {
 }
 
 // PrintStatus writes the status as a table.
-func PrintStatus(w io.Writer, sts []ComponentStatus, cfg Config) {
+func PrintStatus(w io.Writer, sts []ComponentStatus, c *Cluster) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tPID\tHEALTHY\tDETAIL")
 	for _, s := range sts {
@@ -116,14 +114,12 @@ func PrintStatus(w io.Writer, sts []ComponentStatus, cfg Config) {
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", s.Name, pid, s.Healthy, s.Detail)
 	}
 	_ = tw.Flush()
-	if c, err := cfg.withDefaults(); err == nil {
-		c.HostProcesses = c.HostProcesses || c.recordedHostProcesses()
-		fmt.Fprintf(w, "\nstate dir: %s\nexport KUBECONFIG=%s\nrouter: %s\n", c.Dir, c.KubeconfigPath(), c.RouterURL())
-	}
+	c.HostProcesses = c.HostProcesses || c.recordedHostProcesses()
+	fmt.Fprintf(w, "\nstate dir: %s\nexport KUBECONFIG=%s\nrouter: %s\n", c.Dir, c.KubeconfigPath(), c.RouterURL())
 }
 
 // deploymentStatus reports a component the chart runs as a Deployment.
-func (c *Config) deploymentStatus(ctx context.Context, name string) ComponentStatus {
+func (c *Cluster) deploymentStatus(ctx context.Context, name string) ComponentStatus {
 	st := ComponentStatus{Name: name}
 	cl, err := c.kubeClient()
 	if err != nil {
@@ -136,6 +132,12 @@ func (c *Config) deploymentStatus(ctx context.Context, name string) ComponentSta
 		st.Detail = "Deployment: " + err.Error()
 		return st
 	}
-	st.Healthy, st.Detail = true, "Deployment "+SystemNS+"/"+name+" available"
+	st.Healthy, st.Detail = true, "Deployment "+spec.SystemNS+"/"+name+" available"
 	return st
+}
+
+// ProcessNames lists every process the cluster may run, in start order.
+var ProcessNames = []string{
+	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
+	"kube-proxy", "cilium-agent", "kwok", "agent-sandbox-controller", "sandbox-router",
 }

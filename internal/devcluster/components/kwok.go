@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/kwoknode"
 )
 
@@ -30,7 +32,7 @@ var kwokStages = []string{
 
 // writeKwokConfig concatenates the stages that ship in the kwok module (kwok refuses to start
 // without Stage objects). The module is already in the module cache once kwok was built.
-func (c *Config) writeKwokConfig(ctx context.Context) (string, error) {
+func (c *Cluster) writeKwokConfig(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", kwokModule).Output()
 	if err != nil {
 		return "", fmt.Errorf("locating %s: %w", kwokModule, err)
@@ -47,39 +49,39 @@ func (c *Config) writeKwokConfig(ctx context.Context) (string, error) {
 		}
 		docs = append(docs, strings.TrimSpace(string(data)))
 	}
-	p := c.path("kwok", "stages.yaml")
+	p := c.Path("kwok", "stages.yaml")
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", err
 	}
 	return p, os.WriteFile(p, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644)
 }
 
-func (c *Config) kwok(ctx context.Context, bin string) (component, error) {
+func (c *Cluster) kwok(ctx context.Context, bin string) (proc.Component, error) {
 	cfg, err := c.writeKwokConfig(ctx)
 	if err != nil {
-		return component{}, err
+		return proc.Component{}, err
 	}
-	return component{
-		name: "kwok", exe: bin + "/kwok", timeout: time.Minute,
-		addrs: []string{loopback(c.Ports.KwokServer)},
-		args: []string{
-			"--kubeconfig=" + c.kubeconfigFor("kwok"),
+	return proc.Component{
+		Name: "kwok", Exe: bin + "/kwok", Timeout: time.Minute,
+		Addrs: []string{spec.Loopback(c.Ports.KwokServer)},
+		Args: []string{
+			"--kubeconfig=" + c.KubeconfigFor("kwok"),
 			"--config=" + cfg,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + kwoknode.Annotation + "=fake",
 			// Simulated pod IPs sit on our bridge's subnet, never routed off the machine.
-			"--cidr=" + kwokPodCIDR,
+			"--cidr=" + spec.KwokPodCIDR,
 			"--node-ip=127.0.0.1",
 			"--node-lease-duration-seconds=40",
-			"--server-address=" + loopback(c.Ports.KwokServer),
+			"--server-address=" + spec.Loopback(c.Ports.KwokServer),
 		},
-		ready: func(context.Context) error { return nil },
+		Ready: func(context.Context) error { return nil },
 	}, nil
 }
 
 // ensureKwokNodes registers kwok-node-0..N-1 (tainted so only pods that tolerate the taint go
 // there), removes higher-numbered ones left from a bigger cluster, and waits until all are Ready.
-func (c *Config) ensureKwokNodes(ctx context.Context) error {
+func (c *Cluster) ensureKwokNodes(ctx context.Context) error {
 	cs, err := c.clientset()
 	if err != nil {
 		return err
@@ -106,7 +108,7 @@ func (c *Config) ensureKwokNodes(ctx context.Context) error {
 		}
 	}
 	for name := range want {
-		if err := c.waitUntil(ctx, "simulated node "+name, nil, time.Minute, c.nodeReady(name)); err != nil {
+		if err := c.Proc.WaitUntil(ctx, "simulated node "+name, nil, time.Minute, c.nodeReady(name)); err != nil {
 			return err
 		}
 	}

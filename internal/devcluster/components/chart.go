@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // The in-cluster install of the local cluster: the controller and router run as the Helm
@@ -35,7 +37,7 @@ const (
 // NodePort so the host reaches it. Router auth is the chart's default, as in every install:
 // the host's clients send the developer's token (writeRouterToken), pods are named by their
 // source IP.
-func (c *Config) chartValues(imageIDs map[string]string) map[string]any {
+func (c *Cluster) chartValues(imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{
 			"image":          map[string]any{"repository": repo, "tag": "dev", "pullPolicy": "Never"},
@@ -46,8 +48,8 @@ func (c *Config) chartValues(imageIDs map[string]string) map[string]any {
 			},
 		}
 	}
-	ctrl := component("controller", strings.TrimSuffix(ControllerImage, ":dev"))
-	router := component("router", strings.TrimSuffix(RouterImage, ":dev"))
+	ctrl := component("controller", strings.TrimSuffix(spec.ControllerImage, ":dev"))
+	router := component("router", strings.TrimSuffix(spec.RouterImage, ":dev"))
 	router["service"] = map[string]any{"type": "NodePort", "nodePort": c.Ports.RouterNodePort}
 	return map[string]any{"controller": ctrl, "router": router}
 }
@@ -55,7 +57,7 @@ func (c *Config) chartValues(imageIDs map[string]string) map[string]any {
 // installChart imports the controller and router images, installs or upgrades the chart's
 // release and waits until both Deployments are available and the CRDs convert through the
 // controller's webhook.
-func (c *Config) installChart(ctx context.Context, helm string) error {
+func (c *Cluster) installChart(ctx context.Context, helm string) error {
 	cl, err := c.kubeClient()
 	if err != nil {
 		return err
@@ -65,7 +67,7 @@ func (c *Config) installChart(ctx context.Context, helm string) error {
 	if err := c.removeUnmanaged(ctx, cl); err != nil {
 		return err
 	}
-	c.progress("importing images %s and %s into containerd", ControllerImage, RouterImage)
+	c.Progress("importing images %s and %s into containerd", spec.ControllerImage, spec.RouterImage)
 	ids, err := c.importImageIDs(ctx, "controller", "router")
 	if err != nil {
 		return err
@@ -74,33 +76,33 @@ func (c *Config) installChart(ctx context.Context, helm string) error {
 	if err != nil {
 		return err
 	}
-	valuesFile := c.path("chart-values.yaml")
+	valuesFile := c.Path("chart-values.yaml")
 	if err := os.WriteFile(valuesFile, values, 0o644); err != nil {
 		return err
 	}
-	c.progress("installing the Helm chart (controller and router as Deployments)")
+	c.Progress("installing the Helm chart (controller and router as Deployments)")
 	cmd := exec.CommandContext(ctx, helm, "upgrade", "--install", releaseName,
 		filepath.Join(c.RepoRoot, "charts", "agent-sandbox"),
-		"--namespace", SystemNS, "--skip-crds", "--values", valuesFile,
+		"--namespace", spec.SystemNS, "--skip-crds", "--values", valuesFile,
 		"--kubeconfig", c.KubeconfigPath())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("helm upgrade --install: %w\n%s", err, out)
 	}
 	for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
-		if err := c.waitUntil(ctx, "Deployment "+name, nil, 3*time.Minute, deploymentRolledOut(cl, name)); err != nil {
+		if err := c.Proc.WaitUntil(ctx, "Deployment "+name, nil, 3*time.Minute, deploymentRolledOut(cl, name)); err != nil {
 			return err
 		}
 	}
 	// The controller writes its CA into the CRDs once it has its certificate: until then a
 	// v1beta1 read fails.
-	return c.waitUntil(ctx, "the conversion webhook", nil, 2*time.Minute, convertsThroughWebhook(cl))
+	return c.Proc.WaitUntil(ctx, "the conversion webhook", nil, 2*time.Minute, convertsThroughWebhook(cl))
 }
 
 // deploymentRolledOut is true when every replica runs the newest pod template and is ready.
 func deploymentRolledOut(cl client.Client, name string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var d appsv1.Deployment
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: SystemNS, Name: name}, &d); err != nil {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: spec.SystemNS, Name: name}, &d); err != nil {
 			return err
 		}
 		want := int32(1)
@@ -119,15 +121,15 @@ func convertsThroughWebhook(cl client.Client) func(context.Context) error {
 	return func(ctx context.Context) error {
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(schema.GroupVersionKind{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Kind: "SandboxTemplateList"})
-		return cl.List(ctx, l, client.InNamespace(SystemNS))
+		return cl.List(ctx, l, client.InNamespace(spec.SystemNS))
 	}
 }
 
 // removeUnmanaged deletes the objects of config/rbac (and the host-process controller and
 // router) that a host-process cluster created, so that Helm can create its own.
-func (c *Config) removeUnmanaged(ctx context.Context, cl client.Client) error {
+func (c *Cluster) removeUnmanaged(ctx context.Context, cl client.Client) error {
 	for _, name := range []string{"sandbox-router", "agent-sandbox-controller"} {
-		if err := c.stop(name); err != nil {
+		if err := c.Proc.Stop(name); err != nil {
 			return err
 		}
 	}
@@ -152,13 +154,13 @@ func (c *Config) removeUnmanaged(ctx context.Context, cl client.Client) error {
 }
 
 // uninstallChart removes the release when the cluster switches to host processes.
-func (c *Config) uninstallChart(ctx context.Context, helm string) error {
-	status := exec.CommandContext(ctx, helm, "status", releaseName, "--namespace", SystemNS, "--kubeconfig", c.KubeconfigPath())
+func (c *Cluster) uninstallChart(ctx context.Context, helm string) error {
+	status := exec.CommandContext(ctx, helm, "status", releaseName, "--namespace", spec.SystemNS, "--kubeconfig", c.KubeconfigPath())
 	if status.Run() != nil {
 		return nil
 	}
-	c.progress("uninstalling the Helm release: the controller and router run as host processes")
-	cmd := exec.CommandContext(ctx, helm, "uninstall", releaseName, "--namespace", SystemNS, "--wait", "--kubeconfig", c.KubeconfigPath())
+	c.Progress("uninstalling the Helm release: the controller and router run as host processes")
+	cmd := exec.CommandContext(ctx, helm, "uninstall", releaseName, "--namespace", spec.SystemNS, "--wait", "--kubeconfig", c.KubeconfigPath())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("helm uninstall: %w\n%s", err, out)
 	}
@@ -167,19 +169,19 @@ func (c *Config) uninstallChart(ctx context.Context, helm string) error {
 
 // stopInClusterController deletes the controller's pods while kube-controller-manager is
 // stopped, so that neither it nor its ReplicaSet recreates pods that teardown deletes next.
-func (c *Config) stopInClusterController(ctx context.Context) error {
+func (c *Cluster) stopInClusterController(ctx context.Context) error {
 	cl, err := c.kubeClient()
 	if err != nil {
 		return err
 	}
 	sel := client.MatchingLabels{"app": "agent-sandbox-controller"}
 	if err := cl.DeleteAllOf(ctx, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}},
-		client.InNamespace(SystemNS), sel, client.GracePeriodSeconds(2)); err != nil {
+		client.InNamespace(spec.SystemNS), sel, client.GracePeriodSeconds(2)); err != nil {
 		return err
 	}
-	return c.waitUntil(ctx, "the controller's pods to go", nil, time.Minute, func(ctx context.Context) error {
+	return c.Proc.WaitUntil(ctx, "the controller's pods to go", nil, time.Minute, func(ctx context.Context) error {
 		l := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
-		if err := cl.List(ctx, l, client.InNamespace(SystemNS), sel); err != nil {
+		if err := cl.List(ctx, l, client.InNamespace(spec.SystemNS), sel); err != nil {
 			return err
 		}
 		if len(l.Items) > 0 {
@@ -190,9 +192,9 @@ func (c *Config) stopInClusterController(ctx context.Context) error {
 }
 
 // The mode of the last `up`, so that `status` reports the router where it is.
-func (c *Config) modeFile() string { return c.path("mode") }
+func (c *Cluster) modeFile() string { return c.Path("mode") }
 
-func (c *Config) recordMode() error {
+func (c *Cluster) recordMode() error {
 	mode := "chart"
 	if c.HostProcesses {
 		mode = "host-processes"
@@ -200,7 +202,7 @@ func (c *Config) recordMode() error {
 	return os.WriteFile(c.modeFile(), []byte(mode+"\n"), 0o644)
 }
 
-func (c *Config) recordedHostProcesses() bool {
+func (c *Cluster) recordedHostProcesses() bool {
 	b, err := os.ReadFile(c.modeFile())
 	return err == nil && strings.TrimSpace(string(b)) == "host-processes"
 }

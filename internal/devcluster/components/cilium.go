@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"context"
@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/host"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // Cilium is the dev cluster's NetworkPolicy engine, chained after the bridge CNI plugin
@@ -33,8 +37,8 @@ const ciliumRunDir = "/var/run/cilium"
 var ciliumBinaries = []string{"cilium-agent", "cilium-cni", "cilium-dbg"}
 
 // ciliumDir asks hack/build-cilium.sh where the pinned Cilium build lives.
-func (c *Config) ciliumDir() (string, error) {
-	root, err := c.repoRoot()
+func (c *Cluster) ciliumDir() (string, error) {
+	root, err := c.ResolveRepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -47,19 +51,19 @@ func (c *Config) ciliumDir() (string, error) {
 
 // ensureCilium builds Cilium when any piece is missing (first time ~6 min and ~3 GB on 2
 // cores) and returns its folder: binaries, the bpf/ sources the agent compiles, the CRDs.
-func (c *Config) ensureCilium(ctx context.Context) (string, error) {
+func (c *Cluster) ensureCilium(ctx context.Context) (string, error) {
 	dir, err := c.ciliumDir()
 	if err != nil {
 		return "", err
 	}
 	complete := true
 	for _, p := range append(slices.Clone(ciliumBinaries), "bpf", "crds/v2", "crds/v2alpha1") {
-		complete = complete && fileExists(filepath.Join(dir, p))
+		complete = complete && spec.FileExists(filepath.Join(dir, p))
 	}
 	if complete {
 		return dir, nil
 	}
-	c.progress("building Cilium into %s (first time: ~6 minutes and ~3 GB of memory on 2 cores)", dir)
+	c.Progress("building Cilium into %s (first time: ~6 minutes and ~3 GB of memory on 2 cores)", dir)
 	cmd := exec.CommandContext(ctx, filepath.Join(c.RepoRoot, "hack", "build-cilium.sh"))
 	cmd.Stdout, cmd.Stderr = c.Out, c.Out
 	if err := cmd.Run(); err != nil {
@@ -70,13 +74,13 @@ func (c *Config) ensureCilium(ctx context.Context) (string, error) {
 
 // ciliumToolsDir holds clang and llc links to Debian's clang-19/llc-19, first on the agent's
 // PATH: it compiles bpf/*.c with `clang` and needs clang >= 18 (Debian 12's default is 14).
-func (c *Config) ciliumToolsDir() (string, error) {
-	dir := c.path("cilium", "bin")
+func (c *Cluster) ciliumToolsDir() (string, error) {
+	dir := c.Path("cilium", "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	for link, target := range map[string]string{"clang": "/usr/bin/clang-19", "llc": "/usr/bin/llc-19"} {
-		if !fileExists(target) {
+		if !spec.FileExists(target) {
 			return "", fmt.Errorf("%s is missing: run hack/install-node-deps.sh", target)
 		}
 		p := filepath.Join(dir, link)
@@ -97,61 +101,51 @@ func (c *Config) ciliumToolsDir() (string, error) {
 // agent attaches BPF to the machine's own uplink. --allow-localhost=always: the host (kubelet
 // probes, port-forward, host-process router and tools) always reaches pods; policies apply to
 // pods and to traffic forwarded from other hosts or namespaces.
-func (c *Config) ciliumArgs(dir string) []string {
+func (c *Cluster) ciliumArgs(dir string) []string {
 	return []string{
-		"--k8s-kubeconfig-path=" + c.kubeconfigFor("cilium"),
+		"--k8s-kubeconfig-path=" + c.KubeconfigFor("cilium"),
 		"--lib-dir=" + dir,
 		"--identity-allocation-mode=crd",
 		"--cni-chaining-mode=generic-veth", "--cni-exclusive=false",
-		"--routing-mode=native", "--ipv4-native-routing-cidr=" + podSubnet,
+		"--routing-mode=native", "--ipv4-native-routing-cidr=" + spec.PodSubnet,
 		"--enable-ipv4-masquerade=false", "--enable-ipv6=false",
 		"--kube-proxy-replacement=false", "--enable-l7-proxy=false",
 		"--enable-local-node-route=false", "--enable-host-legacy-routing=true",
 		"--install-no-conntrack-iptables-rules=false",
 		"--enable-health-checking=false", "--enable-endpoint-health-checking=false",
-		"--devices=" + BridgeName,
+		"--devices=" + spec.BridgeName,
 		"--allow-localhost=always",
 		"--agent-health-port=" + strconv.Itoa(c.Ports.CiliumHealth),
 		"--enable-gops=false",
 	}
 }
 
-func (c *Config) ciliumAgent(dir string) (component, error) {
+func (c *Cluster) ciliumAgent(dir string) (proc.Component, error) {
 	tools, err := c.ciliumToolsDir()
 	if err != nil {
-		return component{}, err
+		return proc.Component{}, err
 	}
-	return component{
-		name: "cilium-agent", exe: filepath.Join(dir, "cilium-agent"), timeout: 3 * time.Minute,
-		addrs: []string{loopback(c.Ports.CiliumHealth)},
-		args:  c.ciliumArgs(dir),
-		env: []string{
+	return proc.Component{
+		Name: "cilium-agent", Exe: filepath.Join(dir, "cilium-agent"), Timeout: 3 * time.Minute,
+		Addrs: []string{spec.Loopback(c.Ports.CiliumHealth)},
+		Args:  c.ciliumArgs(dir),
+		Env: []string{
 			// Else it waits, silently, for a Node named after the hostname.
-			"K8S_NODE_NAME=" + NodeName,
+			"K8S_NODE_NAME=" + spec.NodeName,
 			"PATH=" + tools + ":" + os.Getenv("PATH"),
 		},
-		ready: c.ciliumReady,
+		Ready: c.ciliumReady,
 	}, nil
 }
 
 // ciliumReady: the agent's /healthz answers 200 once its status is OK.
-func (c *Config) ciliumReady(ctx context.Context) error {
-	return httpOK(ctx, nil, fmt.Sprintf("http://%s/healthz", loopback(c.Ports.CiliumHealth)), "")
+func (c *Cluster) ciliumReady(ctx context.Context) error {
+	return proc.HTTPOK(ctx, nil, fmt.Sprintf("http://%s/healthz", spec.Loopback(c.Ports.CiliumHealth)), "")
 }
 
-// prepareCilium does what the agent expects around it: bpffs mounted (recorded, so that Down
-// unmounts only what Up mounted), its CRDs applied server-side (normally the operator's job)
+// prepareCilium does what the agent expects around it (bpffs is mounted by hostnet.BPFFS): its CRDs applied server-side (normally the operator's job)
 // and established, the node's CiliumNode with a pod CIDR (the Node has no podCIDR).
-func (c *Config) prepareCilium(ctx context.Context, dir string) error {
-	mounted, err := ensureBPFFS()
-	if err != nil {
-		return err
-	}
-	if mounted {
-		if err := c.updateHost(func(hs *hostState) { hs.BPFFSMounted = true }); err != nil {
-			return err
-		}
-	}
+func (c *Cluster) prepareCilium(ctx context.Context, dir string) error {
 	cl, err := c.kubeClient()
 	if err != nil {
 		return err
@@ -164,11 +158,11 @@ func (c *Config) prepareCilium(ctx context.Context, dir string) error {
 		}
 		crds = append(crds, objs...)
 	}
-	c.progress("applying %d Cilium CRDs", len(crds))
+	c.Progress("applying %d Cilium CRDs", len(crds))
 	if err := applyAll(ctx, cl, crds); err != nil {
 		return err
 	}
-	err = c.waitUntil(ctx, "Cilium's CRDs", nil, time.Minute, func(ctx context.Context) error {
+	err = c.Proc.WaitUntil(ctx, "Cilium's CRDs", nil, time.Minute, func(ctx context.Context) error {
 		for _, crd := range crds {
 			if err := crdEstablished(cl, crd.GetName())(ctx); err != nil {
 				return fmt.Errorf("%s: %w", crd.GetName(), err)
@@ -181,7 +175,7 @@ func (c *Config) prepareCilium(ctx context.Context, dir string) error {
 	}
 	node := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
-		"metadata": map[string]any{"name": NodeName},
+		"metadata": map[string]any{"name": spec.NodeName},
 		"spec":     map[string]any{"ipam": map[string]any{"podCIDRs": []any{ciliumPodCIDR}}},
 	}}
 	return applyAll(ctx, cl, []*unstructured.Unstructured{node})
@@ -189,13 +183,13 @@ func (c *Config) prepareCilium(ctx context.Context, dir string) error {
 
 // ciliumLeftovers reports whether anything of a Cilium agent is on this machine: its links,
 // pins or runtime dir.
-func ciliumLeftovers() bool {
-	out, _ := exec.Command("ip", "-o", "link", "show").Output()
-	if strings.Contains(string(out), " cilium_") {
+func ciliumLeftovers(h host.Host) bool {
+	out, _ := h.Run("ip", "-o", "link", "show")
+	if strings.Contains(out, " cilium_") {
 		return true
 	}
 	for _, p := range []string{ciliumRunDir, "/sys/fs/bpf/cilium", "/sys/fs/bpf/tc/globals"} {
-		if _, err := os.Lstat(p); err == nil {
+		if h.Exists(p) {
 			return true
 		}
 	}
@@ -204,9 +198,9 @@ func ciliumLeftovers() bool {
 
 // cleanupCilium removes what the (stopped) agent left: links, BPF pins, its runtime dir and
 // cgroup2 mount, through the agent's own cleanup. The CILIUM_* iptables chains, the bpffs
-// mount and the sysctls are Down's (teardownNetwork).
-func (c *Config) cleanupCilium() error {
-	if !ciliumLeftovers() {
+// mount and the sysctls are hostnet's steps'.
+func (c *Cluster) cleanupCilium() error {
+	if !ciliumLeftovers(c.Host) {
 		return nil
 	}
 	dir, err := c.ciliumDir()
@@ -214,16 +208,16 @@ func (c *Config) cleanupCilium() error {
 		return err
 	}
 	dbg := filepath.Join(dir, "cilium-dbg")
-	if !fileExists(dbg) {
+	if !spec.FileExists(dbg) {
 		return fmt.Errorf("cilium state is left on this machine but %s is missing to clean it up (run hack/build-cilium.sh)", dbg)
 	}
-	c.progress("removing Cilium's links, BPF pins and state")
-	if err := runLogged(dbg, "post-uninstall-cleanup", "--all-state", "--force"); err != nil {
+	c.Progress("removing Cilium's links, BPF pins and state")
+	if _, err := c.Host.Run(dbg, "post-uninstall-cleanup", "--all-state", "--force"); err != nil {
 		return err
 	}
 	// Whatever the cleanup left mounted under the runtime dir (cgroup2), then the dir.
-	if err := unmountAll("/run/cilium"); err != nil {
+	if err := host.UnmountAll(c.Host, "/run/cilium"); err != nil {
 		return err
 	}
-	return os.RemoveAll(ciliumRunDir)
+	return c.Host.RemoveAll(ciliumRunDir)
 }

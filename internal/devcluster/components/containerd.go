@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"context"
@@ -12,17 +12,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/images"
 )
 
 const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so the kubelet) uses
 
-func (c *Config) containerdSock() string { return c.path("run", "containerd.sock") }
+func (c *Cluster) containerdSock() string { return c.Path("run", "containerd.sock") }
 
 // containerdConfig is containerd's own config: everything under the state dir, overlayfs, runc
 // with cgroupfs, our CNI network, our pause image. restrict_oom_score_adj is required on VMs
 // without CAP_SYS_RESOURCE, where runc otherwise fails to set the sandbox's oom_score_adj.
-func (c *Config) containerdConfig() string {
+func (c *Cluster) containerdConfig() string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -58,36 +60,36 @@ oom_score = 0
     bin_dir = %q
     conf_dir = %q
     max_conf_num = 1
-`, c.path("containerd", "root"), c.path("containerd", "state"), c.containerdSock(), c.containerdSock()+".ttrpc",
-		c.path("containerd", "opt"), "docker.io/"+PauseImage, c.cniBinDir(), c.path("cni", "net.d"))
+`, c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
+		c.Path("containerd", "opt"), "docker.io/"+spec.PauseImage, c.CNIBinDir(), c.Path("cni", "net.d"))
 }
 
-func (c *Config) containerd() (component, error) {
-	if err := os.MkdirAll(c.path("run"), 0o755); err != nil {
-		return component{}, err
+func (c *Cluster) containerd() (proc.Component, error) {
+	if err := os.MkdirAll(c.Path("run"), 0o755); err != nil {
+		return proc.Component{}, err
 	}
-	if err := os.MkdirAll(c.path("containerd"), 0o755); err != nil {
-		return component{}, err
+	if err := os.MkdirAll(c.Path("containerd"), 0o755); err != nil {
+		return proc.Component{}, err
 	}
-	cfg := c.path("containerd", "config.toml")
+	cfg := c.Path("containerd", "config.toml")
 	if err := os.WriteFile(cfg, []byte(c.containerdConfig()), 0o644); err != nil {
-		return component{}, err
+		return proc.Component{}, err
 	}
-	return component{
-		name: "containerd", exe: "/usr/bin/containerd", timeout: time.Minute,
-		args:  []string{"--config=" + cfg, "--log-level=warn"},
-		ready: func(ctx context.Context) error { return c.ctr(ctx, "version") },
+	return proc.Component{
+		Name: "containerd", Exe: "/usr/bin/containerd", Timeout: time.Minute,
+		Args:  []string{"--config=" + cfg, "--log-level=warn"},
+		Ready: func(ctx context.Context) error { return c.ctr(ctx, "version") },
 	}, nil
 }
 
 // ctr runs containerd's own CLI against our socket in the k8s.io namespace.
-func (c *Config) ctr(ctx context.Context, args ...string) error {
+func (c *Cluster) ctr(ctx context.Context, args ...string) error {
 	_, err := c.ctrOutput(ctx, args...)
 	return err
 }
 
-func (c *Config) ctrOutput(ctx context.Context, args ...string) (string, error) {
-	full := append([]string{"--address", c.containerdSock(), "--namespace", ctrNamespace}, args...)
+func (c *Cluster) ctrOutput(ctx context.Context, args ...string) (string, error) {
+	full := append([]string{"--address", c.ContainerdSock(), "--namespace", ctrNamespace}, args...)
 	out, err := exec.CommandContext(ctx, "ctr", full...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
@@ -98,27 +100,27 @@ func (c *Config) ctrOutput(ctx context.Context, args ...string) (string, error) 
 // ourImages builds the images of our binaries: the sandbox runtime and pause images the
 // cluster needs, and the controller and router images of an in-cluster install (config/,
 // charts/). bin/ must hold fresh binaries (buildOurs).
-func (c *Config) ourImages() (map[string]*images.Image, error) {
+func (c *Cluster) ourImages() (map[string]*images.Image, error) {
 	// python3 is a nicety (agents run `python3 file.py`); the image works without it.
 	python, err := images.Python()
 	if err != nil {
 		c.Log.Warn("runtime image without python3", "reason", err)
 	}
-	runtime, err := images.Runtime("docker.io/"+RuntimeImage, c.ourBin("sandboxd"), "/bin/busybox", python...)
+	runtime, err := images.Runtime("docker.io/"+spec.RuntimeImage, c.OurBin("sandboxd"), "/bin/busybox", python...)
 	if err != nil {
 		return nil, err
 	}
 	return map[string]*images.Image{
 		"runtime":    runtime,
-		"pause":      images.Pause("docker.io/"+PauseImage, c.ourBin("pause")),
-		"controller": images.Server("docker.io/"+ControllerImage, c.ourBin("controller"), 8080, 8081),
-		"router":     images.Server("docker.io/"+RouterImage, c.ourBin("router"), 8080, 8081),
+		"pause":      images.Pause("docker.io/"+spec.PauseImage, c.OurBin("pause")),
+		"controller": images.Server("docker.io/"+spec.ControllerImage, c.OurBin("controller"), 8080, 8081),
+		"router":     images.Server("docker.io/"+spec.RouterImage, c.OurBin("router"), 8080, 8081),
 	}, nil
 }
 
 // writeImages writes the named images as docker-archives <dir>/<name>.tar and returns their
 // paths and image ids.
-func (c *Config) writeImages(dir string, names ...string) (paths, ids []string, err error) {
+func (c *Cluster) writeImages(dir string, names ...string) (paths, ids []string, err error) {
 	imgs, err := c.ourImages()
 	if err != nil {
 		return nil, nil, err
@@ -144,14 +146,14 @@ func (c *Config) writeImages(dir string, names ...string) (paths, ids []string, 
 
 // importImages builds the named images and imports them into the cluster's containerd. The
 // archives are deterministic, so an unchanged image re-imports as a no-op.
-func (c *Config) importImages(ctx context.Context, names ...string) error {
+func (c *Cluster) importImages(ctx context.Context, names ...string) error {
 	_, err := c.importImageIDs(ctx, names...)
 	return err
 }
 
 // importImageIDs is importImages returning each image's id by name.
-func (c *Config) importImageIDs(ctx context.Context, names ...string) (map[string]string, error) {
-	paths, ids, err := c.writeImages(c.path("images"), names...)
+func (c *Cluster) importImageIDs(ctx context.Context, names ...string) (map[string]string, error) {
+	paths, ids, err := c.writeImages(c.Path("images"), names...)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +170,7 @@ func (c *Config) importImageIDs(ctx context.Context, names ...string) (map[strin
 // killTasks kills and deletes every container task left in containerd, so that no shim or
 // container survives containerd. Pods are deleted through the API before this; this catches
 // what the kubelet could not clean up.
-func (c *Config) killTasks(ctx context.Context) error {
+func (c *Cluster) killTasks(ctx context.Context) error {
 	out, err := c.ctrOutput(ctx, "tasks", "ls", "-q")
 	if err != nil {
 		return err
@@ -185,7 +187,7 @@ func (c *Config) killTasks(ctx context.Context) error {
 
 // killShims ends containerd-shim processes serving our containerd (they outlive it by design).
 // They are found by the socket address on their command line, which is unique to our state dir.
-func (c *Config) killShims() {
+func (c *Cluster) killShims() {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -201,7 +203,7 @@ func (c *Config) killShims() {
 			continue
 		}
 		for i := range args {
-			if args[i] == "-address" && i+1 < len(args) && args[i+1] == c.containerdSock() {
+			if args[i] == "-address" && i+1 < len(args) && args[i+1] == c.ContainerdSock() {
 				c.Log.Info("killing leftover shim", "pid", pid)
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}

@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"encoding/base64"
@@ -7,24 +7,26 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 func TestConvertThroughWebhookPointsCRDsAtTheLoopbackWebhook(t *testing.T) {
 	cases := []struct {
 		name  string
-		ports Ports
+		ports spec.Ports
 		want  string
 	}{
-		{"default port", Ports{}, "https://127.0.0.1:38443/convert"},
-		{"configured port", Ports{ControllerWebhook: 40443}, "https://127.0.0.1:40443/convert"},
+		{"default port", spec.Ports{}, "https://127.0.0.1:38443/convert"},
+		{"configured port", spec.Ports{ControllerWebhook: 40443}, "https://127.0.0.1:40443/convert"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Config{Dir: t.TempDir(), Ports: tc.ports}
-			if err := os.MkdirAll(c.path("pki"), 0o700); err != nil {
+			c := &Cluster{Config: &spec.Config{Dir: t.TempDir(), Ports: tc.ports}}
+			if err := os.MkdirAll(c.Path("pki"), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(c.path("pki"), "ca.crt"), []byte("CA"), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(c.Path("pki"), "ca.crt"), []byte("CA"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			crd := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"group": "agents.x-k8s.io"}}}

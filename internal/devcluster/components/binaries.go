@@ -1,50 +1,21 @@
-package devcluster
+package components
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
-const modulePath = "github.com/agent-sandbox/agent-sandbox"
-
-// findRepoRoot walks up from dir to the go.mod of this module.
-func findRepoRoot(dir string) (string, error) {
-	for d := dir; ; d = filepath.Dir(d) {
-		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && bytes.HasPrefix(bytes.TrimSpace(data), []byte("module "+modulePath+"\n")) {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", errors.New("not inside the agent-sandbox source tree (run from the repository, or pass its path)")
-		}
-	}
-}
-
-func (c *Config) repoRoot() (string, error) {
-	if c.RepoRoot != "" {
-		return c.RepoRoot, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	root, err := findRepoRoot(wd)
-	if err != nil {
-		return "", err
-	}
-	c.RepoRoot = root
-	return root, nil
-}
-
 // k8sBinDir asks hack/build-k8s.sh where the pinned Kubernetes binaries live.
-func (c *Config) k8sBinDir() (string, error) {
-	root, err := c.repoRoot()
+func (c *Cluster) k8sBinDir() (string, error) {
+	root, err := c.ResolveRepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -55,7 +26,7 @@ func (c *Config) k8sBinDir() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-func (c *Config) k8sBinaries() []string {
+func (c *Cluster) k8sBinaries() []string {
 	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "helm", "coredns"}
 	if c.KwokNodes > 0 {
 		bins = append(bins, "kwok")
@@ -66,21 +37,21 @@ func (c *Config) k8sBinaries() []string {
 // ensureK8sBinaries builds the missing Kubernetes binaries; the script skips what exists and
 // serialises concurrent builds. Its progress goes straight to the user: a first build takes
 // many minutes.
-func (c *Config) ensureK8sBinaries(ctx context.Context) (string, error) {
+func (c *Cluster) ensureK8sBinaries(ctx context.Context) (string, error) {
 	dir, err := c.k8sBinDir()
 	if err != nil {
 		return "", err
 	}
 	var missing []string
 	for _, b := range c.k8sBinaries() {
-		if !fileExists(filepath.Join(dir, b)) {
+		if !spec.FileExists(filepath.Join(dir, b)) {
 			missing = append(missing, b)
 		}
 	}
 	if len(missing) == 0 {
 		return dir, nil
 	}
-	c.progress("building Kubernetes binaries %v into %s (first time: ~10-15 minutes on 2 cores)", missing, dir)
+	c.Progress("building Kubernetes binaries %v into %s (first time: ~10-15 minutes on 2 cores)", missing, dir)
 	cmd := exec.CommandContext(ctx, filepath.Join(c.RepoRoot, "hack", "build-k8s.sh"), missing...)
 	cmd.Stdout, cmd.Stderr = c.Out, c.Out
 	if err := cmd.Run(); err != nil {
@@ -90,12 +61,12 @@ func (c *Config) ensureK8sBinaries(ctx context.Context) (string, error) {
 }
 
 // ensureNodeDeps installs containerd, runc, the CNI plugins and friends when missing.
-func (c *Config) ensureNodeDeps(ctx context.Context) error {
+func (c *Cluster) ensureNodeDeps(ctx context.Context) error {
 	script := filepath.Join(c.RepoRoot, "hack", "install-node-deps.sh")
 	if exec.CommandContext(ctx, script, "--check").Run() == nil {
 		return nil
 	}
-	c.progress("installing node packages (containerd, runc, CNI plugins, busybox-static, iptables, clang-19)")
+	c.Progress("installing node packages (containerd, runc, CNI plugins, busybox-static, iptables, clang-19)")
 	cmd := exec.CommandContext(ctx, script)
 	cmd.Stdout, cmd.Stderr = c.Out, c.Out
 	return cmd.Run()
@@ -108,12 +79,12 @@ var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd",
 // buildOurs builds our binaries into bin/ in one go invocation (incremental: an unchanged tree
 // costs seconds). A binary that changed is renamed into place, so a running old one is not
 // disturbed; one that did not keeps its inode, so its running process is known to be current.
-func (c *Config) buildOurs(ctx context.Context) error {
-	binDir, newDir := c.path("bin"), c.path("bin", ".new")
+func (c *Cluster) buildOurs(ctx context.Context) error {
+	binDir, newDir := c.Path("bin"), c.Path("bin", ".new")
 	if err := os.MkdirAll(newDir, 0o755); err != nil {
 		return err
 	}
-	c.progress("building controller, router, sandboxd and pause from %s", c.RepoRoot)
+	c.Progress("building controller, router, sandboxd and pause from %s", c.RepoRoot)
 	args := append([]string{"build", "-trimpath", "-o", newDir + "/"}, ourPackages...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = c.RepoRoot
@@ -146,4 +117,50 @@ func sameFile(a, b string) bool {
 	return err == nil && bytes.Equal(x, y)
 }
 
-func (c *Config) ourBin(name string) string { return c.path("bin", name) }
+// WriteImages builds our binaries from the source tree and writes the runtime, controller and
+// router images as docker-archive tars into dir (default bin/images of the tree).
+func (c *Cluster) WriteImages(ctx context.Context, dir string) ([]string, error) {
+	if _, err := c.ResolveRepoRoot(); err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		dir = filepath.Join(c.RepoRoot, "bin", "images")
+	}
+	if err := c.buildOurs(ctx); err != nil {
+		return nil, err
+	}
+	paths, _, err := c.writeImages(dir, "runtime", "controller", "router")
+	return paths, err
+}
+
+// Restartable builds the named component as Up does, for a restart on its own.
+func (c *Cluster) Restartable(name string) (proc.Component, error) {
+	bin, err := c.k8sBinDir()
+	if err != nil {
+		return proc.Component{}, err
+	}
+	switch name {
+	case "etcd":
+		return c.etcd(bin), nil
+	case "kube-apiserver":
+		return c.apiserver(bin), nil
+	case "containerd":
+		return c.containerd()
+	case "kubelet":
+		return c.kubelet(bin)
+	}
+	return proc.Component{}, fmt.Errorf("no component %s", name)
+}
+
+// AllRunning reports whether every process Up runs (kwok aside) is running.
+func (c *Cluster) AllRunning() bool {
+	for _, n := range ProcessNames {
+		if n == "kwok" || (!c.HostProcesses && (n == "agent-sandbox-controller" || n == "sandbox-router")) {
+			continue
+		}
+		if c.Proc.Running(n) == nil {
+			return false
+		}
+	}
+	return true
+}

@@ -1,4 +1,4 @@
-package devcluster
+package components
 
 import (
 	"bytes"
@@ -19,6 +19,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 //go:embed manifests/*.yaml
@@ -26,12 +29,12 @@ var manifests embed.FS
 
 const fieldOwner = client.FieldOwner("agent-sandbox-dev")
 
-// install applies our CRDs, the namespace, and what the dev cluster adds (default StorageClass,
+// install applies our CRDs, the namespace, and what the dev cluster adds (default spec.StorageClass,
 // node reads), server-side, so that running it again converges instead of failing. With host
 // processes it also applies config/rbac (the in-cluster install's service accounts, roles and
 // bindings) and points the CRDs' conversion at the host's webhook; otherwise the chart's
 // release brings its own RBAC and the CRDs convert through its webhook Service.
-func (c *Config) install(ctx context.Context) error {
+func (c *Cluster) install(ctx context.Context) error {
 	cl, err := c.kubeClient()
 	if err != nil {
 		return err
@@ -44,7 +47,7 @@ func (c *Config) install(ctx context.Context) error {
 		return err
 	}
 	for _, crd := range crds {
-		if err := c.waitUntil(ctx, "CRD "+crd.GetName(), nil, time.Minute, crdEstablished(cl, crd.GetName())); err != nil {
+		if err := c.Proc.WaitUntil(ctx, "CRD "+crd.GetName(), nil, time.Minute, crdEstablished(cl, crd.GetName())); err != nil {
 			return err
 		}
 	}
@@ -73,7 +76,7 @@ func (c *Config) install(ctx context.Context) error {
 
 // crds are the chart's CRDs (conversion through the webhook Service), or config/'s pointed at
 // the host-process controller's webhook.
-func (c *Config) crds() ([]*unstructured.Unstructured, error) {
+func (c *Cluster) crds() ([]*unstructured.Unstructured, error) {
 	if !c.HostProcesses {
 		return readYAMLDir(filepath.Join(c.RepoRoot, "charts", "agent-sandbox", "crds"))
 	}
@@ -84,7 +87,7 @@ func (c *Config) crds() ([]*unstructured.Unstructured, error) {
 	return crds, c.convertThroughWebhook(crds)
 }
 
-func (c *Config) kubeClient() (client.Client, error) {
+func (c *Cluster) kubeClient() (client.Client, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath())
 	if err != nil {
 		return nil, err
@@ -174,38 +177,72 @@ func decodeYAML(r io.Reader) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// installAgentSandbox applies the CRDs and the cluster's own objects, then runs the controller
+// and router.
+func (c *Cluster) installAgentSandbox(ctx context.Context, helm string, hostProcesses []proc.Component) error {
+	c.Progress("installing CRDs, RBAC and the default StorageClass")
+	if c.HostProcesses {
+		// Before install: the release's roles share names with config/rbac's, and uninstalling
+		// deletes them.
+		if err := c.uninstallChart(ctx, helm); err != nil {
+			return err
+		}
+	}
+	if err := c.install(ctx); err != nil {
+		return err
+	}
+	return c.installOurs(ctx, helm, hostProcesses)
+}
+
+// installOurs runs the controller and router: as the Helm chart's Deployments, or as host
+// processes (then without a release of the chart).
+func (c *Cluster) installOurs(ctx context.Context, helm string, hostProcesses []proc.Component) error {
+	if err := c.recordMode(); err != nil {
+		return err
+	}
+	if !c.HostProcesses {
+		return c.installChart(ctx, helm)
+	}
+	for _, comp := range hostProcesses {
+		if err := c.Proc.Ensure(ctx, comp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // controller runs our controller on the host under its service account's identity (see
 // certSpecs), so config/rbac is what authorizes it, as in a real install.
-func (c *Config) controller() component {
-	return component{
-		name: "agent-sandbox-controller", exe: c.ourBin("controller"), timeout: time.Minute,
-		addrs: []string{loopback(c.Ports.ControllerMetrics), loopback(c.Ports.ControllerHealth), loopback(c.webhookPort())},
-		args: append([]string{
-			"--kubeconfig=" + c.kubeconfigFor("controller"),
-			"--metrics-bind-address=" + loopback(c.Ports.ControllerMetrics),
-			"--health-probe-bind-address=" + loopback(c.Ports.ControllerHealth),
+func (c *Cluster) controller() proc.Component {
+	return proc.Component{
+		Name: "agent-sandbox-controller", Exe: c.OurBin("controller"), Timeout: time.Minute,
+		Addrs: []string{spec.Loopback(c.Ports.ControllerMetrics), spec.Loopback(c.Ports.ControllerHealth), spec.Loopback(c.WebhookPort())},
+		Args: append([]string{
+			"--kubeconfig=" + c.KubeconfigFor("controller"),
+			"--metrics-bind-address=" + spec.Loopback(c.Ports.ControllerMetrics),
+			"--health-probe-bind-address=" + spec.Loopback(c.Ports.ControllerHealth),
 			"--zap-log-level=info",
 			// Leader election is on, as in every install; outside a pod it needs a namespace.
-			"--leader-election-namespace=" + SystemNS,
+			"--leader-election-namespace=" + spec.SystemNS,
 		}, c.webhookArgs()...),
-		ready: func(ctx context.Context) error {
-			return httpOK(ctx, nil, fmt.Sprintf("http://%s/readyz", loopback(c.Ports.ControllerHealth)), "ok")
+		Ready: func(ctx context.Context) error {
+			return proc.HTTPOK(ctx, nil, fmt.Sprintf("http://%s/readyz", spec.Loopback(c.Ports.ControllerHealth)), "ok")
 		},
 	}
 }
 
 // router listens on a fixed loopback port; from the host it reaches pod IPs over the bridge.
-func (c *Config) router() component {
-	return component{
-		name: "sandbox-router", exe: c.ourBin("router"), timeout: time.Minute,
-		addrs: []string{loopback(c.Ports.Router), loopback(c.Ports.RouterProbe)},
-		args: []string{
-			"--kubeconfig=" + c.kubeconfigFor("router"),
-			"--listen=" + loopback(c.Ports.Router),
-			"--probe-listen=" + loopback(c.Ports.RouterProbe),
+func (c *Cluster) router() proc.Component {
+	return proc.Component{
+		Name: "sandbox-router", Exe: c.OurBin("router"), Timeout: time.Minute,
+		Addrs: []string{spec.Loopback(c.Ports.Router), spec.Loopback(c.Ports.RouterProbe)},
+		Args: []string{
+			"--kubeconfig=" + c.KubeconfigFor("router"),
+			"--listen=" + spec.Loopback(c.Ports.Router),
+			"--probe-listen=" + spec.Loopback(c.Ports.RouterProbe),
 		},
-		ready: func(ctx context.Context) error {
-			return httpOK(ctx, nil, fmt.Sprintf("http://%s/readyz", loopback(c.Ports.RouterProbe)), "")
+		Ready: func(ctx context.Context) error {
+			return proc.HTTPOK(ctx, nil, fmt.Sprintf("http://%s/readyz", spec.Loopback(c.Ports.RouterProbe)), "")
 		},
 	}
 }
