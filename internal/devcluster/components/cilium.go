@@ -42,11 +42,11 @@ func (c *Cluster) ciliumDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.Command(filepath.Join(root, "hack", "build-cilium.sh"), "--print-dir").Output()
+	out, err := c.Host.Run(filepath.Join(root, "hack", "build-cilium.sh"), "--print-dir")
 	if err != nil {
-		return "", fmt.Errorf("hack/build-cilium.sh --print-dir: %w", err)
+		return "", err
 	}
-	return strings.TrimSpace(string(out)), nil
+	return strings.TrimSpace(out), nil
 }
 
 // ensureCilium builds Cilium when any piece is missing (first time ~6 min and ~3 GB on 2
@@ -208,7 +208,7 @@ func (c *Cluster) cleanupCilium() error {
 		return err
 	}
 	dbg := filepath.Join(dir, "cilium-dbg")
-	if !spec.FileExists(dbg) {
+	if !c.Host.Exists(dbg) {
 		return fmt.Errorf("cilium state is left on this machine but %s is missing to clean it up (run hack/build-cilium.sh)", dbg)
 	}
 	c.Progress("removing Cilium's links, BPF pins and state")

@@ -47,7 +47,8 @@ func TestGeneratedConfigs(t *testing.T) {
 	if cd := c.containerdConfig(); !strings.Contains(cd, fmt.Sprintf("bin_dir = %q", c.CNIBinDir())) {
 		t.Errorf("containerd does not take CNI plugins from %s:\n%s", c.CNIBinDir(), cd)
 	}
-	if err := c.writeCNIConfig("/cache/cilium"); err != nil {
+	c.CiliumDir = "/cache/cilium"
+	if err := (CNIConfig{c}).Up(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if target, err := os.Readlink(filepath.Join(c.CNIBinDir(), "cilium-cni")); err != nil || target != "/cache/cilium/cilium-cni" {
