@@ -20,8 +20,9 @@ type legacyRecord struct {
 	NetnsMounted bool                `json:"netnsMounted,omitempty"`
 }
 
-// ImportLegacy turns the host.json of a cluster an older `up` started into the steps' records,
-// so that Down restores that host too, then removes it. Without host.json it does nothing.
+// ImportLegacy turns the host.json of a cluster an older `up` started into the steps' records
+// (keeping a step's own record where it has one), so that Down restores that host too, then
+// removes it. Without host.json it does nothing.
 func ImportLegacy(e Env, path, stateDir string) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -51,6 +52,15 @@ func ImportLegacy(e Env, path, stateDir string) error {
 		StateDir{}.Name():  stateDirRecord{Dir: stateDir},
 	}
 	for name, rec := range records {
+		// A record of the steps was made first (an older up ran on a cluster a newer one
+		// started): it holds the host as it was before either.
+		var existing map[string]any
+		if ok, err := e.Store.Load(name, &existing); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if err := e.Store.Save(name, rec); err != nil {
 			return err
 		}
