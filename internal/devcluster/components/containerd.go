@@ -19,8 +19,6 @@ import (
 
 const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so the kubelet) uses
 
-func (c *Cluster) containerdSock() string { return c.Path("run", "containerd.sock") }
-
 // containerdConfig is containerd's own config: everything under the state dir, overlayfs, runc
 // with cgroupfs, our CNI network, our pause image. restrict_oom_score_adj is required on VMs
 // without CAP_SYS_RESOURCE, where runc otherwise fails to set the sandbox's oom_score_adj.

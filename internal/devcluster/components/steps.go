@@ -35,9 +35,7 @@ func (c *Cluster) Steps() []step.Step {
 	}
 	install := &Install{c: c}
 	preflight := &Preflight{c: c, install: install}
-	for _, p := range append(append([]*Process{}, control...), node...) {
-		preflight.procs = append(preflight.procs, p)
-	}
+	preflight.procs = append(append(preflight.procs, control...), node...)
 	steps := []step.Step{
 		Binaries{c}, PKI{c}, hostnet.StateDir{Env: env, Dir: c.Dir},
 		hostnet.Paths{Env: env}, hostnet.Netfilter{Env: env}, hostnet.Sysctls{Env: env}, hostnet.Netns{Env: env},

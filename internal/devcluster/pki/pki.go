@@ -36,7 +36,7 @@ type CertSpec struct {
 	Server bool
 }
 
-// The identities of the cluster. Our controller and router authenticate with certificates whose
+// CertSpecs are the identities of the cluster. Our controller and router authenticate with certificates whose
 // CN is their service account's user name, so RBAC bindings to those service accounts apply to
 // them exactly as they would to pods running as the service accounts.
 func CertSpecs() []CertSpec {

@@ -202,7 +202,7 @@ func (f *Fake) ip(args []string) (string, error) {
 			}
 		}
 		if len(rest) > 0 && len(names) == 0 {
-			return "", fmt.Errorf("Device %q does not exist.", rest[0])
+			return "", fmt.Errorf("device %q does not exist", rest[0])
 		}
 		sort.Strings(names)
 		var b strings.Builder
@@ -215,18 +215,18 @@ func (f *Fake) ip(args []string) (string, error) {
 			return "", fmt.Errorf("not modelled")
 		}
 		if f.links[rest[0]] != nil {
-			return "", fmt.Errorf("RTNETLINK answers: File exists")
+			return "", fmt.Errorf("RTNETLINK answers: file exists")
 		}
 		f.links[rest[0]] = &Link{Kind: rest[2]}
 	case "link set":
 		l := f.links[rest[0]]
 		if l == nil {
-			return "", fmt.Errorf("Cannot find device %q", rest[0])
+			return "", fmt.Errorf("cannot find device %q", rest[0])
 		}
 		l.Up = slices.Contains(rest, "up")
 	case "link delete":
 		if f.links[rest[0]] == nil {
-			return "", fmt.Errorf("Cannot find device %q", rest[0])
+			return "", fmt.Errorf("cannot find device %q", rest[0])
 		}
 		delete(f.links, rest[0])
 		for dst, r := range f.routes {
@@ -237,7 +237,7 @@ func (f *Fake) ip(args []string) (string, error) {
 	case "addr show":
 		l := f.links[rest[len(rest)-1]]
 		if l == nil {
-			return "", fmt.Errorf("Device does not exist")
+			return "", fmt.Errorf("device does not exist")
 		}
 		var b strings.Builder
 		for _, a := range l.Addrs {
@@ -247,7 +247,7 @@ func (f *Fake) ip(args []string) (string, error) {
 	case "addr add":
 		l := f.links[rest[len(rest)-1]]
 		if l == nil {
-			return "", fmt.Errorf("Cannot find device")
+			return "", fmt.Errorf("cannot find device")
 		}
 		l.Addrs = append(l.Addrs, rest[0])
 	case "route replace":
@@ -260,7 +260,7 @@ func (f *Fake) ip(args []string) (string, error) {
 	case "netns delete":
 		p := "/var/run/netns/" + rest[0]
 		if _, ok := f.files[p]; !ok {
-			return "", fmt.Errorf("Cannot remove namespace file %q: No such file or directory", p)
+			return "", fmt.Errorf("cannot remove namespace file %q: no such file or directory", p)
 		}
 		delete(f.files, p)
 	default:
@@ -288,7 +288,7 @@ func (f *Fake) nftCmd(args []string) (string, error) {
 	case len(args) == 4 && args[0] == "list" && args[1] == "table":
 		rules, ok := f.nft[args[2]+" "+args[3]]
 		if !ok {
-			return "", fmt.Errorf("No such file or directory")
+			return "", fmt.Errorf("no such file or directory")
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "table %s %s {\n\tchain PREROUTING {\n\t\ttype filter hook prerouting priority raw; policy accept;\n", args[2], args[3])
@@ -299,7 +299,7 @@ func (f *Fake) nftCmd(args []string) (string, error) {
 		return b.String(), nil
 	case len(args) == 4 && args[0] == "delete" && args[1] == "table":
 		if _, ok := f.nft[args[2]+" "+args[3]]; !ok {
-			return "", fmt.Errorf("No such file or directory")
+			return "", fmt.Errorf("no such file or directory")
 		}
 		delete(f.nft, args[2]+" "+args[3])
 		return "", nil
