@@ -68,11 +68,12 @@ var theSteps = []struct {
 		},
 		failUpOn: "modprobe"},
 	{name: "netns", step: func(f *hosttest.Fake, d string) step.Step { return Netns{env(f, d)} },
-		whileUp: func(f *hosttest.Fake) { f.SetFile("/var/run/netns/cni-1234", "") }},
+		whileUp:  func(f *hosttest.Fake) { f.SetFile("/var/run/netns/cni-1234", "") },
+		failUpOn: "mount " + NetnsDir},
 	{name: "bridge", step: func(f *hosttest.Fake, d string) step.Step { return Bridge{env(f, d)} },
 		whileUp: func(f *hosttest.Fake) {}, failUpOn: "ip addr add"},
 	{name: "bpffs", step: func(f *hosttest.Fake, d string) step.Step { return BPFFS{env(f, d)} },
-		whileUp: func(f *hosttest.Fake) {}},
+		whileUp: func(f *hosttest.Fake) {}, failUpOn: "mount " + BPFFSPath},
 	{name: "cni-cache", step: func(f *hosttest.Fake, d string) step.Step {
 		return CNICache{Env: env(f, d), Network: spec.CNINetwork}
 	}, whileUp: func(f *hosttest.Fake) { f.SetFile("/var/lib/cni/results/agent-sandbox-dev-abc-eth0", "{}") }},

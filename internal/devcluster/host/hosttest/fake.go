@@ -39,7 +39,8 @@ type Fake struct {
 	bins    map[string]bool
 	// Calls is every command run, one line each.
 	Calls []string
-	// FailOn makes a command fail when its line starts with a key.
+	// FailOn makes a command fail when its line starts with a key; "mount <target>" makes
+	// mounting there fail.
 	FailOn map[string]error
 	// OnRun lets a test add behaviour for a command the fake does not model (cilium-dbg): it
 	// is called with the fake locked released, and its result is returned when handled.
@@ -298,6 +299,9 @@ func (f *Fake) mountedAtOrBelow(path string) bool {
 func (f *Fake) Mount(source, target, fstype string, flags uintptr) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.FailOn["mount "+target]; err != nil {
+		return err
+	}
 	if !f.dirs[target] {
 		return &fs.PathError{Op: "mount", Path: target, Err: fs.ErrNotExist}
 	}
