@@ -100,6 +100,7 @@ func (s *Supervisor) Start(name, exe string, args []string, env ...string) (*Rec
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "\n=== %s %s %s\n", time.Now().Format(time.RFC3339), exe, strings.Join(args, " "))
+	closeInheritedOnExec()
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -177,4 +178,20 @@ func (r *Record) Exited() bool {
 		}
 	}
 	return true
+}
+
+// closeInheritedOnExec marks the descriptors this process inherited (beyond stdio) close-on-exec,
+// so that the long-lived processes it starts do not hold them: a `flock <lock> sbx dev up` would
+// otherwise leave the lock held by etcd and the rest until `dev down`. Go opens its own
+// descriptors close-on-exec already.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }

@@ -1,8 +1,12 @@
 package proc
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,5 +52,31 @@ func TestProcessExitedOnlyWhenNothingOfItRuns(t *testing.T) {
 	_ = cmd.Wait()
 	if !r.Exited() {
 		t.Fatal("a reaped process did not count as exited")
+	}
+}
+
+// A process started under `flock <lock> sbx dev up` must not keep the lock: the descriptors
+// sbx inherited stay out of the processes it starts.
+func TestStartedProcessesDoNotInheritOurDescriptors(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// As an inherited descriptor would be: without close-on-exec.
+	if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), syscall.F_SETFD, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	s := &Supervisor{Dir: t.TempDir(), Log: slog.New(slog.DiscardHandler), Out: io.Discard, StopTimeout: 5 * time.Second}
+	r, err := s.Start("sleeper", "/bin/sleep", []string{"300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Stop("sleeper") }()
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", r.PID))
+	for _, fd := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", r.PID, fd.Name())); target == f.Name() {
+			t.Errorf("the started process holds our descriptor %s (fd %s)", target, fd.Name())
+		}
 	}
 }
