@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
@@ -58,7 +58,7 @@ func (c *Cluster) chartValues(imageIDs map[string]string) map[string]any {
 // release and waits until both Deployments are available and the CRDs convert through the
 // controller's webhook.
 func (c *Cluster) installChart(ctx context.Context, helm string) error {
-	cl, err := c.kubeClient()
+	cl, err := kube.Client(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}
@@ -89,32 +89,13 @@ func (c *Cluster) installChart(ctx context.Context, helm string) error {
 		return fmt.Errorf("helm upgrade --install: %w\n%s", err, out)
 	}
 	for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
-		if err := c.Proc.WaitUntil(ctx, "Deployment "+name, nil, 3*time.Minute, deploymentRolledOut(cl, name)); err != nil {
+		if err := c.Proc.WaitUntil(ctx, "Deployment "+name, nil, 3*time.Minute, kube.DeploymentRolledOut(cl, name)); err != nil {
 			return err
 		}
 	}
 	// The controller writes its CA into the CRDs once it has its certificate: until then a
 	// v1beta1 read fails.
 	return c.Proc.WaitUntil(ctx, "the conversion webhook", nil, 2*time.Minute, convertsThroughWebhook(cl))
-}
-
-// deploymentRolledOut is true when every replica runs the newest pod template and is ready.
-func deploymentRolledOut(cl client.Client, name string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		var d appsv1.Deployment
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: spec.SystemNS, Name: name}, &d); err != nil {
-			return err
-		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
-		st := d.Status
-		if st.ObservedGeneration < d.Generation || st.UpdatedReplicas < want || st.AvailableReplicas < want || st.Replicas > want {
-			return fmt.Errorf("%d/%d updated, %d available, %d total", st.UpdatedReplicas, want, st.AvailableReplicas, st.Replicas)
-		}
-		return nil
-	}
 }
 
 func convertsThroughWebhook(cl client.Client) func(context.Context) error {
@@ -133,7 +114,7 @@ func (c *Cluster) removeUnmanaged(ctx context.Context, cl client.Client) error {
 			return err
 		}
 	}
-	objs, err := readYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac"))
+	objs, err := kube.ReadYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac"))
 	if err != nil {
 		return err
 	}
@@ -170,7 +151,7 @@ func (c *Cluster) uninstallChart(ctx context.Context, helm string) error {
 // stopInClusterController deletes the controller's pods while kube-controller-manager is
 // stopped, so that neither it nor its ReplicaSet recreates pods that teardown deletes next.
 func (c *Cluster) stopInClusterController(ctx context.Context) error {
-	cl, err := c.kubeClient()
+	cl, err := kube.Client(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/host"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
@@ -146,25 +147,25 @@ func (c *Cluster) ciliumReady(ctx context.Context) error {
 // prepareCilium does what the agent expects around it (bpffs is mounted by hostnet.BPFFS): its CRDs applied server-side (normally the operator's job)
 // and established, the node's CiliumNode with a pod CIDR (the Node has no podCIDR).
 func (c *Cluster) prepareCilium(ctx context.Context, dir string) error {
-	cl, err := c.kubeClient()
+	cl, err := kube.Client(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}
 	var crds []*unstructured.Unstructured
 	for _, v := range []string{"v2", "v2alpha1"} {
-		objs, err := readYAMLDir(filepath.Join(dir, "crds", v))
+		objs, err := kube.ReadYAMLDir(filepath.Join(dir, "crds", v))
 		if err != nil {
 			return err
 		}
 		crds = append(crds, objs...)
 	}
 	c.Progress("applying %d Cilium CRDs", len(crds))
-	if err := applyAll(ctx, cl, crds); err != nil {
+	if err := kube.ApplyAll(ctx, cl, crds); err != nil {
 		return err
 	}
 	err = c.Proc.WaitUntil(ctx, "Cilium's CRDs", nil, time.Minute, func(ctx context.Context) error {
 		for _, crd := range crds {
-			if err := crdEstablished(cl, crd.GetName())(ctx); err != nil {
+			if err := kube.CRDEstablished(cl, crd.GetName())(ctx); err != nil {
 				return fmt.Errorf("%s: %w", crd.GetName(), err)
 			}
 		}
@@ -178,7 +179,7 @@ func (c *Cluster) prepareCilium(ctx context.Context, dir string) error {
 		"metadata": map[string]any{"name": spec.NodeName},
 		"spec":     map[string]any{"ipam": map[string]any{"podCIDRs": []any{ciliumPodCIDR}}},
 	}}
-	return applyAll(ctx, cl, []*unstructured.Unstructured{node})
+	return kube.ApplyAll(ctx, cl, []*unstructured.Unstructured{node})
 }
 
 // ciliumLeftovers reports whether anything of a Cilium agent is on this machine: its links,

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/images"
 )
@@ -56,15 +57,15 @@ func (c *Cluster) applyDNS(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := decodeYAML(bytes.NewReader(bytes.ReplaceAll(raw, []byte("image: IMAGE"), []byte("image: "+ref))))
+	objs, err := kube.DecodeYAML(bytes.NewReader(bytes.ReplaceAll(raw, []byte("image: IMAGE"), []byte("image: "+ref))))
 	if err != nil {
 		return err
 	}
-	cl, err := c.kubeClient()
+	cl, err := kube.Client(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}
-	return applyAll(ctx, cl, objs)
+	return kube.ApplyAll(ctx, cl, objs)
 }
 
 func (c *Cluster) waitDNS(ctx context.Context) error {
@@ -73,7 +74,7 @@ func (c *Cluster) waitDNS(ctx context.Context) error {
 
 // dnsReady is true when the coredns Deployment runs its newest template and it is available.
 func (c *Cluster) dnsReady(ctx context.Context) error {
-	cs, err := c.clientset()
+	cs, err := kube.Clientset(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
@@ -52,7 +53,7 @@ func (s Drain) Down(ctx context.Context) error {
 // hostPathVolumes lists the directories behind the cluster's hostPath PVs (the hostpath
 // provisioner makes them under /tmp/hostpath_pv), to remove once nothing uses them.
 func (c *Cluster) hostPathVolumes(ctx context.Context) []string {
-	cs, err := c.clientset()
+	cs, err := kube.Clientset(c.KubeconfigPath())
 	if err != nil {
 		return nil
 	}
@@ -72,7 +73,7 @@ func (c *Cluster) hostPathVolumes(ctx context.Context) []string {
 // deleteAllPods deletes every pod on our node with a short grace period and waits (bounded)
 // until the kubelet has confirmed them gone.
 func (c *Cluster) deleteAllPods(ctx context.Context) error {
-	cs, err := c.clientset()
+	cs, err := kube.Clientset(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}

@@ -4,22 +4,14 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
@@ -27,15 +19,13 @@ import (
 //go:embed manifests/*.yaml
 var manifests embed.FS
 
-const fieldOwner = client.FieldOwner("agent-sandbox-dev")
-
 // install applies our CRDs, the namespace, and what the dev cluster adds (default spec.StorageClass,
 // node reads), server-side, so that running it again converges instead of failing. With host
 // processes it also applies config/rbac (the in-cluster install's service accounts, roles and
 // bindings) and points the CRDs' conversion at the host's webhook; otherwise the chart's
 // release brings its own RBAC and the CRDs convert through its webhook Service.
 func (c *Cluster) install(ctx context.Context) error {
-	cl, err := c.kubeClient()
+	cl, err := kube.Client(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}
@@ -43,23 +33,23 @@ func (c *Cluster) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := applyAll(ctx, cl, crds); err != nil {
+	if err := kube.ApplyAll(ctx, cl, crds); err != nil {
 		return err
 	}
 	for _, crd := range crds {
-		if err := c.Proc.WaitUntil(ctx, "CRD "+crd.GetName(), nil, time.Minute, crdEstablished(cl, crd.GetName())); err != nil {
+		if err := c.Proc.WaitUntil(ctx, "CRD "+crd.GetName(), nil, time.Minute, kube.CRDEstablished(cl, crd.GetName())); err != nil {
 			return err
 		}
 	}
 	// The namespace, service accounts, roles and bindings of an in-cluster install: our host
 	// processes authenticate as those service accounts, so they get exactly that access.
-	ns, err := readYAMLFile(filepath.Join(c.RepoRoot, "config", "manager", "namespace.yaml"))
+	ns, err := kube.ReadYAMLFile(filepath.Join(c.RepoRoot, "config", "manager", "namespace.yaml"))
 	if err != nil {
 		return err
 	}
 	var rbac []*unstructured.Unstructured
 	if c.HostProcesses {
-		if rbac, err = readYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac")); err != nil {
+		if rbac, err = kube.ReadYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac")); err != nil {
 			return err
 		}
 	}
@@ -67,114 +57,24 @@ func (c *Cluster) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ours, err := decodeYAML(bytes.NewReader(own))
+	ours, err := kube.DecodeYAML(bytes.NewReader(own))
 	if err != nil {
 		return err
 	}
-	return applyAll(ctx, cl, slices.Concat(ns, rbac, ours))
+	return kube.ApplyAll(ctx, cl, slices.Concat(ns, rbac, ours))
 }
 
 // crds are the chart's CRDs (conversion through the webhook Service), or config/'s pointed at
 // the host-process controller's webhook.
 func (c *Cluster) crds() ([]*unstructured.Unstructured, error) {
 	if !c.HostProcesses {
-		return readYAMLDir(filepath.Join(c.RepoRoot, "charts", "agent-sandbox", "crds"))
+		return kube.ReadYAMLDir(filepath.Join(c.RepoRoot, "charts", "agent-sandbox", "crds"))
 	}
-	crds, err := readYAMLDir(filepath.Join(c.RepoRoot, "config", "crd", "bases"))
+	crds, err := kube.ReadYAMLDir(filepath.Join(c.RepoRoot, "config", "crd", "bases"))
 	if err != nil {
 		return nil, err
 	}
 	return crds, c.convertThroughWebhook(crds)
-}
-
-func (c *Cluster) kubeClient() (client.Client, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath())
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{})
-}
-
-func applyAll(ctx context.Context, cl client.Client, objs []*unstructured.Unstructured) error {
-	for _, o := range objs {
-		o.SetManagedFields(nil)
-		o.SetResourceVersion("")
-		if err := cl.Patch(ctx, o, client.Apply, fieldOwner, client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
-			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-	}
-	return nil
-}
-
-func crdEstablished(cl client.Client, name string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		crd := &unstructured.Unstructured{}
-		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-		if err := cl.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
-			return err
-		}
-		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-		for _, cond := range conds {
-			m, _ := cond.(map[string]any)
-			if m["type"] == "Established" && m["status"] == "True" {
-				return nil
-			}
-		}
-		return errors.New("not established yet")
-	}
-}
-
-// readYAMLDir decodes every *.yaml of a directory but its kustomization.yaml, in name order.
-func readYAMLDir(dir string) ([]*unstructured.Unstructured, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	paths = slices.DeleteFunc(paths, func(p string) bool { return filepath.Base(p) == "kustomization.yaml" })
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("no manifests in %s", dir)
-	}
-	sort.Strings(paths)
-	var out []*unstructured.Unstructured
-	for _, p := range paths {
-		objs, err := readYAMLFile(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, objs...)
-	}
-	return out, nil
-}
-
-func readYAMLFile(p string) ([]*unstructured.Unstructured, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	objs, err := decodeYAML(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	return objs, nil
-}
-
-func decodeYAML(r io.Reader) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, err
-		}
-		if len(m) == 0 {
-			continue
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
 }
 
 // installAgentSandbox applies the CRDs and the cluster's own objects, then runs the controller

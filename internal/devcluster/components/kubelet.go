@@ -7,11 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
@@ -92,33 +88,7 @@ func (c *Cluster) kubelet(bin string) (proc.Component, error) {
 	}, nil
 }
 
-func (c *Cluster) clientset() (*kubernetes.Clientset, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath())
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	return kubernetes.NewForConfig(cfg)
-}
-
+// nodeReady is true when the named node reports Ready.
 func (c *Cluster) nodeReady(name string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		cs, err := c.clientset()
-		if err != nil {
-			return err
-		}
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				if cond.Status == corev1.ConditionTrue {
-					return nil
-				}
-				return fmt.Errorf("node %s not ready: %s %s", name, cond.Reason, cond.Message)
-			}
-		}
-		return fmt.Errorf("node %s has no Ready condition yet", name)
-	}
+	return kube.NodeReady(c.KubeconfigPath(), name)
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/kwoknode"
@@ -82,7 +83,7 @@ func (c *Cluster) kwok(ctx context.Context, bin string) (proc.Component, error) 
 // ensureKwokNodes registers kwok-node-0..N-1 (tainted so only pods that tolerate the taint go
 // there), removes higher-numbered ones left from a bigger cluster, and waits until all are Ready.
 func (c *Cluster) ensureKwokNodes(ctx context.Context) error {
-	cs, err := c.clientset()
+	cs, err := kube.Clientset(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
@@ -27,7 +28,7 @@ func (c *Cluster) RouterTokenPath() string { return c.Path("router-token") }
 // writeRouterToken requests a token of the developer's account and writes it, readable by root
 // only, to RouterTokenPath.
 func (c *Cluster) writeRouterToken(ctx context.Context) (string, error) {
-	cl, err := c.kubeClient()
+	cl, err := kube.Client(c.KubeconfigPath())
 	if err != nil {
 		return "", err
 	}

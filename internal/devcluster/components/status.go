@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
@@ -83,7 +84,7 @@ func (c *Cluster) dnsStatus(ctx context.Context) ComponentStatus {
 }
 
 func (c *Cluster) kwokNodesReady(ctx context.Context) error {
-	cs, err := c.clientset()
+	cs, err := kube.Clientset(c.KubeconfigPath())
 	if err != nil {
 		return err
 	}
@@ -121,14 +122,14 @@ func PrintStatus(w io.Writer, sts []ComponentStatus, c *Cluster) {
 // deploymentStatus reports a component the chart runs as a Deployment.
 func (c *Cluster) deploymentStatus(ctx context.Context, name string) ComponentStatus {
 	st := ComponentStatus{Name: name}
-	cl, err := c.kubeClient()
+	cl, err := kube.Client(c.KubeconfigPath())
 	if err != nil {
 		st.Detail = err.Error()
 		return st
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := deploymentRolledOut(cl, name)(cctx); err != nil {
+	if err := kube.DeploymentRolledOut(cl, name)(cctx); err != nil {
 		st.Detail = "Deployment: " + err.Error()
 		return st
 	}

@@ -22,16 +22,19 @@ import (
 func (c *Cluster) Steps() []step.Step {
 	env := hostnet.Env{Host: c.Host, Store: c.Store}
 	node := []*Process{
-		c.processStep("containerd", c.containerd, nil, c.importPodImages),
-		c.processStep("kubelet", func() (proc.Component, error) { return c.kubelet(c.Bin) }, nil, nil),
-		c.processStep("kube-proxy", func() (proc.Component, error) { return c.kubeProxy(c.Bin) }, nil, nil),
-		c.processStep("cilium-agent", func() (proc.Component, error) { return c.ciliumAgent(c.CiliumDir) }, c.prepareCiliumOnce, nil),
+		{c: c, name: "containerd", build: c.containerd, after: c.importPodImages,
+			// Shims outlive containerd by design.
+			down: func() error { c.killShims(); return nil }},
+		{c: c, name: "kubelet", build: func() (proc.Component, error) { return c.kubelet(c.Bin) }},
+		{c: c, name: "kube-proxy", build: func() (proc.Component, error) { return c.kubeProxy(c.Bin) }},
+		{c: c, name: "cilium-agent", build: func() (proc.Component, error) { return c.ciliumAgent(c.CiliumDir) },
+			before: c.prepareCiliumOnce, down: c.cleanupCilium},
 	}
 	control := []*Process{
-		c.processStep("etcd", func() (proc.Component, error) { return c.etcd(c.Bin), nil }, nil, nil),
-		c.processStep("kube-apiserver", func() (proc.Component, error) { return c.apiserver(c.Bin), nil }, nil, nil),
-		c.processStep("kube-controller-manager", func() (proc.Component, error) { return c.controllerManager(c.Bin), nil }, nil, nil),
-		c.processStep("kube-scheduler", func() (proc.Component, error) { return c.scheduler(c.Bin), nil }, nil, nil),
+		{c: c, name: "etcd", build: func() (proc.Component, error) { return c.etcd(c.Bin), nil }},
+		{c: c, name: "kube-apiserver", build: func() (proc.Component, error) { return c.apiserver(c.Bin), nil }},
+		{c: c, name: "kube-controller-manager", build: func() (proc.Component, error) { return c.controllerManager(c.Bin), nil }},
+		{c: c, name: "kube-scheduler", build: func() (proc.Component, error) { return c.scheduler(c.Bin), nil }},
 	}
 	install := &Install{c: c}
 	preflight := &Preflight{c: c, install: install}
@@ -103,11 +106,9 @@ type Process struct {
 	build func() (proc.Component, error)
 	// before runs ahead of a start (not when the process still runs); after, once it is ready.
 	before, after func(context.Context) error
-	built         *proc.Component
-}
-
-func (c *Cluster) processStep(name string, build func() (proc.Component, error), before, after func(context.Context) error) *Process {
-	return &Process{c: c, name: name, build: build, before: before, after: after}
+	// down cleans up after the process stopped.
+	down  func() error
+	built *proc.Component
 }
 
 func (p *Process) Name() string { return p.name }
@@ -145,11 +146,8 @@ func (p *Process) Up(ctx context.Context) error {
 
 func (p *Process) Down(context.Context) error {
 	err := p.c.Proc.Stop(p.name)
-	switch p.name {
-	case "containerd":
-		p.c.killShims()
-	case "cilium-agent":
-		err = errors.Join(err, p.c.cleanupCilium())
+	if p.down != nil {
+		err = errors.Join(err, p.down())
 	}
 	return err
 }

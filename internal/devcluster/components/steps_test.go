@@ -89,11 +89,20 @@ func TestAProcessStepStartsOnceAndStopsFromItsPidFile(t *testing.T) {
 	c, _ := fakeCluster(t)
 	builds, befores := 0, 0
 	newStep := func(c *Cluster) *Process {
-		return c.processStep("sleeper", func() (proc.Component, error) { builds++; return sleeper("sleeper", ready), nil },
-			func(context.Context) error { befores++; return nil }, nil)
+		return &Process{c: c, name: "sleeper",
+			build:  func() (proc.Component, error) { builds++; return sleeper("sleeper", ready), nil },
+			before: func(context.Context) error { befores++; return nil }}
 	}
-	if err := newStep(c).Up(t.Context()); err != nil {
+	p := newStep(c)
+	// Preflight builds the component (writing its config) before Up; Up builds it no more.
+	if _, err := p.Component(); err != nil {
 		t.Fatal(err)
+	}
+	if err := p.Up(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if builds != 1 {
+		t.Errorf("the component was built %d times in one run, want once", builds)
 	}
 	first := c.Proc.Running("sleeper")
 	if first == nil {
@@ -126,7 +135,7 @@ func TestAProcessStepStartsOnceAndStopsFromItsPidFile(t *testing.T) {
 func TestDownAfterAnUpThatFailedStopsWhatItStarted(t *testing.T) {
 	c, _ := fakeCluster(t)
 	never := func(context.Context) error { return errors.New("not ready") }
-	s := c.processStep("sleeper", func() (proc.Component, error) { return sleeper("sleeper", never), nil }, nil, nil)
+	s := &Process{c: c, name: "sleeper", build: func() (proc.Component, error) { return sleeper("sleeper", never), nil }}
 	if err := s.Up(t.Context()); err == nil {
 		t.Fatal("Up succeeded though the process never got ready")
 	}
@@ -193,7 +202,12 @@ func TestCiliumsDownRemovesItsDatapathWithCiliumDbg(t *testing.T) {
 		}
 		return "", false, nil
 	}
-	agent := c.processStep("cilium-agent", nil, nil, nil)
+	var agent *Process
+	for _, s := range c.Steps() {
+		if s.Name() == "cilium-agent" {
+			agent = s.(*Process)
+		}
+	}
 	if err := agent.Down(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +229,7 @@ func TestPreflightNamesTheComponentWhosePortIsTaken(t *testing.T) {
 	busy := sleeper("etcd", ready)
 	busy.Addrs = []string{l.Addr().String()}
 	p := &Preflight{c: c, install: &Install{c: c},
-		procs: []*Process{c.processStep("etcd", func() (proc.Component, error) { return busy, nil }, nil, nil)}}
+		procs: []*Process{{c: c, name: "etcd", build: func() (proc.Component, error) { return busy, nil }}}}
 	err = p.Up(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "etcd: port "+l.Addr().String()+" is busy") {
 		t.Fatalf("preflight = %v, want etcd's busy port named", err)
