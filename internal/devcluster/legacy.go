@@ -7,5 +7,5 @@ import (
 
 // migrateHostRecord takes over the host.json of a cluster an older `up` started.
 func migrateHostRecord(c *components.Cluster) error {
-	return hostnet.ImportLegacy(hostnet.Env{Host: c.Host, Store: c.Store}, c.Path("host.json"), c.Dir)
+	return hostnet.ImportLegacy(hostnet.Env{Host: c.Host, Store: c.Store}, c.Path("host.json"), c.Dir, c.LegacyRecords())
 }

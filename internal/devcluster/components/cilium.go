@@ -200,7 +200,36 @@ func ciliumLeftovers(h host.Host) bool {
 // cleanupCilium removes what the (stopped) agent left: links, BPF pins, its runtime dir and
 // cgroup2 mount, through the agent's own cleanup. The CILIUM_* iptables chains, the bpffs
 // mount and the sysctls are hostnet's steps'.
+// It runs only when ciliumRecord says that Up ran an agent: an agent of another cluster on
+// this machine is none of Down's business.
 func (c *Cluster) cleanupCilium() error {
+	var rec ciliumDatapath
+	if ok, err := c.Store.Load(ciliumRecord, &rec); !ok || err != nil {
+		return err
+	}
+	if err := c.removeCiliumLeftovers(); err != nil {
+		return err
+	}
+	return c.Store.Remove(ciliumRecord)
+}
+
+// ciliumRecord names the record Up writes before it starts cilium-agent, whose datapath (links,
+// BPF pins, its run dir) Down then removes.
+const ciliumRecord = "cilium-datapath"
+
+type ciliumDatapath struct {
+	RunDir string `json:"runDir"`
+}
+
+// ciliumAgentRecorded records the agent's datapath, then builds its component.
+func (c *Cluster) ciliumAgentRecorded() (proc.Component, error) {
+	if err := c.Store.Save(ciliumRecord, ciliumDatapath{RunDir: ciliumRunDir}); err != nil {
+		return proc.Component{}, err
+	}
+	return c.ciliumAgent(c.CiliumDir)
+}
+
+func (c *Cluster) removeCiliumLeftovers() error {
 	if !ciliumLeftovers(c.Host) {
 		return nil
 	}
@@ -221,4 +250,10 @@ func (c *Cluster) cleanupCilium() error {
 		return err
 	}
 	return c.Host.RemoveAll(ciliumRunDir)
+}
+
+// LegacyRecords are the records of the components' steps for a cluster an older `up` started
+// (its host.json knew nothing of them): that cluster always ran cilium-agent.
+func (c *Cluster) LegacyRecords() map[string]any {
+	return map[string]any{ciliumRecord: ciliumDatapath{RunDir: ciliumRunDir}}
 }

@@ -27,8 +27,7 @@ func (c *Cluster) Steps() []step.Step {
 			down: func() error { c.killShims(); return nil }},
 		{c: c, name: "kubelet", build: func() (proc.Component, error) { return c.kubelet(c.Bin) }},
 		{c: c, name: "kube-proxy", build: func() (proc.Component, error) { return c.kubeProxy(c.Bin) }},
-		{c: c, name: "cilium-agent", build: func() (proc.Component, error) { return c.ciliumAgent(c.CiliumDir) },
-			before: c.prepareCiliumOnce, down: c.cleanupCilium},
+		{c: c, name: "cilium-agent", build: c.ciliumAgentRecorded, before: c.prepareCiliumOnce, down: c.cleanupCilium},
 	}
 	control := []*Process{
 		{c: c, name: "etcd", build: func() (proc.Component, error) { return c.etcd(c.Bin), nil }},

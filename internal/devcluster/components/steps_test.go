@@ -45,6 +45,9 @@ func ready(context.Context) error { return nil }
 
 func TestEveryStepsDownWithNothingRecordedChangesNothing(t *testing.T) {
 	c, f := fakeCluster(t)
+	// What another cluster's Cilium leaves on this machine.
+	f.AddLink("cilium_host", "veth")
+	f.Mkdir(ciliumRunDir)
 	before := f.State()
 	for _, s := range c.Steps() {
 		t.Run(s.Name(), func(t *testing.T) {
@@ -189,6 +192,10 @@ func TestDownStopsTheProcessesOfItsStep(t *testing.T) {
 func TestCiliumsDownRemovesItsDatapathWithCiliumDbg(t *testing.T) {
 	c, f := fakeCluster(t)
 	c.RepoRoot = "/src"
+	// What Up records before it starts the agent.
+	if _, err := c.ciliumAgentRecorded(); err != nil {
+		t.Fatal(err)
+	}
 	f.AddLink("cilium_host", "veth")
 	f.Mkdir(ciliumRunDir)
 	f.SetFile("/cache/cilium/cilium-dbg", "")
@@ -216,6 +223,9 @@ func TestCiliumsDownRemovesItsDatapathWithCiliumDbg(t *testing.T) {
 	}
 	if state := f.State(); strings.Contains(state, "cilium_host") || strings.Contains(state, ciliumRunDir) {
 		t.Errorf("Cilium's link or run dir is left:\n%s", state)
+	}
+	if !c.Store.Empty() {
+		t.Error("Down removed Cilium's datapath but kept its record")
 	}
 }
 

@@ -21,9 +21,10 @@ type legacyRecord struct {
 }
 
 // ImportLegacy turns the host.json of a cluster an older `up` started into the steps' records
-// (keeping a step's own record where it has one), so that Down restores that host too, then
-// removes it. Without host.json it does nothing.
-func ImportLegacy(e Env, path, stateDir string) error {
+// (keeping a step's own record where it has one), plus the records of other packages' steps in
+// extra, so that Down restores that host too, then removes it. Without host.json it does
+// nothing.
+func ImportLegacy(e Env, path, stateDir string, extra map[string]any) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -50,6 +51,9 @@ func ImportLegacy(e Env, path, stateDir string) error {
 		BPFFS{}.Name():     bpffsRecord{Mounted: old.BPFFSMounted},
 		CNICache{}.Name():  cniCacheRecord{Network: spec.CNINetwork},
 		StateDir{}.Name():  stateDirRecord{Dir: stateDir},
+	}
+	for name, rec := range extra {
+		records[name] = rec
 	}
 	for name, rec := range records {
 		// A record of the steps was made first (an older up ran on a cluster a newer one

@@ -37,7 +37,7 @@ func TestDownRestoresTheHostAnOlderUpRecordedInHostJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	records := filepath.Join(dir, "host")
-	if err := ImportLegacy(env(f, records), legacy, dir); err != nil {
+	if err := ImportLegacy(env(f, records), legacy, dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(legacy); !os.IsNotExist(err) {
@@ -65,7 +65,7 @@ func TestImportingHostJSONKeepsTheStepsOwnRecords(t *testing.T) {
 	if err := os.WriteFile(legacy, []byte(`{"ipForward": "1", "sysctls": {"net/ipv4/ip_forward": "1"}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := ImportLegacy(e, legacy, dir); err != nil {
+	if err := ImportLegacy(e, legacy, dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	var rec sysctlsRecord
