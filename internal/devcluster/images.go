@@ -2,7 +2,8 @@ package devcluster
 
 import (
 	"context"
-	"path/filepath"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
 )
 
 // WriteImages builds our binaries from the source tree and writes the runtime, controller and
@@ -10,19 +11,9 @@ import (
 // other than this one: `docker load`, `podman load`, `kind load image-archive`, `ctr images
 // import`, or `skopeo copy docker-archive:…` to a registry. It returns the archives' paths.
 func WriteImages(ctx context.Context, cfg Config, dir string) ([]string, error) {
-	c, err := cfg.withDefaults()
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.repoRoot(); err != nil {
-		return nil, err
-	}
-	if dir == "" {
-		dir = filepath.Join(c.RepoRoot, "bin", "images")
-	}
-	if err := c.buildOurs(ctx); err != nil {
-		return nil, err
-	}
-	paths, _, err := c.writeImages(dir, "runtime", "controller", "router")
-	return paths, err
+	return components.New(c).WriteImages(ctx, dir)
 }

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 )
 
 // Restartable are the components Restart knows: the node's and the control plane's, whose
@@ -17,18 +20,19 @@ var Restartable = []string{"etcd", "kube-apiserver", "containerd", "kubelet"}
 // again exactly as `up` does and waits until it is ready. It returns how long the component was
 // away, from the signal to ready.
 func Restart(ctx context.Context, cfg Config, name string, kill bool) (time.Duration, error) {
-	c, err := cfg.withDefaults()
+	cc, err := cfg.WithDefaults()
 	if err != nil {
 		return 0, err
 	}
 	if !slices.Contains(Restartable, name) {
 		return 0, fmt.Errorf("%s cannot be restarted on its own (restartable: %v)", name, Restartable)
 	}
-	r := c.running(name)
+	c := components.New(cc)
+	r := c.Proc.Running(name)
 	if r == nil {
 		return 0, fmt.Errorf("%s is not running: bring the cluster up first", name)
 	}
-	comp, err := c.restartable(name)
+	comp, err := c.Restartable(name)
 	if err != nil {
 		return 0, err
 	}
@@ -38,34 +42,15 @@ func Restart(ctx context.Context, cfg Config, name string, kill bool) (time.Dura
 		if err := syscall.Kill(r.PID, syscall.SIGKILL); err != nil {
 			return 0, fmt.Errorf("killing %s (pid %d): %w", name, r.PID, err)
 		}
-		if !waitGone(r, 10*time.Second) {
+		if !proc.WaitGone(r, 10*time.Second) {
 			return 0, fmt.Errorf("%s (pid %d) did not exit after SIGKILL", name, r.PID)
 		}
 	}
-	if err := c.stop(name); err != nil {
+	if err := c.Proc.Stop(name); err != nil {
 		return 0, err
 	}
-	if err := c.ensure(ctx, comp); err != nil {
+	if err := c.Proc.Ensure(ctx, comp); err != nil {
 		return 0, fmt.Errorf("starting %s again: %w", name, err)
 	}
 	return time.Since(start), nil
-}
-
-// restartable builds the named component as Up does.
-func (c *Config) restartable(name string) (component, error) {
-	bin, err := c.k8sBinDir()
-	if err != nil {
-		return component{}, err
-	}
-	switch name {
-	case "etcd":
-		return c.etcd(bin), nil
-	case "kube-apiserver":
-		return c.apiserver(bin), nil
-	case "containerd":
-		return c.containerd()
-	case "kubelet":
-		return c.kubelet(bin)
-	}
-	return component{}, fmt.Errorf("no component %s", name)
 }

@@ -2,140 +2,28 @@ package devcluster
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"text/tabwriter"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
 )
 
 // ComponentStatus is one line of `dev status`.
-type ComponentStatus struct {
-	Name    string
-	PID     int // 0 when not running
-	Healthy bool
-	Detail  string
-}
+type ComponentStatus = components.ComponentStatus
 
 // Status reports each process of the cluster and whether it answers its health check.
 func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
-	c, err := cfg.withDefaults()
+	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	c.HostProcesses = c.HostProcesses || c.recordedHostProcesses()
-	checks := map[string]func(context.Context) error{
-		"etcd":                     c.etcd("").ready,
-		"kube-apiserver":           c.apiserver("").ready,
-		"kube-controller-manager":  c.controllerManager("").ready,
-		"kube-scheduler":           c.scheduler("").ready,
-		"containerd":               func(ctx context.Context) error { return c.ctr(ctx, "version") },
-		"kubelet":                  c.nodeReady(NodeName),
-		"kube-proxy":               c.kubeProxyReady,
-		"cilium-agent":             c.ciliumReady,
-		"agent-sandbox-controller": c.controller().ready,
-		"sandbox-router":           c.router().ready,
-		"kwok":                     c.kwokNodesReady,
-	}
-	var out []ComponentStatus
-	for _, name := range components {
-		st := ComponentStatus{Name: name}
-		r := c.running(name)
-		if r == nil && (name == "agent-sandbox-controller" || name == "sandbox-router") {
-			out = append(out, c.deploymentStatus(ctx, name))
-			continue
-		}
-		if r == nil {
-			st.Detail = "not running"
-			if name == "kwok" {
-				st.Detail = "not running (no --kwok-nodes)"
-			}
-			out = append(out, st)
-			continue
-		}
-		st.PID = r.PID
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := checks[name](cctx); err != nil {
-			st.Detail = err.Error()
-		} else {
-			st.Healthy, st.Detail = true, "ok"
-		}
-		cancel()
-		out = append(out, st)
-	}
-	return append(out, c.dnsStatus(ctx)), nil
-}
-
-// dnsStatus reports CoreDNS, a Deployment rather than a process.
-func (c *Config) dnsStatus(ctx context.Context) ComponentStatus {
-	st := ComponentStatus{Name: "coredns"}
-	if c.running("kube-apiserver") == nil {
-		st.Detail = "not running"
-		return st
-	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := c.dnsReady(cctx); err != nil {
-		st.Detail = "Deployment: " + err.Error()
-		return st
-	}
-	st.Healthy, st.Detail = true, "Deployment kube-system/coredns available, Service kube-dns "+clusterDNSIP
-	return st
-}
-
-func (c *Config) kwokNodesReady(ctx context.Context) error {
-	cs, err := c.clientset()
-	if err != nil {
-		return err
-	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
-	if err != nil {
-		return err
-	}
-	for _, n := range nodes.Items {
-		if err := c.nodeReady(n.Name)(ctx); err != nil {
-			return err
-		}
-	}
-	if len(nodes.Items) == 0 {
-		return fmt.Errorf("no simulated nodes registered")
-	}
-	return nil
+	return components.Status(ctx, components.New(c))
 }
 
 // PrintStatus writes the status as a table.
 func PrintStatus(w io.Writer, sts []ComponentStatus, cfg Config) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMPONENT\tPID\tHEALTHY\tDETAIL")
-	for _, s := range sts {
-		pid := "-"
-		if s.PID != 0 {
-			pid = fmt.Sprint(s.PID)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", s.Name, pid, s.Healthy, s.Detail)
-	}
-	_ = tw.Flush()
-	if c, err := cfg.withDefaults(); err == nil {
-		c.HostProcesses = c.HostProcesses || c.recordedHostProcesses()
-		fmt.Fprintf(w, "\nstate dir: %s\nexport KUBECONFIG=%s\nrouter: %s\n", c.Dir, c.KubeconfigPath(), c.RouterURL())
-	}
-}
-
-// deploymentStatus reports a component the chart runs as a Deployment.
-func (c *Config) deploymentStatus(ctx context.Context, name string) ComponentStatus {
-	st := ComponentStatus{Name: name}
-	cl, err := c.kubeClient()
+	c, err := cfg.WithDefaults()
 	if err != nil {
-		st.Detail = err.Error()
-		return st
+		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := deploymentRolledOut(cl, name)(cctx); err != nil {
-		st.Detail = "Deployment: " + err.Error()
-		return st
-	}
-	st.Healthy, st.Detail = true, "Deployment "+SystemNS+"/"+name+" available"
-	return st
+	components.PrintStatus(w, sts, components.New(c))
 }

@@ -98,6 +98,6 @@ func goleakOptions() []goleak.Option {
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		// The reapers of cluster processes this run started (by Up, or by Restart in the fault
 		// tests): they wait on processes that keep running when the cluster is kept.
-		goleak.IgnoreAnyFunction("github.com/agent-sandbox/agent-sandbox/internal/devcluster.(*Config).start.func1"),
+		goleak.IgnoreAnyFunction("github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc.(*Supervisor).Start.func1"),
 	}
 }

@@ -1,0 +1,189 @@
+package components
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+)
+
+// The in-cluster install of the local cluster: the controller and router run as the Helm
+// chart's Deployments, from images of our freshly built binaries imported into containerd, as
+// users run them. The CRDs are applied from the chart's crds/ (Helm installs CRDs only once and
+// never upgrades them; we want every `up` to bring them current).
+
+const (
+	releaseName = "agent-sandbox"
+	// imageAnnotation carries the image ids on the pod templates, so a rebuilt binary rolls
+	// its Deployment (the tag stays :dev).
+	imageAnnotation = "dev.agents.x-k8s.io/image"
+)
+
+// chartValues are the dev cluster's settings on top of the chart's defaults: our images, never
+// pulled; the chart's two replicas each (the conversion webhook and the router stay up while one
+// restarts, as on a real install) with small requests on 2 cores; the router on a fixed
+// NodePort so the host reaches it. Router auth is the chart's default, as in every install:
+// the host's clients send the developer's token (writeRouterToken), pods are named by their
+// source IP.
+func (c *Cluster) chartValues(imageIDs map[string]string) map[string]any {
+	component := func(name, repo string) map[string]any {
+		return map[string]any{
+			"image":          map[string]any{"repository": repo, "tag": "dev", "pullPolicy": "Never"},
+			"podAnnotations": map[string]any{imageAnnotation: imageIDs[name]},
+			"resources": map[string]any{
+				"requests": map[string]any{"cpu": "50m", "memory": "64Mi"},
+				"limits":   map[string]any{"memory": "1Gi"},
+			},
+		}
+	}
+	ctrl := component("controller", strings.TrimSuffix(spec.ControllerImage, ":dev"))
+	router := component("router", strings.TrimSuffix(spec.RouterImage, ":dev"))
+	router["service"] = map[string]any{"type": "NodePort", "nodePort": c.Ports.RouterNodePort}
+	return map[string]any{"controller": ctrl, "router": router}
+}
+
+// installChart imports the controller and router images, installs or upgrades the chart's
+// release and waits until both Deployments are available and the CRDs convert through the
+// controller's webhook.
+func (c *Cluster) installChart(ctx context.Context, helm string) error {
+	cl, err := kube.Client(c.KubeconfigPath())
+	if err != nil {
+		return err
+	}
+	// A cluster that ran our controller and router as host processes has their service
+	// accounts and roles from config/rbac; Helm refuses to take over objects it did not create.
+	if err := c.removeUnmanaged(ctx, cl); err != nil {
+		return err
+	}
+	c.Progress("importing images %s and %s into containerd", spec.ControllerImage, spec.RouterImage)
+	ids, err := c.importImageIDs(ctx, "controller", "router")
+	if err != nil {
+		return err
+	}
+	values, err := yaml.Marshal(c.chartValues(ids))
+	if err != nil {
+		return err
+	}
+	valuesFile := c.Path("chart-values.yaml")
+	if err := os.WriteFile(valuesFile, values, 0o644); err != nil {
+		return err
+	}
+	c.Progress("installing the Helm chart (controller and router as Deployments)")
+	cmd := exec.CommandContext(ctx, helm, "upgrade", "--install", releaseName,
+		filepath.Join(c.RepoRoot, "charts", "agent-sandbox"),
+		"--namespace", spec.SystemNS, "--skip-crds", "--values", valuesFile,
+		"--kubeconfig", c.KubeconfigPath())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm upgrade --install: %w\n%s", err, out)
+	}
+	for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
+		if err := c.Proc.WaitUntil(ctx, "Deployment "+name, nil, 3*time.Minute, kube.DeploymentRolledOut(cl, name)); err != nil {
+			return err
+		}
+	}
+	// The controller writes its CA into the CRDs once it has its certificate: until then a
+	// v1beta1 read fails.
+	return c.Proc.WaitUntil(ctx, "the conversion webhook", nil, 2*time.Minute, convertsThroughWebhook(cl))
+}
+
+func convertsThroughWebhook(cl client.Client) func(context.Context) error {
+	return func(ctx context.Context) error {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(schema.GroupVersionKind{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Kind: "SandboxTemplateList"})
+		return cl.List(ctx, l, client.InNamespace(spec.SystemNS))
+	}
+}
+
+// removeUnmanaged deletes the objects of config/rbac (and the host-process controller and
+// router) that a host-process cluster created, so that Helm can create its own.
+func (c *Cluster) removeUnmanaged(ctx context.Context, cl client.Client) error {
+	for _, name := range []string{"sandbox-router", "agent-sandbox-controller"} {
+		if err := c.Proc.Stop(name); err != nil {
+			return err
+		}
+	}
+	objs, err := kube.ReadYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac"))
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(o.GroupVersionKind())
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+			continue
+		}
+		if cur.GetAnnotations()["meta.helm.sh/release-name"] != "" {
+			continue
+		}
+		if err := client.IgnoreNotFound(cl.Delete(ctx, cur)); err != nil {
+			return fmt.Errorf("removing %s %s left by a host-process install: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// uninstallChart removes the release when the cluster switches to host processes.
+func (c *Cluster) uninstallChart(ctx context.Context, helm string) error {
+	status := exec.CommandContext(ctx, helm, "status", releaseName, "--namespace", spec.SystemNS, "--kubeconfig", c.KubeconfigPath())
+	if status.Run() != nil {
+		return nil
+	}
+	c.Progress("uninstalling the Helm release: the controller and router run as host processes")
+	cmd := exec.CommandContext(ctx, helm, "uninstall", releaseName, "--namespace", spec.SystemNS, "--wait", "--kubeconfig", c.KubeconfigPath())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm uninstall: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// stopInClusterController deletes the controller's pods while kube-controller-manager is
+// stopped, so that neither it nor its ReplicaSet recreates pods that teardown deletes next.
+func (c *Cluster) stopInClusterController(ctx context.Context) error {
+	cl, err := kube.Client(c.KubeconfigPath())
+	if err != nil {
+		return err
+	}
+	sel := client.MatchingLabels{"app": "agent-sandbox-controller"}
+	if err := cl.DeleteAllOf(ctx, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}},
+		client.InNamespace(spec.SystemNS), sel, client.GracePeriodSeconds(2)); err != nil {
+		return err
+	}
+	return c.Proc.WaitUntil(ctx, "the controller's pods to go", nil, time.Minute, func(ctx context.Context) error {
+		l := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
+		if err := cl.List(ctx, l, client.InNamespace(spec.SystemNS), sel); err != nil {
+			return err
+		}
+		if len(l.Items) > 0 {
+			return fmt.Errorf("%d left", len(l.Items))
+		}
+		return nil
+	})
+}
+
+// The mode of the last `up`, so that `status` reports the router where it is.
+func (c *Cluster) modeFile() string { return c.Path("mode") }
+
+func (c *Cluster) recordMode() error {
+	mode := "chart"
+	if c.HostProcesses {
+		mode = "host-processes"
+	}
+	return os.WriteFile(c.modeFile(), []byte(mode+"\n"), 0o644)
+}
+
+func (c *Cluster) recordedHostProcesses() bool {
+	b, err := os.ReadFile(c.modeFile())
+	return err == nil && strings.TrimSpace(string(b)) == "host-processes"
+}

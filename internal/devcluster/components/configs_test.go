@@ -1,0 +1,111 @@
+package components
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+	"sigs.k8s.io/yaml"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testCluster(t *testing.T) *Cluster {
+	t.Helper()
+	c, err := (&spec.Config{Dir: t.TempDir(), Out: io.Discard}).WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(c)
+}
+
+func TestGeneratedConfigs(t *testing.T) {
+	c := testCluster(t)
+	var kubelet map[string]any
+	if err := yaml.Unmarshal([]byte(c.kubeletConfig()), &kubelet); err != nil {
+		t.Fatalf("kubelet config: %v", err)
+	}
+	for key, want := range map[string]any{"cgroupDriver": "cgroupfs", "failCgroupV1": false, "address": spec.BridgeIP, "readOnlyPort": float64(0), "clusterDomain": "cluster.local"} {
+		if kubelet[key] != want {
+			t.Errorf("kubelet %s = %v, want %v", key, kubelet[key], want)
+		}
+	}
+	if dns, _ := kubelet["clusterDNS"].([]any); len(dns) != 1 || dns[0] != spec.ClusterDNSIP {
+		t.Errorf("kubelet clusterDNS = %v, want [%s]", kubelet["clusterDNS"], spec.ClusterDNSIP)
+	}
+	// The VM lacks CAP_SYS_RESOURCE: without this, every pod sandbox fails to start.
+	if cd := c.containerdConfig(); !strings.Contains(cd, "restrict_oom_score_adj = true") || !strings.Contains(cd, "SystemdCgroup = false") {
+		t.Errorf("containerd config lacks a required setting:\n%s", cd)
+	}
+	if cd := c.containerdConfig(); !strings.Contains(cd, fmt.Sprintf("bin_dir = %q", c.CNIBinDir())) {
+		t.Errorf("containerd does not take CNI plugins from %s:\n%s", c.CNIBinDir(), cd)
+	}
+	c.CiliumDir = "/cache/cilium"
+	if err := (CNIConfig{c}).Up(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := os.Readlink(filepath.Join(c.CNIBinDir(), "cilium-cni")); err != nil || target != "/cache/cilium/cilium-cni" {
+		t.Errorf("cilium-cni link: %q %v", target, err)
+	}
+	data, _ := os.ReadFile(filepath.Join(c.Path("cni", "net.d"), "10-agent-sandbox-dev.conflist"))
+	var cni struct {
+		Plugins []struct {
+			Type      string `json:"type"`
+			Bridge    string `json:"bridge"`
+			IsGateway bool   `json:"isGateway"`
+			IPMasq    bool   `json:"ipMasq"`
+			Chaining  string `json:"chaining-mode"`
+			IPAM      struct {
+				Routes []map[string]string `json:"routes"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(data, &cni); err != nil || len(cni.Plugins) != 2 {
+		t.Fatalf("CNI config: %v %s", err, data)
+	}
+	// Pods route through the bridge (ClusterIPs, this machine) and are never masqueraded.
+	if p := cni.Plugins[0]; p.Type != "bridge" || p.Bridge != spec.BridgeName || !p.IsGateway || p.IPMasq ||
+		len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0]["dst"] != "0.0.0.0/0" {
+		t.Fatalf("CNI bridge plugin %+v", p)
+	}
+	// Cilium, chained after the bridge, is what enforces NetworkPolicy.
+	if p := cni.Plugins[1]; p.Type != "cilium-cni" || p.Chaining != "generic-veth" {
+		t.Fatalf("chained CNI plugin %+v", p)
+	}
+}
+
+func TestKubeProxyAndCiliumConfigs(t *testing.T) {
+	c := testCluster(t)
+	var kp map[string]any
+	if err := yaml.Unmarshal([]byte(c.kubeProxyConfig()), &kp); err != nil {
+		t.Fatalf("kube-proxy config: %v", err)
+	}
+	for key, want := range map[string]any{"mode": "iptables", "clusterCIDR": spec.PodSubnet, "bindAddress": spec.BridgeIP,
+		"healthzBindAddress": spec.Loopback(c.Ports.KubeProxyHealthz), "metricsBindAddress": spec.Loopback(c.Ports.KubeProxyMetrics)} {
+		if kp[key] != want {
+			t.Errorf("kube-proxy %s = %v, want %v", key, kp[key], want)
+		}
+	}
+	// route_localnet stays as it is; conntrack sysctls too.
+	if ipt, _ := kp["iptables"].(map[string]any); ipt["localhostNodePorts"] != any(false) {
+		t.Errorf("kube-proxy iptables = %v, want localhostNodePorts false", kp["iptables"])
+	}
+	if ct, _ := kp["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) {
+		t.Errorf("kube-proxy conntrack = %v, want maxPerCore 0", kp["conntrack"])
+	}
+	args := strings.Join(c.ciliumArgs("/cache/cilium"), " ")
+	// Without --devices the agent attaches to the machine's uplink.
+	for _, want := range []string{"--devices=" + spec.BridgeName, "--cni-chaining-mode=generic-veth", "--kube-proxy-replacement=false",
+		"--enable-ipv4-masquerade=false", "--lib-dir=/cache/cilium", "--allow-localhost=always"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("cilium-agent args lack %s: %s", want, args)
+		}
+	}
+}

@@ -1,0 +1,210 @@
+package components
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+	"github.com/agent-sandbox/agent-sandbox/internal/images"
+)
+
+const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so the kubelet) uses
+
+// containerdConfig is containerd's own config: everything under the state dir, overlayfs, runc
+// with cgroupfs, our CNI network, our pause image. restrict_oom_score_adj is required on VMs
+// without CAP_SYS_RESOURCE, where runc otherwise fails to set the sandbox's oom_score_adj.
+func (c *Cluster) containerdConfig() string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+oom_score = 0
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+    max_conf_num = 1
+`, c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
+		c.Path("containerd", "opt"), "docker.io/"+spec.PauseImage, c.CNIBinDir(), c.Path("cni", "net.d"))
+}
+
+func (c *Cluster) containerd() (proc.Component, error) {
+	if err := os.MkdirAll(c.Path("run"), 0o755); err != nil {
+		return proc.Component{}, err
+	}
+	if err := os.MkdirAll(c.Path("containerd"), 0o755); err != nil {
+		return proc.Component{}, err
+	}
+	cfg := c.Path("containerd", "config.toml")
+	if err := os.WriteFile(cfg, []byte(c.containerdConfig()), 0o644); err != nil {
+		return proc.Component{}, err
+	}
+	return proc.Component{
+		Name: "containerd", Exe: "/usr/bin/containerd", Timeout: time.Minute,
+		Args:  []string{"--config=" + cfg, "--log-level=warn"},
+		Ready: func(ctx context.Context) error { return c.ctr(ctx, "version") },
+	}, nil
+}
+
+// ctr runs containerd's own CLI against our socket in the k8s.io namespace.
+func (c *Cluster) ctr(ctx context.Context, args ...string) error {
+	_, err := c.ctrOutput(ctx, args...)
+	return err
+}
+
+func (c *Cluster) ctrOutput(ctx context.Context, args ...string) (string, error) {
+	full := append([]string{"--address", c.ContainerdSock(), "--namespace", ctrNamespace}, args...)
+	out, err := exec.CommandContext(ctx, "ctr", full...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// ourImages builds the images of our binaries: the sandbox runtime and pause images the
+// cluster needs, and the controller and router images of an in-cluster install (config/,
+// charts/). bin/ must hold fresh binaries (buildOurs).
+func (c *Cluster) ourImages() (map[string]*images.Image, error) {
+	// python3 is a nicety (agents run `python3 file.py`); the image works without it.
+	python, err := images.Python()
+	if err != nil {
+		c.Log.Warn("runtime image without python3", "reason", err)
+	}
+	runtime, err := images.Runtime("docker.io/"+spec.RuntimeImage, c.OurBin("sandboxd"), "/bin/busybox", python...)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]*images.Image{
+		"runtime":    runtime,
+		"pause":      images.Pause("docker.io/"+spec.PauseImage, c.OurBin("pause")),
+		"controller": images.Server("docker.io/"+spec.ControllerImage, c.OurBin("controller"), 8080, 8081),
+		"router":     images.Server("docker.io/"+spec.RouterImage, c.OurBin("router"), 8080, 8081),
+	}, nil
+}
+
+// writeImages writes the named images as docker-archives <dir>/<name>.tar and returns their
+// paths and image ids.
+func (c *Cluster) writeImages(dir string, names ...string) (paths, ids []string, err error) {
+	imgs, err := c.ourImages()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	for _, name := range names {
+		img := imgs[name]
+		if img == nil {
+			return nil, nil, fmt.Errorf("no image %q", name)
+		}
+		tarPath := filepath.Join(dir, name+".tar")
+		id, err := img.WriteArchiveFile(tarPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("building image %s: %w", img.Ref, err)
+		}
+		c.Log.Info("image written", "image", img.Ref, "id", id, "archive", tarPath)
+		paths, ids = append(paths, tarPath), append(ids, id)
+	}
+	return paths, ids, nil
+}
+
+// importImages builds the named images and imports them into the cluster's containerd. The
+// archives are deterministic, so an unchanged image re-imports as a no-op.
+func (c *Cluster) importImages(ctx context.Context, names ...string) error {
+	_, err := c.importImageIDs(ctx, names...)
+	return err
+}
+
+// importImageIDs is importImages returning each image's id by name.
+func (c *Cluster) importImageIDs(ctx context.Context, names ...string) (map[string]string, error) {
+	paths, ids, err := c.writeImages(c.Path("images"), names...)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]string{}
+	for i, p := range paths {
+		if err := c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", p); err != nil {
+			return nil, err
+		}
+		byName[names[i]] = ids[i]
+	}
+	return byName, nil
+}
+
+// killTasks kills and deletes every container task left in containerd, so that no shim or
+// container survives containerd. Pods are deleted through the API before this; this catches
+// what the kubelet could not clean up.
+func (c *Cluster) killTasks(ctx context.Context) error {
+	out, err := c.ctrOutput(ctx, "tasks", "ls", "-q")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range strings.Fields(out) {
+		_ = c.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+		if err := c.ctr(ctx, "tasks", "delete", "--force", id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killShims ends containerd-shim processes serving our containerd (they outlive it by design).
+// They are found by the socket address on their command line, which is unique to our state dir.
+func (c *Cluster) killShims() {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if !strings.Contains(args[0], "containerd-shim") {
+			continue
+		}
+		for i := range args {
+			if args[i] == "-address" && i+1 < len(args) && args[i+1] == c.ContainerdSock() {
+				c.Log.Info("killing leftover shim", "pid", pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+}

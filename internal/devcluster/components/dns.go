@@ -1,0 +1,90 @@
+package components
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+	"github.com/agent-sandbox/agent-sandbox/internal/images"
+)
+
+// Cluster DNS: CoreDNS as a Deployment in kube-system behind the kube-dns Service at
+// spec.ClusterDNSIP, which the kubelet hands to pods. It answers cluster.local (and reverse lookups
+// of cluster addresses) from the API, and NXDOMAIN for everything else.
+
+// corednsImage is the image reference, tagged with the version stamp build-k8s.sh writes next
+// to the binary.
+func corednsImage(bin string) string {
+	tag := "dev"
+	if b, err := os.ReadFile(filepath.Join(bin, "coredns.version")); err == nil && strings.TrimSpace(string(b)) != "" {
+		tag = strings.TrimSpace(string(b))
+	}
+	return "docker.io/agent-sandbox/coredns:" + tag
+}
+
+// importCoreDNS packs the cached coredns binary as an image (the binary alone, run as a
+// non-root user) and imports it into containerd.
+func (c *Cluster) importCoreDNS(ctx context.Context, bin string) (string, error) {
+	ref := corednsImage(bin)
+	img := images.Server(ref, filepath.Join(bin, "coredns"), 53)
+	dir := c.Path("images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tarPath := filepath.Join(dir, "coredns.tar")
+	if _, err := img.WriteArchiveFile(tarPath); err != nil {
+		return "", fmt.Errorf("building image %s: %w", ref, err)
+	}
+	return ref, c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", tarPath)
+}
+
+// applyDNS imports the image and applies manifests/coredns.yaml; waitDNS waits for it.
+func (c *Cluster) applyDNS(ctx context.Context, bin string) error {
+	c.Progress("installing CoreDNS (kube-dns at %s)", spec.ClusterDNSIP)
+	ref, err := c.importCoreDNS(ctx, bin)
+	if err != nil {
+		return err
+	}
+	raw, err := manifests.ReadFile("manifests/coredns.yaml")
+	if err != nil {
+		return err
+	}
+	objs, err := kube.DecodeYAML(bytes.NewReader(bytes.ReplaceAll(raw, []byte("image: IMAGE"), []byte("image: "+ref))))
+	if err != nil {
+		return err
+	}
+	cl, err := kube.Client(c.KubeconfigPath())
+	if err != nil {
+		return err
+	}
+	return kube.ApplyAll(ctx, cl, objs)
+}
+
+func (c *Cluster) waitDNS(ctx context.Context) error {
+	return c.Proc.WaitUntil(ctx, "CoreDNS", nil, 2*time.Minute, c.dnsReady)
+}
+
+// dnsReady is true when the coredns Deployment runs its newest template and it is available.
+func (c *Cluster) dnsReady(ctx context.Context) error {
+	cs, err := kube.Clientset(c.KubeconfigPath())
+	if err != nil {
+		return err
+	}
+	d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	st := d.Status
+	if st.ObservedGeneration < d.Generation || st.UpdatedReplicas < 1 || st.AvailableReplicas < 1 || st.Replicas > st.UpdatedReplicas {
+		return fmt.Errorf("coredns: %d updated, %d available, %d total", st.UpdatedReplicas, st.AvailableReplicas, st.Replicas)
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package components
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+)
+
+func (c *Cluster) linkCNIPlugins(ciliumDir string) error {
+	dir := c.CNIBinDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	links := map[string]string{"cilium-cni": filepath.Join(ciliumDir, "cilium-cni")}
+	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
+		links[p] = filepath.Join("/usr/lib/cni", p)
+	}
+	for name, target := range links {
+		p := filepath.Join(dir, name)
+		if cur, err := os.Readlink(p); err == nil && cur == target {
+			continue
+		}
+		_ = os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeCNIConfig writes the network containerd's CRI plugin sets up for each pod: the bridge
+// plugin on our bridge with host-local IPAM keeping its leases in the state dir, then cilium-cni
+// chained (generic-veth) to make the pod a Cilium endpoint that policies apply to. containerd
+// adds the loopback plugin for the pod's lo by itself.
+func (c *Cluster) writeCNIConfig(ciliumDir string) error {
+	if err := c.linkCNIPlugins(ciliumDir); err != nil {
+		return err
+	}
+	conf := map[string]any{
+		"cniVersion": "0.4.0",
+		"name":       spec.CNINetwork,
+		"plugins": []any{map[string]any{
+			"type":        "bridge",
+			"bridge":      spec.BridgeName,
+			"isGateway":   true,
+			"ipMasq":      false,
+			"hairpinMode": true,
+			"ipam": map[string]any{
+				"type":    "host-local",
+				"dataDir": c.Path("cni", "ipam"),
+				"ranges": [][]map[string]string{{{
+					"subnet": spec.PodSubnet, "rangeStart": spec.PodRangeFrom, "rangeEnd": spec.PodRangeTo, "gateway": spec.BridgeIP,
+				}}},
+				// The pods' default route, through the gateway on the bridge (isGateway).
+				"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
+			},
+		}, map[string]any{"type": "cilium-cni", "chaining-mode": "generic-veth"}},
+	}
+	dir := c.Path("cni", "net.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, _ := json.MarshalIndent(conf, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "10-agent-sandbox-dev.conflist"), data, 0o644)
+}
