@@ -50,6 +50,8 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"cp", "x:a", "y:b"}, "between two sandboxes"},
 		{[]string{"ls", "--mode", "teleport"}, `unknown mode "teleport"`},
 		{[]string{"nope"}, `unknown command "nope"`},
+		{[]string{"dev", "up"}, `unknown command "dev"`}, // the local cluster is cmd/devcluster's
+
 	}
 	for _, tc := range tests {
 		r := offline(tc.args...)
