@@ -134,7 +134,8 @@ running one image (--image; the command after -- replaces the image's entrypoint
 until it has a pod IP. On a terminal (or with --progress) the wait's progress, the elapsed
 time and the current Ready reason, goes to stderr. The claim's (or Sandbox's) name goes to
 stdout, so NAME=$(sbx create --template python) works in scripts; -o json, yaml or name
-prints the object as kubectl create does. If waiting fails, what was created is deleted again unless --keep-on-failure is given.
+prints the object as kubectl create does. If waiting fails, what was created is deleted
+again unless --keep-on-failure is given.
 --on-create commands run in the sandbox (sh -c), in order, once it is ready and before
 sbx create returns; if one fails (exit status not 0), sbx create fails with its
 output and the sandbox is deleted again unless --keep-on-failure is given.
