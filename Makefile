@@ -58,8 +58,13 @@ fmt: ## Rewrite Go files to the formatters of .golangci.yml (gofmt, gci import g
 	$(GOLANGCI_LINT) fmt ./...
 
 .PHONY: build
-build: ## Build the binaries into bin/.
+build: ## Build the binaries into bin/ (sbx also as bin/kubectl-sbx, the kubectl plugin).
 	go build -o bin/ ./cmd/...
+	$(MAKE) kubectl-sbx
+
+.PHONY: kubectl-sbx
+kubectl-sbx: ## Build sbx as the kubectl plugin bin/kubectl-sbx (`kubectl sbx ...` with bin/ on the PATH).
+	go build -o bin/kubectl-sbx ./cmd/sbx
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build the pinned Kubernetes binaries, kwok, kubectl, helm, CoreDNS and Cilium (cached; the local cluster needs the last ones).
@@ -68,7 +73,7 @@ k8s-binaries: ## Build the pinned Kubernetes binaries, kwok, kubectl, helm, Core
 
 .PHONY: images
 images: ## Write the runtime, controller and router images as docker-archive tars into bin/images (no Docker needed).
-	go run ./cmd/sbx dev images --out bin/images
+	go run ./cmd/devcluster images --out bin/images
 
 .PHONY: test
 test: k8s-binaries verify ## Run every test: unit, integration on a real kube-apiserver (-race), then end to end on the local cluster.
@@ -96,11 +101,11 @@ chaos-cluster: ## Faults on the installed local cluster under client load: $(CHA
 DEV_ARGS ?=
 .PHONY: dev
 dev: ## Start (or reuse) the local single-node cluster with agent-sandbox installed.
-	go run ./cmd/sbx dev up $(DEV_ARGS)
+	go run ./cmd/devcluster up $(DEV_ARGS)
 
 .PHONY: dev-down
 dev-down: ## Stop every process of the local cluster and undo its host changes.
-	go run ./cmd/sbx dev down
+	go run ./cmd/devcluster down
 
 .PHONY: demo
 demo: ## Bring the local cluster up and run the demo: warm and cold claims, exec, files, pause/resume.

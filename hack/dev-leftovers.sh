@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lists anything of the local dev cluster still on this machine after `dev down`: processes
+# Lists anything of the local dev cluster still on this machine after `devcluster down`: processes
 # (kube-proxy, cilium-agent, CoreDNS included), the pod bridge, veths and Cilium's links, pod
 # network namespaces, KUBE-*/CNI-*/CILIUM_*/SBXDEV-* iptables chains, Cilium's BPF pins and
 # runtime dir, mounts under the state dir, host dirs and cgroups the cluster creates; prints the
@@ -43,7 +43,7 @@ done
 grep -E ' /run/cilium' /proc/self/mountinfo | while read -r l; do echo "leftover: mount $l"; done
 grep -qE ' /run/cilium' /proc/self/mountinfo && found=1
 for d in /run/containerd /var/lib/cni /tmp/hostpath_pv /var/lib/kubelet /var/log/pods; do
-  [[ -e "$d" ]] && report "path $d (fine if it existed before the first 'dev up')"
+  [[ -e "$d" ]] && report "path $d (fine if it existed before the first 'devcluster up')"
 done
 for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/k8s.io; do
   [[ -e "$d" ]] && report "cgroup $d"
@@ -56,7 +56,7 @@ for s in net.ipv4.ip_forward net.ipv4.conf.all.accept_redirects net.ipv4.conf.al
   echo "$s=$(sysctl -n "$s" 2>/dev/null)"
 done
 if grep -qE ' /sys/fs/bpf .* - bpf ' /proc/self/mountinfo; then
-  echo "note: bpffs is mounted at /sys/fs/bpf (fine if it was before the first 'dev up')"
+  echo "note: bpffs is mounted at /sys/fs/bpf (fine if it was before the first 'devcluster up')"
 fi
 command -v nft >/dev/null && echo "nft tables: $(nft list tables 2>/dev/null | tr '\n' ' ')"
 if [[ $found -eq 0 ]]; then echo clean; fi

@@ -15,7 +15,7 @@ declare -A want=(
   [containernetworking-plugins]=/usr/lib/cni/bridge
   [busybox-static]=/bin/busybox
   [iptables]=/usr/sbin/iptables
-  # nft removes the empty nft tables iptables-nft leaves behind (Cilium's `ip raw`) on `dev down`.
+  # nft removes the empty nft tables iptables-nft leaves behind (Cilium's `ip raw`) on `devcluster down`.
   [nftables]=/usr/sbin/nft
   [conntrack]=/usr/sbin/conntrack
   [socat]=/usr/bin/socat

@@ -4,38 +4,56 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
-// app holds what the commands share: the streams, the global flags and how
-// to build an SDK client (tests replace configure to point it at a test
-// API server and sandboxd).
+// app holds what the commands share: the streams, the global flags and how to build an SDK
+// client from them.
 type app struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
+	streams genericiooptions.IOStreams
+	// name is how the user invoked sbx: "sbx", or "kubectl sbx" as a kubectl plugin.
+	name string
 
-	g globalFlags
-	// configure adjusts the SDK options after the flags were applied.
-	configure func(*sdk.Options)
+	// kube are kubectl's connection flags (--kubeconfig, --context, -n, --as, ...).
+	kube *genericclioptions.ConfigFlags
+	g    globalFlags
 }
 
+// globalFlags are sbx's own global flags: how to reach sandboxd.
 type globalFlags struct {
-	kubeconfig, context, namespace string
-	router, routerToken, mode      string
-	sandboxPort                    int
-	container                      string
+	router, routerToken, mode string
+	sandboxPort               int
+	container                 string
 }
 
-func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
-	return &app{stdin: stdin, stdout: stdout, stderr: stderr}
+func newApp(name string, streams genericiooptions.IOStreams) *app {
+	return &app{
+		streams: streams,
+		name:    name,
+		// As kubectl makes them (cmd.NewDefaultKubectlCommand), so every flag means the same.
+		kube: genericclioptions.NewConfigFlags(true).WithDeprecatedPasswordFlag().WithWarningPrinter(streams),
+	}
+}
+
+// invokedName is the name sbx shows in its usage lines: a binary called kubectl-sbx is run
+// by kubectl as the plugin `kubectl sbx`.
+func invokedName(arg0 string) string {
+	base := strings.TrimSuffix(filepath.Base(arg0), ".exe")
+	if plugin, ok := strings.CutPrefix(base, "kubectl-"); ok && plugin != "" {
+		return "kubectl " + plugin
+	}
+	return "sbx"
 }
 
 // exitError carries a command's exit status out of cobra without a message.
@@ -55,7 +73,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	case errors.As(err, &ee):
 		return ee.code
 	}
-	fmt.Fprintln(a.stderr, "error:", err)
+	fmt.Fprintln(a.streams.ErrOut, "error:", err)
 	return 1
 }
 
@@ -67,17 +85,18 @@ func (a *app) rootCommand() *cobra.Command {
 copies files in and out, pauses, resumes and deletes them. It reaches the sandboxes
 through the sandbox-router (--router), directly (inside the cluster), through a
 port-forward (from a laptop), or through the Kubernetes exec API (--mode exec, for
-images without sandboxd).`,
+images without sandboxd). The connection flags are kubectl's; installed as kubectl-sbx
+on the PATH, it runs as "kubectl sbx".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Usage lines then read "kubectl sbx ls" when run as a kubectl plugin.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: a.name},
 	}
-	root.SetIn(a.stdin)
-	root.SetOut(a.stdout)
-	root.SetErr(a.stderr)
+	root.SetIn(a.streams.In)
+	root.SetOut(a.streams.Out)
+	root.SetErr(a.streams.ErrOut)
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.g.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	pf.StringVar(&a.g.context, "context", "", "kubeconfig context to use")
-	pf.StringVarP(&a.g.namespace, "namespace", "n", "", "namespace (default: the context's)")
+	a.kube.AddFlags(pf)
 	pf.StringVar(&a.g.router, "router", os.Getenv("SBX_ROUTER"), "sandbox-router URL, such as http://sandbox-router-svc.agent-sandbox-system:8080 (env SBX_ROUTER)")
 	pf.StringVar(&a.g.mode, "mode", envOr("SBX_MODE", string(sdk.ModeAuto)), "how to reach sandboxes: "+modeNames()+" (env SBX_MODE)")
 	pf.IntVar(&a.g.sandboxPort, "sandbox-port", sdk.DefaultSandboxPort, "port of sandboxd in the sandbox pod")
@@ -95,9 +114,20 @@ images without sandboxd).`,
 		a.rmCommand(),
 		a.keepaliveCommand(),
 		a.checkCommand(),
-		devcluster.NewCommand(),
 	)
+	if a.name != "sbx" {
+		for _, c := range root.Commands() {
+			c.Example = strings.ReplaceAll(c.Example, "sbx ", a.name+" ")
+		}
+	}
 	return root
+}
+
+// serverFlagWithoutShorthand is kubectl's --server for a command whose -s means something else
+// (exec's --shell): the command's own flag of that name hides the inherited one, and with it
+// kubectl's -s.
+func (a *app) serverFlagWithoutShorthand(fs *pflag.FlagSet) {
+	fs.StringVar(a.kube.APIServer, "server", *a.kube.APIServer, "The address and port of the Kubernetes API server")
 }
 
 func envOr(key, def string) string {
@@ -121,21 +151,27 @@ func (a *app) client() (*sdk.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--mode: %w", err)
 	}
-	o := sdk.Options{
-		Kubeconfig:  a.g.kubeconfig,
-		Context:     a.g.context,
-		Namespace:   a.g.namespace,
+	cfg, err := a.kube.ToRESTConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, errors.New("no Kubernetes configuration found: pass a kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config), --server, or run inside a pod")
+		}
+		return nil, fmt.Errorf("loading Kubernetes configuration: %w", err)
+	}
+	ns, _, err := a.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("finding the namespace: %w", err)
+	}
+	return sdk.New(sdk.Options{
+		RESTConfig:  cfg,
+		Namespace:   ns,
 		Mode:        mode,
 		RouterURL:   a.g.router,
 		RouterToken: a.g.routerToken,
 		SandboxPort: a.g.sandboxPort,
 		Container:   a.g.container,
 		UserAgent:   "sbx",
-	}
-	if a.configure != nil {
-		a.configure(&o)
-	}
-	return sdk.New(o)
+	})
 }
 
 // isTerminal reports whether v is a terminal file.

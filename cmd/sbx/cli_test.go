@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,18 +9,12 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
-	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
-
-var restConfigNowhere = rest.Config{Host: "http://127.0.0.1:1"}
 
 func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{
@@ -43,7 +37,10 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"create"}, "--template is required"},
 		{[]string{"create", "--template", "t", "--env", "NOVALUE"}, `--env "NOVALUE": want KEY=VALUE`},
 		{[]string{"create", "--template", "t", "--shutdown-policy", "never"}, "--shutdown-policy must be"},
-		{[]string{"create", "--template", "t", "-o", "xml"}, `--output "xml"`},
+		{[]string{"create", "--template", "t", "-o", "xml"}, `--output "xml": want one of json, yaml, name`},
+		{[]string{"create", "--template", "t", "-o", "wide"}, `--output "wide"`},
+		{[]string{"ls", "-o", "xml"}, `--output "xml": want one of wide, json, yaml, name`},
+		{[]string{"get", "x", "-o", "table"}, `--output "table"`},
 		{[]string{"exec", "box"}, "exec needs a sandbox name and a command"},
 		{[]string{"exec", "a", "b", "--", "ls"}, "exec takes one sandbox name before --"},
 		{[]string{"get"}, "needs exactly one sandbox name"},
@@ -53,6 +50,8 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"cp", "x:a", "y:b"}, "between two sandboxes"},
 		{[]string{"ls", "--mode", "teleport"}, `unknown mode "teleport"`},
 		{[]string{"nope"}, `unknown command "nope"`},
+		{[]string{"dev", "up"}, `unknown command "dev"`}, // the local cluster is cmd/devcluster's
+
 	}
 	for _, tc := range tests {
 		r := offline(tc.args...)
@@ -86,31 +85,7 @@ func TestParseCpArg(t *testing.T) {
 
 func TestPrintTable(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	c, err := sdk.New(sdk.Options{RESTConfig: &restConfigNowhere, Namespace: "ns"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := testwrap.MakeClaim("ns", "conv-1").Template("python").Created(now.Add(-90*time.Minute)).
-		Labels(map[string]string{"team": "a", "app": "x"}).ReadyWith("python-pool-x1", "10.0.0.7").Obj()
-	pending := testwrap.MakeClaim("ns", "conv-2").Template("python").Created(now.Add(-3 * time.Second)).
-		Condition(metav1.Condition{Type: "Ready", Status: "False", Reason: "TemplateNotFound"}).Obj()
-	raw := testwrap.MakeSandbox("ns", "ws-alice").Created(now.Add(-48 * time.Hour)).Replicas(0).Obj()
-	idle := testwrap.MakeSandbox("ns", "ws-bob").Created(now.Add(-time.Hour)).Replicas(0).
-		Annotation(agentsv1alpha1.IdleTimeoutAnnotation, "10m").Annotation(agentsv1alpha1.IdlePausedAnnotation, "2026-11-27T02:00:00Z").Obj()
-	var sbs []*sdk.Sandbox
-	for _, o := range []any{ready, pending, raw, idle} {
-		var h *sdk.Sandbox
-		switch v := o.(type) {
-		case *extv1alpha1.SandboxClaim:
-			h, err = c.HandleFor(v)
-		case *agentsv1alpha1.Sandbox:
-			h, err = c.HandleFor(v)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		sbs = append(sbs, h)
-	}
+	sbs := exampleSandboxes(t, now)
 	var b strings.Builder
 	if err := printTable(&b, sbs, false, now); err != nil {
 		t.Fatal(err)
@@ -130,26 +105,6 @@ ws-bob     <none>     ws-bob           Paused (idle)     <none>              60m
 	}
 	if !strings.Contains(b.String(), "10.0.0.7") || !strings.Contains(b.String(), "app=x,team=a") || !strings.Contains(b.String(), "<never>") {
 		t.Errorf("wide table:\n%s", b.String())
-	}
-
-	b.Reset()
-	if err := printObjects(&b, "yaml", sbs[:1], false); err != nil {
-		t.Fatal(err)
-	}
-	var obj extv1alpha1.SandboxClaim
-	if err := yaml.Unmarshal([]byte(b.String()), &obj); err != nil || obj.Kind != "SandboxClaim" || obj.Name != "conv-1" {
-		t.Errorf("yaml = %s (%v)", b.String(), err)
-	}
-	b.Reset()
-	if err := printObjects(&b, "json", sbs, true); err != nil {
-		t.Fatal(err)
-	}
-	var list struct {
-		Kind  string
-		Items []map[string]any
-	}
-	if err := json.Unmarshal([]byte(b.String()), &list); err != nil || list.Kind != "List" || len(list.Items) != 4 || list.Items[2]["kind"] != "Sandbox" {
-		t.Errorf("json list = %s (%v)", b.String(), err)
 	}
 }
 
@@ -271,18 +226,51 @@ func TestCLIFlow(t *testing.T) {
 func TestCLICreateTimeout(t *testing.T) {
 	c := newCLI(t)
 	// The stand-in controller holds back claims of the template "held".
-	r := c.run("", "create", "--template", "held", "--name", "slow", "--timeout", "300ms")
-	if r.code != 1 || r.stdout != "" {
-		t.Fatalf("create: %+v", r)
+	tests := []struct {
+		name         string
+		flags        []string
+		wantProgress bool
+	}{
+		{"not a terminal", nil, false},
+		{"with --progress", []string{"--progress"}, true},
 	}
-	for _, want := range []string{"waiting for sandboxclaim slow", "Pending", "sandboxclaim " + c.ns + "/slow not ready after", "timed out"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
-		}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("slow-%d", i)
+			r := c.run("", append([]string{"create", "--template", "held", "--name", name, "--timeout", "300ms"}, tc.flags...)...)
+			if r.code != 1 || r.stdout != "" {
+				t.Fatalf("create: %+v, want exit 1 and nothing on stdout", r)
+			}
+			for _, want := range []string{"sandboxclaim " + c.ns + "/" + name + " not ready after", "Pending", "timed out"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+				}
+			}
+			if got := strings.Contains(r.stderr, "waiting for sandboxclaim "+name); got != tc.wantProgress {
+				t.Errorf("progress lines on stderr: %v, want %v:\n%s", got, tc.wantProgress, r.stderr)
+			}
+			err := env.Client.Get(t.Context(), keyOf(c.ns, name), &extv1alpha1.SandboxClaim{})
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("claim after a failed create: %v, want it deleted", err)
+			}
+		})
 	}
-	err := env.Client.Get(t.Context(), keyOf(c.ns, "slow"), &extv1alpha1.SandboxClaim{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("claim after a failed create: %v, want it deleted", err)
+}
+
+// create -o prints the created object as kubectl create does, and nothing else.
+func TestCLICreateOutput(t *testing.T) {
+	c := newCLI(t)
+	r := c.mustRun("", "create", "--template", "python", "--name", "printed", "-o", "yaml")
+	var cl extv1alpha1.SandboxClaim
+	if err := yaml.UnmarshalStrict([]byte(r.stdout), &cl); err != nil || cl.Kind != "SandboxClaim" || cl.Name != "printed" || cl.UID == "" {
+		t.Errorf("create -o yaml printed %q (%v), want the SandboxClaim printed as stored", r.stdout, err)
+	}
+	if r.stderr != "" {
+		t.Errorf("create -o yaml wrote %q on stderr, want nothing", r.stderr)
+	}
+	r = c.mustRun("", "create", "--template", "python", "--name", "named", "-o", "name")
+	if want := "sandboxclaim.extensions.agents.x-k8s.io/named\n"; r.stdout != want {
+		t.Errorf("create -o name printed %q, want %q", r.stdout, want)
 	}
 }
 

@@ -101,7 +101,7 @@ func (a *app) upload(ctx context.Context, f *sdk.Files, local, remote string) er
 		if strings.HasSuffix(remote, "/") {
 			return fmt.Errorf("cp: %q is a directory; name the file to write stdin to", remote)
 		}
-		return f.WriteStream(ctx, remote, a.stdin, 0)
+		return f.WriteStream(ctx, remote, a.streams.In, 0)
 	}
 	fi, err := os.Stat(local)
 	if err != nil {
@@ -126,7 +126,7 @@ func (a *app) download(ctx context.Context, f *sdk.Files, remote, local string) 
 			return err
 		}
 		defer rc.Close()
-		_, err = io.Copy(a.stdout, rc)
+		_, err = io.Copy(a.streams.Out, rc)
 		return err
 	}
 	st, err := f.Stat(ctx, remote)

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,10 +17,11 @@ import (
 
 // createFlags are sbx create's flags.
 type createFlags struct {
-	template, image, name, warmPool, shutdownPolicy, output, egress string
-	env, labels, podLabels, onCreate, egressCIDRs                   []string
-	ttl, timeout, idle                                              time.Duration
-	noWait, keep                                                    bool
+	template, image, name, warmPool, shutdownPolicy, egress string
+	env, labels, podLabels, onCreate, egressCIDRs           []string
+	ttl, timeout, idle                                      time.Duration
+	noWait, keep, progress                                  bool
+	out                                                     *outputFlags
 }
 
 // check refuses flag combinations before anything is contacted.
@@ -42,7 +40,7 @@ func (f *createFlags) check(args []string) error {
 	case f.egress == "" && len(f.egressCIDRs) > 0:
 		return fmt.Errorf("--egress-cidr needs --egress restricted")
 	}
-	return checkOutput(f.output, "", "name", "json", "yaml")
+	return nil
 }
 
 // options turns the flags into the SDK's create options.
@@ -127,15 +125,17 @@ func (f *createFlags) sandbox(command []string) *agentsv1alpha1.Sandbox {
 }
 
 func (a *app) createCommand() *cobra.Command {
-	var f createFlags
+	f := createFlags{out: newOutputFlags()}
 	cmd := &cobra.Command{
 		Use:   "create (--template TEMPLATE | --image IMAGE) [--name NAME] [flags] [-- COMMAND [ARG...]]",
 		Short: "Create a sandbox (a SandboxClaim, or a Sandbox from an image) and wait until it is ready",
 		Long: `Create a SandboxClaim of a SandboxTemplate (--template), or a Sandbox without a claim
 running one image (--image; the command after -- replaces the image's entrypoint), and wait
-until it has a pod IP. Progress (elapsed time and the current Ready reason) goes to stderr; the
-claim's (or Sandbox's) name goes to stdout, so NAME=$(sbx create --template python) works in
-scripts. If waiting fails, what was created is deleted again unless --keep-on-failure is given.
+until it has a pod IP. On a terminal (or with --progress) the wait's progress, the elapsed
+time and the current Ready reason, goes to stderr. The claim's (or Sandbox's) name goes to
+stdout, so NAME=$(sbx create --template python) works in scripts; -o json, yaml or name
+prints the object as kubectl create does. If waiting fails, what was created is deleted
+again unless --keep-on-failure is given.
 --on-create commands run in the sandbox (sh -c), in order, once it is ready and before
 sbx create returns; if one fails (exit status not 0), sbx create fails with its
 output and the sandbox is deleted again unless --keep-on-failure is given.
@@ -169,13 +169,18 @@ NetworkPolicy (docs/egress.md).`,
 	fl.BoolVar(&f.noWait, "no-wait", false, "return once the claim or Sandbox exists, without waiting")
 	fl.BoolVar(&f.keep, "keep-on-failure", false, "keep what was created when waiting for it or an --on-create command fails")
 	fl.StringArrayVar(&f.onCreate, "on-create", nil, "shell command run in the sandbox once it is ready, before returning (repeatable, in order)")
-	fl.StringVarP(&f.output, "output", "o", "", "output: name (default), json or yaml")
+	addProgressFlag(fl, &f.progress)
+	f.out.addFlags(cmd, false, "the bare name")
 	return cmd
 }
 
 // create runs sbx create once the flags are parsed.
 func (a *app) create(cmd *cobra.Command, f *createFlags, args []string) error {
 	if err := f.check(args); err != nil {
+		return err
+	}
+	p, err := f.out.printer()
+	if err != nil {
 		return err
 	}
 	opts, err := f.options()
@@ -187,10 +192,11 @@ func (a *app) create(cmd *cobra.Command, f *createFlags, args []string) error {
 		return err
 	}
 	defer c.Close()
-	prog := newProgressPrinter(a.stderr, isTerminal(a.stderr))
-	stop := prog.start(cmd.Context())
+	progress, stop := a.startProgress(cmd, f.progress, f.out.given())
 	start := time.Now()
-	opts = append(opts, sdk.WithProgress(prog.update))
+	if progress != nil {
+		opts = append(opts, progress)
+	}
 	var sb *sdk.Sandbox
 	if f.image != "" {
 		sb, err = c.CreateSandbox(cmd.Context(), f.sandbox(args), opts...)
@@ -201,15 +207,14 @@ func (a *app) create(cmd *cobra.Command, f *createFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	if p != nil {
+		return printObjects(p, a.streams.Out, []*sdk.Sandbox{sb}, false)
+	}
 	if !f.noWait {
-		fmt.Fprintf(a.stderr, "sandbox %s ready in %s (sandbox %s, pod IP %s)\n", sb.Name(),
+		fmt.Fprintf(a.streams.ErrOut, "sandbox %s ready in %s (sandbox %s, pod IP %s)\n", sb.Name(),
 			time.Since(start).Round(time.Millisecond), sb.SandboxName(), strings.Join(sb.PodIPs(), ","))
 	}
-	switch f.output {
-	case "json", "yaml":
-		return printObjects(a.stdout, f.output, []*sdk.Sandbox{sb}, false)
-	}
-	fmt.Fprintln(a.stdout, sb.Name())
+	fmt.Fprintln(a.streams.Out, sb.Name())
 	return nil
 }
 
@@ -236,110 +241,4 @@ func parsePairs(pairs []string, flag string) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
-}
-
-func checkOutput(got string, allowed ...string) error {
-	for _, a := range allowed {
-		if got == a {
-			return nil
-		}
-	}
-	var shown []string
-	for _, a := range allowed {
-		if a != "" {
-			shown = append(shown, a)
-		}
-	}
-	return fmt.Errorf("--output %q: want one of %s", got, strings.Join(shown, ", "))
-}
-
-// progressPrinter shows what a wait is waiting for: a line per change of
-// the Ready reason, and on a terminal a status line that keeps the elapsed
-// time current.
-type progressPrinter struct {
-	w   io.Writer
-	tty bool
-
-	mu      sync.Mutex
-	last    sdk.Progress
-	began   time.Time
-	shown   string
-	started bool
-}
-
-func newProgressPrinter(w io.Writer, tty bool) *progressPrinter {
-	return &progressPrinter{w: w, tty: tty, began: time.Now()}
-}
-
-// start ticks the status line on a terminal until the returned stop is
-// called.
-func (p *progressPrinter) start(ctx context.Context) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		if !p.tty {
-			<-done
-			return
-		}
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.mu.Lock()
-				if p.started && !p.last.Ready {
-					p.drawLocked()
-				}
-				p.mu.Unlock()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
-		p.mu.Lock()
-		if p.tty && p.started {
-			fmt.Fprint(p.w, "\r\033[K")
-		}
-		p.mu.Unlock()
-	}
-}
-
-func (p *progressPrinter) update(pr sdk.Progress) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.last, p.started = pr, true
-	if pr.Ready {
-		return
-	}
-	line := describe(pr)
-	if p.tty {
-		p.drawLocked()
-		return
-	}
-	if line != p.shown {
-		fmt.Fprintf(p.w, "waiting for %s %s (%s): %s\n", strings.ToLower(pr.Kind), pr.Name, time.Since(p.began).Round(100*time.Millisecond), line)
-		p.shown = line
-	}
-}
-
-func (p *progressPrinter) drawLocked() {
-	fmt.Fprintf(p.w, "\r\033[Kwaiting for %s %s (%s): %s", strings.ToLower(p.last.Kind), p.last.Name,
-		time.Since(p.began).Round(time.Second), describe(p.last))
-}
-
-func describe(pr sdk.Progress) string {
-	s := pr.Reason
-	if s == "" {
-		s = "Pending"
-	}
-	if pr.Message != "" {
-		s += ": " + pr.Message
-	}
-	return s
 }

@@ -62,7 +62,7 @@ func TestCLICreateImageWithEgress(t *testing.T) {
 		t.Errorf("containers = %+v", ctr)
 	}
 
-	r = c.mustRun("", "create", "--image", "runtime:test", "--egress", "deny-all", "-o", "name")
+	r = c.mustRun("", "create", "--image", "runtime:test", "--egress", "deny-all")
 	name := strings.TrimSpace(r.stdout)
 	must(t, env.Client.Get(t.Context(), keyOf(c.ns, name), sb))
 	if !strings.HasPrefix(name, "sandbox-") || sb.Annotations[agentsv1alpha1.EgressAnnotation] != "deny-all" || len(sb.Spec.PodTemplate.Spec.Containers[0].Command) != 0 {

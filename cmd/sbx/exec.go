@@ -45,6 +45,7 @@ to the command; -t runs it on a terminal (interactive shells).`,
 	f.BoolVarP(&fl.stdin, "stdin", "i", false, "pass stdin to the command")
 	f.BoolVarP(&fl.tty, "tty", "t", false, "run the command on a terminal")
 	f.BoolVarP(&fl.shell, "shell", "s", false, "run the command words through /bin/sh -c")
+	a.serverFlagWithoutShorthand(f)
 	f.StringArrayVarP(&fl.env, "env", "e", nil, "environment variable K=V for the command (repeatable)")
 	f.StringVar(&fl.cwd, "cwd", "", "working directory (relative to the sandbox root, /workspace)")
 	f.DurationVar(&fl.timeout, "timeout", 0, "kill the command after this long (default: sandboxd's, 5m)")
@@ -98,7 +99,7 @@ func (a *app) runExec(ctx context.Context, name string, words []string, fl execF
 		return err
 	}
 	if res.TimedOut {
-		fmt.Fprintf(a.stderr, "sbx: command timed out after %s\n", fl.timeout)
+		fmt.Fprintf(a.streams.ErrOut, "sbx: command timed out after %s\n", fl.timeout)
 	}
 	if res.ExitCode != 0 {
 		return &exitError{code: res.ExitCode}
@@ -112,9 +113,9 @@ func (a *app) execRunOptions(fl execFlags) ([]sdk.RunOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []sdk.RunOption{sdk.WithStdout(a.stdout)}
+	opts := []sdk.RunOption{sdk.WithStdout(a.streams.Out)}
 	if !fl.tty {
-		opts = append(opts, sdk.WithStderr(a.stderr))
+		opts = append(opts, sdk.WithStderr(a.streams.ErrOut))
 	}
 	if len(envMap) > 0 {
 		opts = append(opts, sdk.WithEnv(envMap))
@@ -126,7 +127,7 @@ func (a *app) execRunOptions(fl execFlags) ([]sdk.RunOption, error) {
 		opts = append(opts, sdk.WithTimeout(fl.timeout))
 	}
 	if fl.stdin {
-		opts = append(opts, sdk.WithStdin(a.stdin))
+		opts = append(opts, sdk.WithStdin(a.streams.In))
 	}
 	return opts, nil
 }
@@ -134,10 +135,10 @@ func (a *app) execRunOptions(fl execFlags) ([]sdk.RunOption, error) {
 // setupTTY puts a terminal stdin in raw mode and follows its size.
 func (a *app) setupTTY(ctx context.Context, withStdin bool) (sdk.TTY, func(), error) {
 	t := sdk.TTY{Cols: 80, Rows: 24}
-	f, ok := a.stdin.(*os.File)
+	f, ok := a.streams.In.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		if withStdin {
-			fmt.Fprintln(a.stderr, "sbx: stdin is not a terminal; running with a remote terminal anyway")
+			fmt.Fprintln(a.streams.ErrOut, "sbx: stdin is not a terminal; running with a remote terminal anyway")
 		}
 		return t, func() {}, nil
 	}

@@ -23,7 +23,7 @@ and the Service stay. sbx resume brings a new pod up on the same volumes.`,
 				if err := c.Pause(cmd.Context(), name); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "sandbox %s paused\n", name)
+				fmt.Fprintf(a.streams.Out, "sandbox %s paused\n", name)
 				return nil
 			})
 		},
@@ -33,10 +33,12 @@ and the Service stay. sbx resume brings a new pod up on the same volumes.`,
 func (a *app) resumeCommand() *cobra.Command {
 	var timeout time.Duration
 	var onResume []string
+	var showProgress bool
 	cmd := &cobra.Command{
 		Use:   "resume NAME...",
 		Short: "Resume paused sandboxes and wait until they are ready",
-		Long: `Resume scales each sandbox back to one replica and waits until its new pod is ready.
+		Long: `Resume scales each sandbox back to one replica and waits until its new pod is ready,
+showing the wait's progress on stderr on a terminal (or with --progress).
 --on-resume commands then run in it (sh -c), in order, before sbx resume reports it; if
 one fails, sbx resume fails with its output and leaves the sandbox running.`,
 		Example: `  sbx resume ws-alice --on-resume 'mount-workspace && start-dev-server'`,
@@ -50,19 +52,22 @@ one fails, sbx resume fails with its output and leaves the sandbox running.`,
 				for _, h := range onResume {
 					opts = append(opts, sdk.OnResume(sdk.Shell(h)))
 				}
-				prog := newProgressPrinter(a.stderr, isTerminal(a.stderr))
-				stop := prog.start(cmd.Context())
-				sb, err := c.Resume(cmd.Context(), name, append(opts, sdk.WithProgress(prog.update))...)
+				progress, stop := a.startProgress(cmd, showProgress, false)
+				if progress != nil {
+					opts = append(opts, progress)
+				}
+				sb, err := c.Resume(cmd.Context(), name, opts...)
 				stop()
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "sandbox %s resumed (pod IP %s)\n", name, strings.Join(sb.PodIPs(), ","))
+				fmt.Fprintf(a.streams.Out, "sandbox %s resumed (pod IP %s)\n", name, strings.Join(sb.PodIPs(), ","))
 				return nil
 			})
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long to wait for each sandbox to be ready (default 2m)")
+	addProgressFlag(cmd.Flags(), &showProgress)
 	cmd.Flags().StringArrayVar(&onResume, "on-resume", nil, "shell command run in each sandbox once it is ready again, before reporting it (repeatable, in order)")
 	return cmd
 }
@@ -81,7 +86,7 @@ func (a *app) rmCommand() *cobra.Command {
 				if err != nil && !(ignoreMissing && errors.Is(err, sdk.ErrNotFound)) {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "sandbox %s deleted\n", name)
+				fmt.Fprintf(a.streams.Out, "sandbox %s deleted\n", name)
 				return nil
 			})
 		},
@@ -110,7 +115,7 @@ to now + --for, so that a TTL only removes sandboxes nobody uses.`,
 				if err := c.SetShutdownTime(cmd.Context(), name, at); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "sandbox %s now expires at %s\n", name, at.Add(time.Second-1).Truncate(time.Second).UTC().Format(time.RFC3339))
+				fmt.Fprintf(a.streams.Out, "sandbox %s now expires at %s\n", name, at.Add(time.Second-1).Truncate(time.Second).UTC().Format(time.RFC3339))
 				return nil
 			})
 		},
@@ -145,16 +150,16 @@ template fails (exit 1); a router that does not answer is a warning on stderr (e
 			}
 			if err != nil {
 				// Only the router is down: sandboxes still work without it (seed 004's warning).
-				fmt.Fprintf(a.stderr, "warning: %v\n", err)
+				fmt.Fprintf(a.streams.ErrOut, "warning: %v\n", err)
 			}
-			fmt.Fprintf(a.stdout, "ok: CRDs installed")
+			fmt.Fprintf(a.streams.Out, "ok: CRDs installed")
 			if a.g.router != "" && err == nil {
-				fmt.Fprintf(a.stdout, ", router %s healthy", a.g.router)
+				fmt.Fprintf(a.streams.Out, ", router %s healthy", a.g.router)
 			}
 			if len(templates) > 0 {
-				fmt.Fprintf(a.stdout, ", templates %s present in %s", strings.Join(templates, ", "), c.Namespace())
+				fmt.Fprintf(a.streams.Out, ", templates %s present in %s", strings.Join(templates, ", "), c.Namespace())
 			}
-			fmt.Fprintf(a.stdout, " (mode %s)\n", c.Mode())
+			fmt.Fprintf(a.streams.Out, " (mode %s)\n", c.Mode())
 			return nil
 		},
 	}

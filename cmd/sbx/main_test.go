@@ -1,17 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
@@ -23,14 +25,26 @@ import (
 // tests that need it skip.
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, "sbx", &env)) }
+func TestMain(m *testing.M) {
+	if invokedName(os.Args[0]) == "kubectl sbx" {
+		main() // this test binary, linked as kubectl-sbx, is the plugin kubectl runs (plugin_test.go)
+	}
+	os.Exit(testenv.Main(m, "sbx", &env))
+}
+
+// kubeconfig is a kubeconfig file for the control plane's admin, written once.
+var kubeconfig = sync.OnceValues(func() (string, error) { return env.Kubeconfig("sbx-cli") })
+
+// nowhereKubeconfig points at a cluster nobody listens at.
+const nowhereKubeconfig = "testdata/nowhere.kubeconfig"
 
 // cli runs sbx commands against the test API server and a real sandboxd,
 // in its own namespace, with a stand-in controller marking claims ready.
 type cli struct {
-	t  *testing.T
-	ns string
-	d  *sdktest.Sandboxd
+	t          *testing.T
+	ns         string
+	kubeconfig string
+	d          *sdktest.Sandboxd
 }
 
 var nsCounter atomic.Int32
@@ -44,7 +58,11 @@ func newCLI(t *testing.T) *cli {
 	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	c := &cli{t: t, ns: ns, d: sdktest.NewSandboxd(t)}
+	path, err := kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cli{t: t, ns: ns, kubeconfig: path, d: sdktest.NewSandboxd(t)}
 	sc, err := sdk.New(sdk.Options{RESTConfig: env.Config, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
@@ -63,18 +81,21 @@ type result struct {
 	code           int
 }
 
-// run executes sbx with args (the namespace and direct mode are added).
+// run executes sbx with args, and the flags that point it at the control plane's admin, the
+// test's namespace and sandboxd.
 func (c *cli) run(stdin string, args ...string) result {
 	c.t.Helper()
-	var out, errOut bytes.Buffer
-	a := newApp(strings.NewReader(stdin), &out, &errOut)
-	a.configure = func(o *sdk.Options) {
-		o.RESTConfig = env.Config
-		o.SandboxPort = c.d.Port
-	}
+	global := []string{"--kubeconfig", c.kubeconfig, "-n", c.ns, "--mode", "direct", "--sandbox-port", strconv.Itoa(c.d.Port)}
+	return runSbx(stdin, append(global, args...)...)
+}
+
+// runSbx runs sbx in this process, as the binary sbx, with its streams captured.
+func runSbx(stdin string, args ...string) result {
+	streams, in, out, errOut := genericiooptions.NewTestIOStreams()
+	in.WriteString(stdin)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := a.run(ctx, append([]string{"-n", c.ns, "--mode", "direct"}, args...))
+	code := newApp("sbx", streams).run(ctx, args)
 	return result{out.String(), errOut.String(), code}
 }
 
@@ -88,13 +109,7 @@ func (c *cli) mustRun(stdin string, args ...string) result {
 	return r
 }
 
-// offline runs sbx with no cluster at all (argument and usage errors).
+// offline runs sbx against a cluster nobody listens at (argument and usage errors).
 func offline(args ...string) result {
-	var out, errOut bytes.Buffer
-	a := newApp(strings.NewReader(""), &out, &errOut)
-	a.configure = func(o *sdk.Options) {
-		o.RESTConfig = &restConfigNowhere
-	}
-	code := a.run(context.Background(), args)
-	return result{out.String(), errOut.String(), code}
+	return runSbx("", append([]string{"--kubeconfig", nowhereKubeconfig}, args...)...)
 }
