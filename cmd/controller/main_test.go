@@ -1,10 +1,13 @@
 package main
 
 import (
+	"flag"
 	"maps"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,6 +37,31 @@ func TestParseLabels(t *testing.T) {
 		}
 		if err != nil || !maps.Equal(got, tc.want) {
 			t.Errorf("parseLabels(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// The install's and older deployments' log flags keep working next to -v.
+func TestLogFlags(t *testing.T) {
+	cases := []struct {
+		args          []string
+		wantVerbosity int
+		wantFormat    string
+	}{
+		{args: nil, wantVerbosity: 0, wantFormat: "json"},
+		{args: []string{"-v=2", "--logging-format=text"}, wantVerbosity: 2, wantFormat: "text"},
+		{args: []string{"--zap-log-level=info"}, wantVerbosity: 0, wantFormat: "json"},
+		{args: []string{"--zap-log-level=3"}, wantVerbosity: 3, wantFormat: "json"},
+		{args: []string{"--log-level=debug"}, wantVerbosity: 4, wantFormat: "json"},
+	}
+	for _, tc := range cases {
+		fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+		fv := bindFlags(fs, &manager.Options{})
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if v, f := fv.logging.Verbosity(), fv.logging.Format(); v != tc.wantVerbosity || f != tc.wantFormat {
+			t.Errorf("%v: verbosity %d, format %s; want %d, %s", tc.args, v, f, tc.wantVerbosity, tc.wantFormat)
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/dynamic"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -19,37 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
-
-// ParseLevel maps --log-level to a slog level.
-func ParseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", s)
-	}
-	return l, nil
-}
-
-// NewLogger builds the process logger and routes client-go's and controller-runtime's logs into
-// it, so every line has one format.
-func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	l, err := ParseLevel(level)
-	if err != nil {
-		return nil, err
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	var h slog.Handler = slog.NewJSONHandler(w, opts)
-	if format == "text" {
-		h = slog.NewTextHandler(w, opts)
-	}
-	log := slog.New(h)
-	klog.SetSlogLogger(log)
-	ctrllog.SetLogger(logr.FromSlogHandler(h))
-	return log, nil
-}
 
 // HandlerOptions assemble the proxy port's handler.
 type HandlerOptions struct {
