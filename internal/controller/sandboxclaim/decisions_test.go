@@ -3,7 +3,7 @@ package sandboxclaim
 import (
 	"context"
 	"strings"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,7 +41,9 @@ func TestClaimDecisionsAreLoggedAtV2(t *testing.T) {
 		want  map[string]any // the values the line must carry (others may follow)
 	}{
 		{name: "a warm member adopted",
-			objs:  func() []*testwrap.SandboxWrapper { return []*testwrap.SandboxWrapper{warmMember(pool, tmpl, "m1", "10.0.0.1")} },
+			objs: func() []*testwrap.SandboxWrapper {
+				return []*testwrap.SandboxWrapper{warmMember(pool, tmpl, "m1", "10.0.0.1")}
+			},
 			claim: claimOf("c").Obj(), msg: "adopted a warm sandbox",
 			want: map[string]any{"sandbox": logtest.Ref(ns, "m1"), "pool": logtest.Ref(ns, "pool"), "template": "python"}},
 		{name: "a cold start, and why",
@@ -105,7 +107,7 @@ func TestClaimDecisionsAreLoggedAtV2(t *testing.T) {
 func TestClaimEnvValuesAreNeverLogged(t *testing.T) {
 	const secret = "sk-live-0123456789"
 	tmpl := func(sandboxd string) *extv1alpha1.SandboxTemplate {
-		w := testwrap.MakeTemplate(ns, "python").UID(types.UID("python-env-uid-"+sandboxd)).
+		w := testwrap.MakeTemplate(ns, "python").UID(types.UID("python-env-uid-" + sandboxd)).
 			Containers(testwrap.RuntimeContainer()).EnvInjection(extv1alpha1.EnvVarsInjectionPolicyAllowed)
 		if sandboxd != "" {
 			w.Annotation(extv1alpha1.SandboxdContainerAnnotation, sandboxd)
