@@ -16,12 +16,13 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
@@ -40,7 +41,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&fv.zap)))
+	kubelog.Setup(fv.logging, os.Stderr)
 	log := ctrl.Log.WithName("setup")
 	setMemoryLimit(log)
 	if err := run(opts, float32(*fv.qps), *fv.burst, log); err != nil {
@@ -55,7 +56,7 @@ type flagValues struct {
 	qps                                                      *float64
 	burst                                                    *int
 	webhook                                                  *webhookFlags
-	zap                                                      zap.Options
+	logging                                                  *logging.Options
 }
 
 // bindFlags registers every flag: the plain ones straight into opts, the rest into the returned
@@ -89,8 +90,10 @@ func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 		qps:             fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies)."),
 		burst:           fs.Int("kube-api-burst", 400, "Client-side burst of API requests."),
 		webhook:         bindWebhookFlags(fs),
+		logging:         logging.NewOptions(logging.FormatJSON),
 	}
-	fv.zap.BindFlags(fs)
+	fv.logging.BindFlags(fs)
+	fs.Var(fv.logging.LevelFlag(), "zap-log-level", "Deprecated, use -v: debug, info, warn, error or a number N (= -v=N).")
 	return fv
 }
 

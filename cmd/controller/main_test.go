@@ -98,3 +98,28 @@ func TestRouterPodLabelsFlag(t *testing.T) {
 		})
 	}
 }
+
+// The install's and older deployments' log flags keep working next to -v.
+func TestLogFlags(t *testing.T) {
+	cases := []struct {
+		args          []string
+		wantVerbosity int
+		wantFormat    string
+	}{
+		{args: nil, wantVerbosity: 0, wantFormat: "json"},
+		{args: []string{"-v=2", "--logging-format=text"}, wantVerbosity: 2, wantFormat: "text"},
+		{args: []string{"--zap-log-level=info"}, wantVerbosity: 0, wantFormat: "json"},
+		{args: []string{"--zap-log-level=3"}, wantVerbosity: 3, wantFormat: "json"},
+		{args: []string{"--log-level=debug"}, wantVerbosity: 4, wantFormat: "json"},
+	}
+	for _, tc := range cases {
+		fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+		fv := bindFlags(fs, &manager.Options{})
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if v, f := fv.logging.Verbosity(), fv.logging.Format(); v != tc.wantVerbosity || f != tc.wantFormat {
+			t.Errorf("%v: verbosity %d, format %s; want %d, %s", tc.args, v, f, tc.wantVerbosity, tc.wantFormat)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
 )
 
@@ -30,6 +32,8 @@ func run(args []string, stderr io.Writer) int {
 	}
 	opts := router.DefaultOptions()
 	opts.BindFlags(fs)
+	logOpts := logging.NewOptions(logging.FormatJSON)
+	logOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -40,11 +44,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sandbox-router:", err)
 		return 2
 	}
-	log, err := router.NewLogger(stderr, opts.LogLevel, opts.LogFormat)
-	if err != nil {
-		fmt.Fprintln(stderr, "sandbox-router:", err)
-		return 2
-	}
+	log := kubelog.Setup(logOpts, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := router.Run(ctx, opts, log); err != nil {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 )
 
@@ -32,6 +33,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandboxd:", err)
 		os.Exit(2)
 	}
+	slog.SetDefault(cfg.Logger)
 	// Commands must not inherit the token.
 	_ = os.Unsetenv("SANDBOXD_TOKEN")
 
@@ -69,8 +71,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (sand
 	execTimeout := fset.String("exec-timeout", or(env("SANDBOXD_EXEC_TIMEOUT"), legacySeconds(env("SANDBOX_EXEC_TIMEOUT_SECONDS")), "300s"), "default command timeout (SANDBOXD_EXEC_TIMEOUT)")
 	maxOutput := fset.Int64("max-output", sandboxd.DefaultMaxOutput, "cap in bytes per output stream of a buffered command; output over it is reported, never cut silently (SANDBOXD_MAX_OUTPUT)")
 	shutdownTimeout := fset.String("shutdown-timeout", or(env("SANDBOXD_SHUTDOWN_TIMEOUT"), "10s"), "grace period for requests and commands on SIGTERM (SANDBOXD_SHUTDOWN_TIMEOUT)")
-	logLevel := fset.String("log-level", or(env("SANDBOXD_LOG_LEVEL"), "info"), "debug, info, warn or error (SANDBOXD_LOG_LEVEL)")
-	logFormat := fset.String("log-format", or(env("SANDBOXD_LOG_FORMAT"), "json"), "json or text (SANDBOXD_LOG_FORMAT)")
+	logOpts, err := loggingOptions(fset, env)
+	if err != nil {
+		return sandboxd.Config{}, err
+	}
 	if v := env("SANDBOXD_MAX_OUTPUT"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -86,7 +90,6 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (sand
 	}
 
 	cfg := sandboxd.Config{Listen: *listen, GRPCListen: *grpcListen, RESTListen: *restListen, Root: *root, MaxOutput: *maxOutput, Version: version}
-	var err error
 	if cfg.ExecTimeout, err = positiveDuration("exec-timeout", *execTimeout); err != nil {
 		return cfg, err
 	}
@@ -104,20 +107,25 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (sand
 		}
 		cfg.Token = strings.TrimSpace(string(b))
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return cfg, fmt.Errorf("log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch *logFormat {
-	case "json":
-		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	case "text":
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, opts))
-	default:
-		return cfg, fmt.Errorf("log-format must be json or text, not %q", *logFormat)
-	}
+	cfg.Logger = slog.New(logOpts.Handler(os.Stderr))
 	return cfg, nil
+}
+
+// loggingOptions binds the shared logging flags, with their SANDBOXD_* variables as defaults:
+// SANDBOXD_V and SANDBOXD_LOGGING_FORMAT, and the older SANDBOXD_LOG_LEVEL and
+// SANDBOXD_LOG_FORMAT.
+func loggingOptions(fset *flag.FlagSet, env func(...string) string) (*logging.Options, error) {
+	o := logging.NewOptions(logging.FormatJSON)
+	o.BindFlags(fset)
+	for _, name := range []string{"log-level", "v", "log-format", "logging-format"} {
+		key := "SANDBOXD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if v := env(key); v != "" {
+			if err := fset.Set(name, v); err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	}
+	return o, nil
 }
 
 func or(vals ...string) string {

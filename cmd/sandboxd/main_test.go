@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,5 +140,41 @@ func TestHelp(t *testing.T) {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("help lacks %s", f)
 		}
+	}
+}
+
+func TestLoggingFlags(t *testing.T) {
+	tests := []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		wantLevel slog.Level // the lowest level written
+		wantErr   string
+	}{
+		{name: "info by default", wantLevel: slog.LevelInfo},
+		{name: "-v", args: []string{"-v=2"}, wantLevel: -2},
+		{name: "SANDBOXD_V", env: map[string]string{"SANDBOXD_V": "3"}, wantLevel: -3},
+		{name: "SANDBOXD_LOG_LEVEL, the older name", env: map[string]string{"SANDBOXD_LOG_LEVEL": "debug"}, wantLevel: slog.LevelDebug},
+		{name: "the flag beats the environment", args: []string{"--log-level=warn"}, env: map[string]string{"SANDBOXD_V": "3"}, wantLevel: slog.LevelWarn},
+		{name: "a bad SANDBOXD_LOG_LEVEL", env: map[string]string{"SANDBOXD_LOG_LEVEL": "loud"}, wantErr: `SANDBOXD_LOG_LEVEL: want debug, info, warn, error or a number, not "loud"`},
+		{name: "a bad SANDBOXD_LOGGING_FORMAT", env: map[string]string{"SANDBOXD_LOGGING_FORMAT": "xml"}, wantErr: `SANDBOXD_LOGGING_FORMAT: want json or text, not "xml"`},
+		{name: "a bad --log-format", args: []string{"--log-format=xml"}, wantErr: `want json or text, not "xml"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cfg.Logger.Enabled(context.Background(), tc.wantLevel) || cfg.Logger.Enabled(context.Background(), tc.wantLevel-1) {
+				t.Fatalf("the logger does not write exactly level %v and above", tc.wantLevel)
+			}
+		})
 	}
 }

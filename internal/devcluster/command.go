@@ -7,7 +7,7 @@ import (
 )
 
 // NewCommand returns `dev` with its subcommands up, down and status, to mount under a CLI
-// (`sbx dev ...`).
+// (`go run ./cmd/devcluster ...`).
 func NewCommand() *cobra.Command {
 	var cfg Config
 	cmd := &cobra.Command{

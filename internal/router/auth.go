@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	authnv1 "k8s.io/api/authentication/v1"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 )
 
 // Auth modes of the proxy port.
@@ -78,7 +80,7 @@ func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http
 		switch {
 		case err != nil:
 			m.unavailable("authorization")
-			log.Error("authorization unavailable", "err", err)
+			logging.FromContext(r.Context(), log).Error("authorization unavailable", "err", err)
 			writeDetail(w, http.StatusServiceUnavailable, "Authorization is temporarily unavailable.")
 		case allowed:
 			m.authzDecision(r.Header, decisionAllow)
@@ -155,7 +157,7 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 	default:
 		// The error never contains the token: authenticators below do not put it there.
 		m.unavailable("authentication")
-		log.Error("authentication unavailable", "err", err)
+		logging.FromContext(r.Context(), log).Error("authentication unavailable", "err", err)
 		writeDetail(w, http.StatusServiceUnavailable, "Authentication is temporarily unavailable.")
 		return nil, false
 	}

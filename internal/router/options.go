@@ -77,8 +77,6 @@ type Options struct {
 	ShutdownTimeout       time.Duration
 
 	AccessLog bool
-	LogLevel  string
-	LogFormat string
 }
 
 // DefaultOptions are the flag defaults.
@@ -109,8 +107,6 @@ func DefaultOptions() Options {
 		MaxHeaderBytes:        1 << 20,
 		ShutdownTimeout:       30 * time.Second,
 		AccessLog:             true,
-		LogLevel:              "info",
-		LogFormat:             "json",
 		ResponseHeaderTimeout: 0,
 	}
 }
@@ -151,8 +147,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", o.MaxHeaderBytes, "Largest request header block accepted.")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "On SIGTERM, how long in-flight requests may take to finish.")
 	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log one line per proxied request.")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error.")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json or text.")
 }
 
 // Validate reports the first inconsistent setting.
@@ -197,12 +191,6 @@ func (o *Options) Validate() error {
 	}
 	if o.UnclaimedWait < 0 {
 		return errors.New("--unclaimed-wait must not be negative")
-	}
-	if _, err := ParseLevel(o.LogLevel); err != nil {
-		return err
-	}
-	if o.LogFormat != "json" && o.LogFormat != "text" {
-		return fmt.Errorf("--log-format must be json or text, not %q", o.LogFormat)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -196,7 +197,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		target, err = p.wakeAndWait(r.Context(), route, wakeBound)
 	}
-	if no := p.admit(scopeFrom(r.Context()), route, target, err); no != nil {
+	if no := p.admit(r.Context(), scopeFrom(r.Context()), route, target, err); no != nil {
 		if no.retry {
 			w.Header().Set("Retry-After", "1")
 		}
@@ -314,10 +315,10 @@ type refusal struct {
 // from the one about the caller (a scoped token for an earlier Sandbox of the name learns
 // nothing of this one) to the permanent refusals, then the port, then readiness, so a request
 // that can never succeed is not told to retry.
-func (p *Proxy) admit(scope *ScopedClaims, route Route, t Target, err error) *refusal {
+func (p *Proxy) admit(ctx context.Context, scope *ScopedClaims, route Route, t Target, err error) *refusal {
 	var re *ResolveError
 	if err != nil && !errors.As(err, &re) {
-		p.log.Error("resolving sandbox", "namespace", route.Namespace, "sandbox", route.Name, "err", err)
+		logging.FromContext(ctx, p.log).Error("resolving sandbox", "route", route.Namespace+"/"+route.Name, "err", err)
 		return &refusal{http.StatusServiceUnavailable, "Could not resolve the backend sandbox: " + route.Name, true}
 	}
 	switch {
@@ -394,6 +395,7 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if rc := routeFrom(r.Context()); rc != nil {
 		id, ns = rc.route.Name, rc.route.Namespace
 	}
+	log := logging.FromContext(r.Context(), p.log)
 	reason := classify(err)
 	if errors.Is(context.Cause(r.Context()), errSandboxTimeout) {
 		reason = upstreamTimeout
@@ -403,17 +405,17 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	switch reason {
 	case upstreamDial:
-		p.log.Warn("sandbox unreachable", "sandbox", id, "err", err)
+		log.Warn("sandbox unreachable", "err", err)
 		writeDetail(w, http.StatusBadGateway, "Could not connect to the backend sandbox: "+id)
 	case upstreamTimeout:
-		p.log.Warn("sandbox timed out", "sandbox", id, "err", err)
+		log.Warn("sandbox timed out", "err", err)
 		writeDetail(w, http.StatusGatewayTimeout, "Timed out waiting for the backend sandbox: "+id)
 	case upstreamCanceled:
 		// The client went away; nobody reads this answer.
-		p.log.Debug("client canceled", "sandbox", id)
+		log.Debug("client canceled")
 		w.WriteHeader(http.StatusBadGateway)
 	default:
-		p.log.Warn("proxying failed", "sandbox", id, "err", err)
+		log.Warn("proxying failed", "err", err)
 		writeDetail(w, http.StatusBadGateway, "Error proxying to the backend sandbox: "+id)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/dynamic"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -19,37 +18,10 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 )
-
-// ParseLevel maps --log-level to a slog level.
-func ParseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", s)
-	}
-	return l, nil
-}
-
-// NewLogger builds the process logger and routes client-go's and controller-runtime's logs into
-// it, so every line has one format.
-func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	l, err := ParseLevel(level)
-	if err != nil {
-		return nil, err
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	var h slog.Handler = slog.NewJSONHandler(w, opts)
-	if format == "text" {
-		h = slog.NewTextHandler(w, opts)
-	}
-	log := slog.New(h)
-	klog.SetSlogLogger(log)
-	ctrllog.SetLogger(logr.FromSlogHandler(h))
-	return log, nil
-}
 
 // HandlerOptions assemble the proxy port's handler.
 type HandlerOptions struct {
@@ -66,12 +38,9 @@ func NewHandler(o HandlerOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	var access *slog.Logger
-	if o.AccessLog {
-		access = o.Logger.With("logger", "access")
-	}
 	h := guard(o.Guard, o.Metrics, o.Logger, o.Proxy)
-	h = instrument(o.Metrics, access, h)
+	h = instrument(o.Metrics, o.AccessLog, h)
+	h = withRequestLogger(o.Logger, h)
 	return healthShortcut(h)
 }
 
@@ -92,9 +61,10 @@ func writeOK(w http.ResponseWriter) {
 	_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
 }
 
-// instrument counts, times and (when access is set) logs every request that reaches next.
-func instrument(m *Metrics, access *slog.Logger, next http.Handler) http.Handler {
-	if m == nil && access == nil {
+// instrument counts, times and (with access) logs every request that reaches next, through the
+// request's logger (withRequestLogger), which names the request and its route.
+func instrument(m *Metrics, access bool, next http.Handler) http.Handler {
+	if m == nil && !access {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -114,13 +84,11 @@ func instrument(m *Metrics, access *slog.Logger, next http.Handler) http.Handler
 				m.inflight.Dec()
 				m.observeRequest(r, code, elapsed)
 			}
-			if access != nil {
-				access.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			if access {
+				logging.FromContext(r.Context(), slog.Default()).LogAttrs(r.Context(), slog.LevelInfo, "request",
+					slog.String("logger", "access"),
 					slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()),
 					slog.String("proto", r.Proto), slog.Int("code", code), slog.Duration("duration", elapsed),
-					slog.String("sandbox", r.Header.Get(HeaderSandboxID)),
-					slog.String("namespace", r.Header.Get(HeaderSandboxNamespace)),
-					slog.String("port", r.Header.Get(HeaderSandboxPort)),
 					slog.String("remote", r.RemoteAddr))
 			}
 		}()

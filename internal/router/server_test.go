@@ -167,8 +167,6 @@ func TestOptions(t *testing.T) {
 		{"unknown auth mode", func(o *Options) { o.AuthMode = "allow-all" }, "--auth-mode must be"},
 		{"no listen address", func(o *Options) { o.Listen = "" }, "--listen"},
 		{"bad namespace", func(o *Options) { o.Namespace = "Bad_NS" }, "--namespace"},
-		{"bad log level", func(o *Options) { o.LogLevel = "loud" }, "loud"},
-		{"bad log format", func(o *Options) { o.LogFormat = "xml" }, "--log-format"},
 		{"empty review cache", func(o *Options) { o.TokenReviewCacheSize = 0 }, "--tokenreview-cache-size"},
 		{"negative unclaimed wait", func(o *Options) { o.UnclaimedWait = -time.Second }, "--unclaimed-wait"},
 		{"no proxy timeout", func(o *Options) { o.ProxyTimeout = 0 }, "--proxy-timeout"},

@@ -2,11 +2,13 @@ package sandboxd
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
@@ -100,6 +102,16 @@ func (s *Server) match(r *http.Request) (*route, string, []string) {
 	return nil, "", allowed
 }
 
+// requestLogger names the request in every line about it: its route and the id the router
+// gives every request it forwards (X-Request-Id), which the router's lines carry too.
+func requestLogger(base *slog.Logger, r *http.Request, route string) *slog.Logger {
+	log := base.With("route", route)
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
+		log = log.With("requestID", id)
+	}
+	return log
+}
+
 // ServeHTTP routes, authenticates, instruments and logs one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isGRPC(r.ProtoMajor, r.Header.Get("Content-Type")) {
@@ -119,12 +131,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt != nil {
 		name = rt.name
 	}
+	log := requestLogger(s.log, r, name)
+	r = r.WithContext(logging.IntoContext(r.Context(), log))
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("handler panic", "route", name, "panic", fmt.Sprint(v))
+			log.Error("handler panic", "panic", fmt.Sprint(v))
 			if !sw.wrote {
 				respond.Error(sw, http.StatusInternalServerError, "internal error")
 			}
@@ -135,7 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		d := time.Since(start)
 		s.metrics.observeRequest(name, r.Method, code, d)
-		s.log.Debug("request", "method", r.Method, "route", name, "status", code, "duration", d)
+		log.Debug("request", "method", r.Method, "status", code, "duration", d)
 	}()
 
 	switch {

@@ -70,7 +70,7 @@ func launchController(bin, logPath, kubeconfig string, env []string, extra ...st
 		return nil, err
 	}
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=",
-		"--pprof-bind-address=" + pprofAddr, "--zap-log-level=error", "--kube-api-qps=2000", "--kube-api-burst=4000",
+		"--pprof-bind-address=" + pprofAddr, "--log-level=error", "--kube-api-qps=2000", "--kube-api-burst=4000",
 		// Leader election stays on, as installed; its Lease lives outside the measured namespace.
 		"--leader-election-namespace=kube-system",
 		// The benchmarks speak v1alpha1 (the storage version) only: no conversion webhook.

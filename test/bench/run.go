@@ -9,17 +9,16 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 )
@@ -344,10 +343,12 @@ func churn(ctx context.Context, c client.Client, rec *recorder, after time.Durat
 	}
 }
 
-// quietLibraryLogs routes controller-runtime's logger (used by the load generator's cache) to
-// stderr at error level, instead of its "SetLogger was never called" warning and stack dump.
+// quietLibraryLogs routes controller-runtime's and client-go's logs (the load generator's cache)
+// to stderr at error level, instead of the "SetLogger was never called" warning and stack dump.
 func quietLibraryLogs() {
-	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	o := logging.NewOptions(logging.FormatText)
+	_ = o.LevelFlag().Set("error")
+	kubelog.Setup(o, os.Stderr)
 }
 
 func logf(format string, args ...any) {

@@ -300,6 +300,8 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"router.auth.mode=none"}, "router.auth.mode none is not installable"},
 			{[]string{"router.auth.mode=token", "router.auth.tokenSecret=t"}, "router.auth.identifyPods needs router.auth.mode=tokenreview"},
 			{[]string{"router.auth.allowAnonymous=true"}, "router.auth.allowAnonymous was removed"},
+			{[]string{"controller.logLevel=debug"}, "controller.logLevel was replaced by controller.logVerbosity"},
+			{[]string{"router.logLevel=debug"}, "router.logLevel was replaced by router.logVerbosity"},
 			{[]string{"router.auth.mode=token", "router.auth.identifyPods=false"}, "router.auth.mode=token needs router.auth.tokenSecret"},
 		} {
 			_, err := helmTemplate(t, "x", tc.set...)

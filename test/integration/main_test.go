@@ -13,10 +13,10 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	kubelog.Setup(controllerLogging(), os.Stderr)
 	var err error
 	env, err = testenv.Start(testenv.Options{ControllerManager: true, ConversionWebhook: true})
 	if err != nil {
@@ -89,9 +89,14 @@ func run(m *testing.M) int {
 	return code
 }
 
-func zapLevel() zapLevelT {
+// controllerLogging shows errors only, to keep `go test` output readable; with
+// TEST_VERBOSE_CONTROLLER set, every reconcile decision (-v=2).
+func controllerLogging() *logging.Options {
+	o := logging.NewOptions(logging.FormatText)
+	level := "error"
 	if os.Getenv("TEST_VERBOSE_CONTROLLER") != "" {
-		return -2
+		level = "2"
 	}
-	return 2 // errors only: keep `go test` output readable
+	_ = o.LevelFlag().Set(level)
+	return o
 }

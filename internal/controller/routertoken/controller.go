@@ -16,12 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -94,6 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	sandbox := claim.Status.SandboxStatus.Name
 	if !claim.DeletionTimestamp.IsZero() || claim.Annotations[extv1alpha1.RouterTokenAnnotation] != "true" || sandbox == "" {
 		if found && (claim.Annotations[extv1alpha1.RouterTokenAnnotation] != "true") {
+			log.FromContext(ctx).V(2).Info("the claim no longer asks for a router token: deleting its Secret", "secret", klog.KObj(current))
 			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
 		}
 		return ctrl.Result{}, nil
@@ -118,6 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if found {
 		if held, ok := r.held(current, want, now); ok {
 			if renewAt := renewAt(held); now.Before(renewAt) {
+				log.FromContext(ctx).V(3).Info("router token current; requeue at its renewal", "secret", klog.KObj(current), "renewAt", renewAt)
 				return ctrl.Result{RequeueAfter: renewAt.Sub(now)}, nil
 			}
 			if !expires.After(time.Unix(held.Expires, 0)) {
@@ -154,6 +158,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing router token Secret %s: %w", key.Name, err)
 	}
+	// Never the token itself: it opens the Sandbox.
+	log.FromContext(ctx).V(2).Info("minted a router token", "secret", klog.KObj(desired), "sandbox", klog.KObj(sb),
+		"expires", expires.UTC(), "renewAt", renewAt(want))
 	return ctrl.Result{RequeueAfter: max(renewAt(want).Sub(now), time.Second)}, nil
 }
 

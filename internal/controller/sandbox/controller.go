@@ -151,7 +151,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs, err := r.reconcileChildren(ctx, sb)
 	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		// The namespace is going away and takes the sandbox with it; nothing to fix.
-		log.FromContext(ctx).V(1).Info("namespace is terminating; not creating children")
+		log.FromContext(ctx).V(2).Info("namespace is terminating; not creating children")
 		return ctrl.Result{}, nil
 	}
 	setStatus(sb, obs, err, r.clusterDomain)
@@ -162,16 +162,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	after := untilExpiry(sb, now)
+	after, why := untilExpiry(sb, now), "expiry"
 	if obs.podMetadataDue > 0 && (after == 0 || obs.podMetadataDue < after) {
-		after = obs.podMetadataDue
+		after, why = obs.podMetadataDue, "pod metadata update held back while claims are served"
 	}
 	idleAfter, err := r.reconcileIdle(ctx, sb)
 	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if idleAfter > 0 && (after == 0 || idleAfter < after) {
-		after = idleAfter
+		after, why = idleAfter, "next idle check"
+	}
+	if after > 0 {
+		log.FromContext(ctx).V(2).Info("requeue", "after", after, "why", why)
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }

@@ -10,8 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
@@ -41,6 +43,7 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv
 		return ctrl.Result{}, err
 	}
 	if sb.EffectiveShutdownPolicy() == agentsv1alpha1.ShutdownPolicyDelete {
+		log.FromContext(ctx).V(2).Info("sandbox expired; deleting it", "shutdownTime", sb.Spec.ShutdownTime.Time, "shutdownPolicy", agentsv1alpha1.ShutdownPolicyDelete)
 		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, "Sandbox expired; deleting it")
 		err := r.client.Delete(ctx, sb, client.PropagationPolicy(metav1.DeletePropagationBackground),
 			client.Preconditions{UID: &sb.UID})
@@ -62,6 +65,8 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv
 		ObservedGeneration: sb.Generation,
 	})
 	if !wasExpired {
+		log.FromContext(ctx).V(2).Info("sandbox expired; its pod and Service deleted, the sandbox and its volumes kept",
+			"shutdownTime", sb.Spec.ShutdownTime.Time, "shutdownPolicy", sb.EffectiveShutdownPolicy())
 		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, retainedMessage(sb))
 	}
 	return ctrl.Result{}, r.writeStatus(ctx, original, sb, observed{})
@@ -81,6 +86,7 @@ func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1
 	pod := &corev1.Pod{}
 	if err := r.client.Get(ctx, key, pod); err == nil {
 		if metav1.IsControlledBy(pod, sb) && pod.DeletionTimestamp.IsZero() {
+			log.FromContext(ctx).V(2).Info("deleting the expired sandbox's pod", "pod", klog.KObj(pod))
 			if err := r.deletePod(ctx, pod); err != nil {
 				return err
 			}

@@ -98,6 +98,7 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 	if sb.DesiredReplicas() > 0 {
 		if _, marked := sb.Annotations[agentsv1alpha1.IdlePausedAnnotation]; marked {
 			// Resumed (by a request through the router, or by hand): it is no longer idle-paused.
+			log.FromContext(ctx).V(2).Info("resumed: clearing the idle-paused mark", "idlePausedAt", idlePaused(sb))
 			return 0, r.client.Patch(ctx, sb, client.RawPatch(client.Merge.Type(),
 				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, agentsv1alpha1.IdlePausedAnnotation)), agentsv1alpha1.FieldOwner)
 		}
@@ -121,6 +122,7 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 	// is not idle for an hour, and a controller that just started knows nothing older.
 	idle := min(time.Duration(act.IdleSeconds*float64(time.Second)), r.clock.Since(since))
 	if act.Active || idle < timeout {
+		log.FromContext(ctx).V(3).Info("not idle long enough to pause", "active", act.Active, "idle", idle, "timeout", timeout)
 		return min(every, max(timeout-idle, time.Second)), nil
 	}
 	now := r.clock.Now().UTC()
@@ -130,11 +132,13 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), agentsv1alpha1.FieldOwner); err != nil {
 		if apierrors.IsConflict(err) {
 			// Changed since this reconcile read it (a user's edit, a resume): look again.
+			log.FromContext(ctx).V(2).Info("idle pause lost a race with another change; looking again")
 			return time.Second, nil
 		}
 		return 0, err
 	}
 	idlePauses.Inc()
+	log.FromContext(ctx).V(2).Info("paused for being idle", "idle", idle, "timeout", timeout, "lastActivity", act.LastActivity)
 	r.recorder.Eventf(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonIdlePaused,
 		"Paused after %s without activity (last at %s)%s", idle.Round(time.Second), act.LastActivity.Format(time.RFC3339), wakeHint(sb))
 	return 0, nil

@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -64,6 +66,7 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 	}
 	if !managed {
 		if current != nil {
+			log.FromContext(ctx).V(2).Info("NetworkPolicy opted out: deleting it", "networkPolicy", klog.KObj(current))
 			if err := r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}); client.IgnoreNotFound(err) != nil {
 				return st, fmt.Errorf("deleting NetworkPolicy %s: %w", current.Name, err)
 			}
@@ -168,6 +171,7 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 		return st, fmt.Errorf("creating NetworkPolicy %s: %w", np.Name, err)
 	}
 	r.createdPolicies.Expect(client.ObjectKeyFromObject(sb), sb.UID, np.DeepCopy())
+	log.FromContext(ctx).V(2).Info("created the egress NetworkPolicy", "networkPolicy", klog.KObj(np))
 	st.applied = st.requested && st.ignored == ""
 	return st, nil
 }

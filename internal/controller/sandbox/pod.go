@@ -11,8 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -51,6 +53,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 	if sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas {
 		r.createdPods.Forget(key)
 		if pod != nil && pod.DeletionTimestamp.IsZero() {
+			log.FromContext(ctx).V(2).Info("paused (replicas 0): deleting the pod", "pod", klog.KObj(pod), "idlePaused", idlePaused(sb) != "")
 			if err := r.deletePod(ctx, pod); err != nil {
 				return pod, false, 0, err
 			}
@@ -62,12 +65,14 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		if !pod.DeletionTimestamp.IsZero() {
 			// Resume right after a pause: the old pod must be gone before its name can be reused;
 			// its deletion event brings us back.
+			log.FromContext(ctx).V(2).Info("resuming: waiting for the old pod to go", "pod", klog.KObj(pod))
 			return pod, false, 0, nil
 		}
 		retryAfter, err = r.syncPodMetadata(ctx, sb, pod)
 		return pod, false, retryAfter, err
 	}
 	if !mayCreate {
+		log.FromContext(ctx).V(2).Info("no pod until the sandbox's NetworkPolicy is in place")
 		return nil, false, 0, nil
 	}
 	if mine, ok := r.createdPods.Get(key, sb.UID); ok {
@@ -95,6 +100,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		return pod, false, retryAfter, err
 	}
 	r.createdPods.Expect(key, sb.UID, pod.DeepCopy())
+	log.FromContext(ctx).V(2).Info("created the pod", "pod", klog.KObj(pod))
 	return pod, false, 0, nil
 }
 

@@ -8,7 +8,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
@@ -37,6 +39,7 @@ func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1alpha1.Sandb
 		if err := r.client.Create(ctx, pvc, agentsv1alpha1.FieldOwner); ignoreAlreadyExists(err) != nil {
 			return err
 		}
+		log.FromContext(ctx).V(2).Info("created a PersistentVolumeClaim", "pvc", klog.KObj(pvc))
 	}
 	return nil
 }

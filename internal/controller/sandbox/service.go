@@ -12,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
@@ -40,6 +42,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 		}
 		err = r.client.Create(ctx, desired, agentsv1alpha1.FieldOwner)
 		if err == nil {
+			log.FromContext(ctx).V(2).Info("created the Service", "service", klog.KObj(desired))
 			r.createdServices.Expect(key, sb.UID, desired.DeepCopy())
 			return desired, "", nil
 		}

@@ -3,6 +3,7 @@ package sandboxclaim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -54,6 +56,11 @@ func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sand
 		why = "the claim brings its own volumes"
 	case why == "":
 		sb, pool, err := r.adopt(ctx, claim, tmpl, env)
+		if sb != nil {
+			// Names only: the values of the session env are the claim's secrets.
+			log.FromContext(ctx).V(2).Info("adopted a warm sandbox", "sandbox", klog.KObj(sb),
+				"pool", klog.KRef(claim.Namespace, pool), "template", tmpl.Name, "sessionEnv", slices.Sorted(maps.Keys(env)))
+		}
 		if err != nil || sb != nil {
 			return sb, launch{kind: extv1alpha1.LaunchTypeWarm, pool: pool}, err
 		}
@@ -117,6 +124,7 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim,
 			err = r.takeOver(ctx, claim, sb, env)
 		}
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			log.FromContext(ctx).V(3).Info("warm candidate taken or gone; trying the next", "sandbox", klog.KRef(cand.Name.Namespace, cand.Name.Name))
 			continue
 		}
 		if err != nil {
@@ -129,7 +137,7 @@ func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim,
 		// adoption is visible in status.sandbox.name and the launch-type label.
 		return sb, cand.Pool, nil
 	}
-	log.FromContext(ctx).V(1).Info("no warm sandbox could be adopted; starting cold")
+	log.FromContext(ctx).V(2).Info("no warm sandbox could be adopted; starting cold", "attempts", maxAdoptAttempts)
 	return nil, "", nil
 }
 
@@ -206,16 +214,30 @@ func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1alpha1.
 			return nil, err
 		}
 		if !ownedBy(existing, claim) {
+			log.FromContext(ctx).V(2).Info("a sandbox of the claim's name belongs to someone else", "sandbox", klog.KObj(existing))
 			return nil, &userError{extv1alpha1.ReasonSandboxNotOwned,
 				fmt.Sprintf("a Sandbox named %q exists and is not owned by this claim; delete it or use another claim name", sb.Name)}
 		}
+		log.FromContext(ctx).V(2).Info("took over the sandbox an earlier cold create made", "sandbox", klog.KObj(existing))
 		return existing, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	// Names only: the values of the claim's env are its secrets.
+	log.FromContext(ctx).V(2).Info("created a sandbox from the template (cold start)", "sandbox", klog.KObj(sb),
+		"template", tmpl.Name, "why", why, "env", envNames(claim.Spec.Env), "ownVolumes", volumes != nil)
 	p.event(corev1.EventTypeNormal, extv1alpha1.EventSandboxProvisioned, "Created Sandbox %q from template %q (cold: %s)", sb.Name, tmpl.Name, why)
 	return sb, nil
+}
+
+// envNames lists the names of the claim's env, for logs, which never carry the values.
+func envNames(env []extv1alpha1.EnvVar) []string {
+	names := make([]string, 0, len(env))
+	for _, e := range env {
+		names = append(names, e.Name)
+	}
+	return names
 }
 
 // stampClaim marks a Sandbox as the claim's and copies the claim's own labels and annotations,

@@ -12,12 +12,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -149,6 +151,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 		return ctrl.Result{}, err
 	}
 	if at, due := expiry(claim, r.clock.Now()); due {
+		log.FromContext(ctx).V(2).Info("claim expired", "at", at, "sandbox", klog.KObj(sb))
 		return ctrl.Result{}, r.expire(ctx, p, sb, at)
 	}
 	if sb == nil && claim.Status.SandboxStatus.Name != "" {
@@ -157,6 +160,8 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 			return ctrl.Result{}, err
 		}
 		if sb == nil {
+			log.FromContext(ctx).V(2).Info("the claim's sandbox is gone; reporting it missing",
+				"sandbox", klog.KRef(claim.Namespace, claim.Status.SandboxStatus.Name))
 			setSandboxMissing(claim)
 			return ctrl.Result{}, nil
 		}
@@ -170,6 +175,8 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 	var uerr *userError
 	switch {
 	case errors.As(err, &uerr):
+		// Reported on the claim, not retried: controller-runtime never sees this error.
+		log.FromContext(ctx).V(2).Info("claim cannot be served as written", "reason", uerr.reason, "message", uerr.message)
 		setUserError(claim, uerr)
 		return ctrl.Result{}, nil
 	case err != nil:
@@ -189,6 +196,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 			"Sandbox %q expired and was retained; this claim stays until it is deleted", sb.Name)
 	}
 	if at, _ := expiry(claim, r.clock.Now()); !at.IsZero() {
+		log.FromContext(ctx).V(2).Info("requeue at the claim's expiry", "at", at)
 		return ctrl.Result{RequeueAfter: max(at.Sub(r.clock.Now()), time.Millisecond)}, nil
 	}
 	return ctrl.Result{}, nil

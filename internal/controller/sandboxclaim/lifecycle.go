@@ -8,7 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -63,12 +65,14 @@ func (r *Reconciler) expire(ctx context.Context, p *pass, sb *agentsv1alpha1.San
 	claim.Status.SandboxStatus.PodIPs = nil
 	switch policy {
 	case extv1alpha1.ShutdownPolicyDelete:
+		log.FromContext(ctx).V(2).Info("deleting the expired claim; its sandbox follows", "shutdownPolicy", policy)
 		p.claimDeleted = true
 		return client.IgnoreNotFound(r.client.Delete(ctx, claim,
 			client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &claim.UID}))
 	case extv1alpha1.ShutdownPolicyDeleteForeground:
 		// The expired status is written first, so it is what users see while the claim waits
 		// for its Sandbox to go.
+		log.FromContext(ctx).V(2).Info("deleting the expired claim in the foreground, after its status", "shutdownPolicy", policy)
 		p.afterWrite = func(ctx context.Context) error {
 			return client.IgnoreNotFound(r.client.Delete(ctx, claim,
 				client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &claim.UID}))
@@ -76,6 +80,7 @@ func (r *Reconciler) expire(ctx context.Context, p *pass, sb *agentsv1alpha1.San
 		return nil
 	}
 	if sb != nil && sb.DeletionTimestamp.IsZero() {
+		log.FromContext(ctx).V(2).Info("deleting the expired claim's sandbox; the claim stays", "sandbox", klog.KObj(sb), "shutdownPolicy", policyOrDefault(policy))
 		if err := r.client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID}); client.IgnoreNotFound(err) != nil {
 			return err
 		}

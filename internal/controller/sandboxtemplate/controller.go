@@ -14,9 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -86,6 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	found := err == nil
 	if found && !metav1.IsControlledBy(current, tmpl) {
 		// Never overwrite what someone else made; say so where the user looks.
+		log.FromContext(ctx).V(2).Info("a NetworkPolicy of the template's name belongs to someone else; leaving it alone", "networkPolicy", klog.KObj(current))
 		r.recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventPolicyConflict,
 			"NetworkPolicy %s exists and is not owned by this template; leaving it alone", key.Name)
 		return ctrl.Result{}, nil
@@ -93,6 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	if tmpl.Spec.NetworkPolicyManagement == extv1alpha1.NetworkPolicyManagementUnmanaged {
 		if found {
+			log.FromContext(ctx).V(2).Info("NetworkPolicy management is Unmanaged: deleting the template's policy", "networkPolicy", klog.KObj(current))
 			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
 		}
 		return ctrl.Result{}, nil
@@ -110,6 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("creating NetworkPolicy: %w", err)
 		}
+		log.FromContext(ctx).V(2).Info("created the template's NetworkPolicy", "networkPolicy", klog.KObj(np))
 		return ctrl.Result{}, nil
 	}
 	if equality.Semantic.DeepEqual(current.Spec, desired) {
@@ -117,6 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	updated := current.DeepCopy()
 	updated.Spec = desired
+	log.FromContext(ctx).V(2).Info("updating the template's NetworkPolicy to its rules", "networkPolicy", klog.KObj(updated))
 	return ctrl.Result{}, r.client.Update(ctx, updated)
 }
 

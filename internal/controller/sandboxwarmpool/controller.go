@@ -13,10 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -108,6 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if wait := r.gate.Wait(); wait > 0 {
 		// Claims are being served: everything below (refill, status) waits, and so does the
 		// cost of looking at every member.
+		log.FromContext(ctx).V(2).Info("refill held back while claims are being served", "requeueAfter", wait)
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	members, err := r.members(ctx, pool)
@@ -118,6 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	err = r.client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl)
 	if apierrors.IsNotFound(err) {
 		// Keep reporting what exists; the template watch brings us back when it appears.
+		log.FromContext(ctx).V(2).Info("template not found; reporting the members there are, creating none", "template", pool.Spec.TemplateRef.Name)
 		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonPoolTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
 		m := classify(pool, members, nil, r.expect)
 		return ctrl.Result{}, r.writeStatus(ctx, pool, m, assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool)), false)
@@ -129,16 +133,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var errs []error
 	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
+		log.FromContext(ctx).V(2).Info("replacing members built from an older template (Recreate)", "sandboxes", klog.KObjSlice(m.stale))
 		errs = append(errs, r.deleteMembers(ctx, pool, m.stale))
 		m = classify(pool, members, tmpl, r.expect)
 	}
 	h := assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool))
 	if len(h.unschedulable) > 0 {
 		// Replacing them would not help: say so, keep them, let the scheduler place them.
+		log.FromContext(ctx).V(2).Info("members cannot be scheduled; keeping them", "sandboxes", klog.KObjSlice(h.unschedulable))
 		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersUnschedulable,
 			"%d warm sandboxes cannot be scheduled; they are kept, not replaced", len(h.unschedulable))
 	}
 	if len(h.overdue) > 0 {
+		log.FromContext(ctx).V(2).Info("replacing members not Ready in time", "sandboxes", klog.KObjSlice(h.overdue), "timeout", r.readyTimeoutOf(pool))
 		errs = append(errs, r.replaceOverdue(ctx, pool, h.overdue))
 		m = classify(pool, members, tmpl, r.expect)
 	}
@@ -149,12 +156,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if r.gate.Busy() {
 			batch = min(batch, trickleBatch)
 		}
+		log.FromContext(ctx).V(2).Info("scaling up", "have", have, "desired", desired, "creating", min(desired-have, batch), "claimsBusy", r.gate.Busy())
 		errs = append(errs, r.createMembers(ctx, pool, tmpl, min(desired-have, batch)))
-	case have > desired && !r.expect.pendingCreates(req.NamespacedName):
-		errs = append(errs, r.deleteMembers(ctx, pool, m.surplus(min(have-desired, r.maxBatch))))
+	case have > desired && r.expect.pendingCreates(req.NamespacedName):
+		log.FromContext(ctx).V(2).Info("surplus kept until the pool's own creates show in the cache", "have", have, "desired", desired)
+	case have > desired:
+		surplus := m.surplus(min(have-desired, r.maxBatch))
+		log.FromContext(ctx).V(2).Info("scaling down", "have", have, "desired", desired, "sandboxes", klog.KObjSlice(surplus))
+		errs = append(errs, r.deleteMembers(ctx, pool, surplus))
 	}
 	errs = append(errs, r.writeStatus(ctx, pool, m, h, true))
 	// Come back when the next starting member crosses the timeout (member events do the rest).
+	if h.nextDue > 0 {
+		log.FromContext(ctx).V(2).Info("requeue when the next starting member is due Ready", "requeueAfter", h.nextDue)
+	}
 	return ctrl.Result{RequeueAfter: h.nextDue}, errors.Join(errs...)
 }
 

@@ -9,8 +9,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
@@ -104,6 +106,7 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.Sandbo
 			return err
 		}
 		r.expect.created(key, sb.Name)
+		log.FromContext(ctx).V(2).Info("created a warm member", "sandbox", klog.KObj(sb))
 		return nil
 	})
 }
@@ -121,10 +124,12 @@ func (r *Reconciler) deleteMembers(ctx context.Context, pool *extv1alpha1.Sandbo
 		// precondition makes the delete fail rather than remove a claimed sandbox.
 		err := r.client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			log.FromContext(ctx).V(2).Info("member changed or gone before its delete (a claim may have taken it); kept", "sandbox", klog.KObj(sb))
 			return nil
 		}
 		if err == nil {
 			r.expect.deleted(key, sb.UID)
+			log.FromContext(ctx).V(2).Info("deleted a member", "sandbox", klog.KObj(sb))
 		}
 		return err
 	})

@@ -181,7 +181,7 @@ func (r *Record) Exited() bool {
 }
 
 // closeInheritedOnExec marks the descriptors this process inherited (beyond stdio) close-on-exec,
-// so that the long-lived processes it starts do not hold them: a `flock <lock> sbx dev up` would
+// so that the long-lived processes it starts do not hold them: a `flock <lock> devcluster up` would
 // otherwise leave the lock held by etcd and the rest until `dev down`. Go opens its own
 // descriptors close-on-exec already.
 func closeInheritedOnExec() {

@@ -55,7 +55,7 @@ func TestProcessExitedOnlyWhenNothingOfItRuns(t *testing.T) {
 	}
 }
 
-// A process started under `flock <lock> sbx dev up` must not keep the lock: the descriptors
+// A process started under `flock <lock> devcluster up` must not keep the lock: the descriptors
 // sbx inherited stay out of the processes it starts.
 func TestStartedProcessesDoNotInheritOurDescriptors(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "lock")

@@ -30,7 +30,7 @@ func wantsNDJSON(r *http.Request) bool {
 func (h *Handler) Exec(w http.ResponseWriter, r *http.Request) {
 	sp, err := h.readExecRequest(r, h.execTimeout)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	if wantsNDJSON(r) {

@@ -6,8 +6,10 @@ package execapi
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 )
 
@@ -46,3 +48,9 @@ func (h *Handler) RunningProcesses() int { return h.procs.runningCount() }
 // Close kills every running background process and waits for them; new
 // ones are refused.
 func (h *Handler) Close() { h.procs.closeAll() }
+
+// logOf is the request's logger (sandboxd's ServeHTTP puts one naming the request in its
+// context), else the handler's.
+func (h *Handler) logOf(r *http.Request) *slog.Logger {
+	return logging.FromContext(r.Context(), h.log)
+}

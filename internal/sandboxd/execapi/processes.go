@@ -14,12 +14,12 @@ import (
 func (h *Handler) StartProcess(w http.ResponseWriter, r *http.Request) {
 	sp, err := h.readExecRequest(r, 0) // no default timeout: it outlives the request
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	p, err := h.procs.startProcess(sp)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	h.log.Info("background process started", "id", p.id, "pid", p.pid)
@@ -131,12 +131,12 @@ func (h *Handler) PostProcess(w http.ResponseWriter, r *http.Request, arg string
 	}
 	var req wire.SignalRequest
 	if err := respond.DecodeJSON(r, &req); err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	sig, err := parseSignal(req.Signal)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	if p.cmd == nil {

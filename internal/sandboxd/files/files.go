@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
@@ -76,12 +77,12 @@ func (h *Handler) statInfo(rel string) (wire.FileInfo, error) {
 func (h *Handler) Mkdir(w http.ResponseWriter, r *http.Request, arg string) {
 	rel, err := h.fs.Resolve(arg, true)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	mode, hasMode, err := parseMode(r.URL.Query().Get("mode"))
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	if !hasMode {
@@ -95,7 +96,7 @@ func (h *Handler) Mkdir(w http.ResponseWriter, r *http.Request, arg string) {
 		}
 		status = http.StatusOK
 	} else if err := h.fs.MkdirAll(rel, mode); err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	if hasMode && status == http.StatusCreated {
@@ -103,7 +104,7 @@ func (h *Handler) Mkdir(w http.ResponseWriter, r *http.Request, arg string) {
 	}
 	info, err := h.statInfo(rel)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	respond.JSON(w, status, info)
@@ -113,12 +114,12 @@ func (h *Handler) Mkdir(w http.ResponseWriter, r *http.Request, arg string) {
 func (h *Handler) Stat(w http.ResponseWriter, r *http.Request, arg string) {
 	rel, err := h.fs.Resolve(arg, false)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	info, err := h.statInfo(rel)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	respond.JSON(w, http.StatusOK, info)
@@ -129,7 +130,7 @@ func (h *Handler) Stat(w http.ResponseWriter, r *http.Request, arg string) {
 func (h *Handler) List(w http.ResponseWriter, r *http.Request, arg string) {
 	rel, fi, err := h.resolveStat(arg)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	if !fi.IsDir() {
@@ -159,7 +160,7 @@ func (h *Handler) List(w http.ResponseWriter, r *http.Request, arg string) {
 		return nil
 	})
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	slices.SortFunc(entries, func(a, b wire.FileInfo) int { return strings.Compare(a.Path, b.Path) })
@@ -177,4 +178,10 @@ func (h *Handler) resolveStat(arg string) (string, fs.FileInfo, error) {
 		return "", nil, err
 	}
 	return rel, fi, nil
+}
+
+// logOf is the request's logger (sandboxd's ServeHTTP puts one naming the request in its
+// context), else the handler's.
+func (h *Handler) logOf(r *http.Request) *slog.Logger {
+	return logging.FromContext(r.Context(), h.log)
 }

@@ -33,7 +33,7 @@ func (h *Handler) GetFile(w http.ResponseWriter, r *http.Request, arg string) {
 	// Stat before Open: opening a fifo would block until a writer shows up.
 	rel, fi, err := h.resolveStat(arg)
 	if err != nil {
-		respond.V1Fail(w, h.log, err)
+		respond.V1Fail(w, h.logOf(r), err)
 		return
 	}
 	switch {
@@ -46,7 +46,7 @@ func (h *Handler) GetFile(w http.ResponseWriter, r *http.Request, arg string) {
 	default:
 		f, err := h.fs.Open(rel)
 		if err != nil {
-			respond.V1Fail(w, h.log, err)
+			respond.V1Fail(w, h.logOf(r), err)
 			return
 		}
 		defer f.Close()
@@ -112,12 +112,12 @@ func (h *Handler) PutFile(w http.ResponseWriter, r *http.Request, arg string) {
 	}
 	mode, hasMode, err := parseMode(r.URL.Query().Get("mode"))
 	if err != nil {
-		respond.V1Fail(w, h.log, err)
+		respond.V1Fail(w, h.logOf(r), err)
 		return
 	}
 	rel, err := h.fs.Resolve(arg, true)
 	if err != nil {
-		respond.V1Fail(w, h.log, err)
+		respond.V1Fail(w, h.logOf(r), err)
 		return
 	}
 	if rel == "." {
@@ -135,12 +135,12 @@ func (h *Handler) PutFile(w http.ResponseWriter, r *http.Request, arg string) {
 	}
 	body, err := fileBody(r)
 	if err != nil {
-		respond.V1Fail(w, h.log, err)
+		respond.V1Fail(w, h.logOf(r), err)
 		return
 	}
 	defer body.Close()
 	if err := h.fs.WriteFileAtomic(rel, body, mode); err != nil {
-		respond.V1Fail(w, h.log, err)
+		respond.V1Fail(w, h.logOf(r), err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -188,12 +188,12 @@ func (h *Handler) DeleteFile(w http.ResponseWriter, r *http.Request, arg string)
 	}
 	rel, err := h.fs.Resolve(arg, false)
 	if err != nil {
-		respond.V1Fail(w, h.log, err)
+		respond.V1Fail(w, h.logOf(r), err)
 		return
 	}
 	fi, err := h.fs.Lstat(rel)
 	if err != nil {
-		respond.V1Fail(w, h.log, err)
+		respond.V1Fail(w, h.logOf(r), err)
 		return
 	}
 	switch {
@@ -212,7 +212,7 @@ func (h *Handler) DeleteFile(w http.ResponseWriter, r *http.Request, arg string)
 		return
 	}
 	if err != nil {
-		respond.V1Fail(w, h.log, err)
+		respond.V1Fail(w, h.logOf(r), err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

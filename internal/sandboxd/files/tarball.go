@@ -102,20 +102,20 @@ func (h *Handler) addTarEntry(tw *tar.Writer, p, name string, d fs.DirEntry) err
 func (h *Handler) extractTar(w http.ResponseWriter, r *http.Request, arg string) {
 	dest, err := h.fs.Resolve(arg, true)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	if err := h.fs.MkdirAll(dest, 0o755); err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	if err := h.untar(tar.NewReader(r.Body), dest); err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	info, err := h.statInfo(dest)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	respond.JSON(w, http.StatusOK, info)

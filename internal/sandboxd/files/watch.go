@@ -20,18 +20,18 @@ import (
 func (h *Handler) Watch(w http.ResponseWriter, r *http.Request, arg string) {
 	rel, err := h.fs.Resolve(arg, true)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	abs := filepath.Join(h.fs.Dir(), rel)
 	fi, err := h.fs.Stat(rel)
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	defer watcher.Close()
@@ -47,7 +47,7 @@ func (h *Handler) Watch(w http.ResponseWriter, r *http.Request, arg string) {
 		err = watcher.Add(filepath.Dir(abs))
 	}
 	if err != nil {
-		respond.Fail(w, h.log, err)
+		respond.Fail(w, h.logOf(r), err)
 		return
 	}
 	nw := respond.NDJSON(w)

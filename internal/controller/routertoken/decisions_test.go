@@ -1,0 +1,43 @@
+package routertoken
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging/logtest"
+)
+
+// The mint is logged at V(2) with the Secret and the Sandbox it opens; the token, which opens
+// the Sandbox to whoever holds it, never reaches the log at any verbosity.
+func TestAMintIsLoggedWithoutTheToken(t *testing.T) {
+	g := newRig(t, claim(shutdownIn(2*time.Hour)), sandboxObj(testUID))
+	logger, rec := logtest.New(10)
+	ctx := log.IntoContext(context.Background(), logger)
+	if _, err := g.r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: testNS, Name: testClaim}}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	line, ok := rec.Find("minted a router token")
+	if !ok || line.V != 2 {
+		t.Fatalf("no V(2) line for the mint; logged %+v", rec.Lines())
+	}
+	want := map[string]any{"secret": logtest.Ref(testNS, SecretName(testClaim)), "sandbox": logtest.Ref(testNS, testSandbox)}
+	got := map[string]any{"secret": line.Values["secret"], "sandbox": line.Values["sandbox"]}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("mint line (-want +got):\n%s", d)
+	}
+	token := string(g.secret().Data[extv1alpha1.RouterTokenKeyToken])
+	if token == "" {
+		t.Fatal("the Secret holds no token")
+	}
+	if strings.Contains(rec.Text(), token) || strings.Contains(rec.Text(), string(testSecret)) {
+		t.Fatalf("the token or its signing secret reached the log:\n%s", rec.Text())
+	}
+}
