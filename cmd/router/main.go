@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 func main() {
@@ -49,6 +50,13 @@ func run(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	tp, flushTraces, err := tracing.Setup(ctx, "sandbox-router", func(err error) { log.Warn("tracing", "err", err) })
+	if err != nil {
+		fmt.Fprintln(stderr, "sandbox-router:", err)
+		return 2
+	}
+	defer flushTraces()
+	opts.TracerProvider = tp
 	if err := router.Run(ctx, opts, log); err != nil {
 		log.Error("sandbox-router failed", "err", err)
 		return 1

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
@@ -77,6 +79,10 @@ type Options struct {
 	AccessLog bool
 	LogLevel  string
 	LogFormat string
+
+	// TracerProvider is not a flag: cmd/router sets it from the OTEL_* environment
+	// (internal/tracing); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultOptions are the flag defaults.

@@ -361,6 +361,7 @@ func rewrite(pr *httputil.ProxyRequest) {
 	if rc.env != "" {
 		pr.Out.Header.Set(wire.HeaderSessionEnv, rc.env)
 	}
+	injectTrace(pr.Out)
 }
 
 // Reasons of sandbox_router_upstream_errors_total (upstream's also has tls, for TLS to sandboxes,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/dynamic"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -58,6 +59,8 @@ type HandlerOptions struct {
 	Metrics   *Metrics     // optional
 	Logger    *slog.Logger
 	AccessLog bool
+	// TracerProvider makes a span per request (tracing.go); nil or the no-op provider: none.
+	TracerProvider trace.TracerProvider
 }
 
 // NewHandler stacks the proxy port: the gateway health check, metrics and access log,
@@ -72,6 +75,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	}
 	h := guard(o.Guard, o.Metrics, o.Logger, o.Proxy)
 	h = instrument(o.Metrics, access, h)
+	h = traced(o.TracerProvider, h)
 	return healthShortcut(h)
 }
 
@@ -256,7 +260,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	var stopping atomic.Bool
 	ready := func() bool { return cache.HasSynced() && (pods == nil || pods.HasSynced()) && !stopping.Load() }
-	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog})
+	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog,
+		TracerProvider: o.TracerProvider})
 	servers := o.servers(handler, ready, metrics, log)
 	listeners, err := listen(servers)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -54,12 +55,16 @@ func Enabled(tp trace.TracerProvider) bool {
 	return !isNoop
 }
 
+// ShutdownTimeout bounds the flush of the spans still buffered at exit.
+const ShutdownTimeout = 5 * time.Second
+
 // Setup returns the tracer provider a binary hands to its servers and reconcilers, and the
-// function that flushes it at exit. service is the default service.name (OTEL_SERVICE_NAME
-// overrides it). Without OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, or with OTEL_SDK_DISABLED=true or
-// OTEL_TRACES_EXPORTER=none, it returns Disabled. onError, if set, receives export errors.
-func Setup(ctx context.Context, service string, onError func(error)) (trace.TracerProvider, func(context.Context) error, error) {
-	noShutdown := func(context.Context) error { return nil }
+// function that flushes it at exit (within ShutdownTimeout). service is the default
+// service.name (OTEL_SERVICE_NAME overrides it). Without OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT,
+// or with OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none, it returns Disabled. onError, if
+// set, receives export errors, the flush's among them.
+func Setup(ctx context.Context, service string, onError func(error)) (trace.TracerProvider, func(), error) {
+	noShutdown := func() {}
 	on, err := configured()
 	if err != nil || !on {
 		return Disabled, noShutdown, err
@@ -80,10 +85,19 @@ func Setup(ctx context.Context, service string, onError func(error)) (trace.Trac
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(Propagator)
-	if onError != nil {
+	if onError == nil {
+		onError = otel.Handle
+	} else {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(onError))
 	}
-	return tp, tp.Shutdown, nil
+	shutdown := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+		defer cancel()
+		if err := tp.Shutdown(ctx); err != nil {
+			onError(fmt.Errorf("flushing traces: %w", err))
+		}
+	}
+	return tp, shutdown, nil
 }
 
 // configured: tracing is asked for by the environment.
