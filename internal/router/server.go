@@ -300,7 +300,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) ProxyOptions {
 	return ProxyOptions{Resolver: res, Metrics: m, Logger: log,
 		DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries,
-		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait, WakeTimeout: o.WakeTimeout}
+		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait, WakeTimeout: o.WakeTimeout,
+		TracerProvider: o.TracerProvider}
 }
 
 // servers are the proxy port's server and, with --probe-listen, the probe port's.

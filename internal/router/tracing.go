@@ -2,6 +2,7 @@ package router
 
 import (
 	"net/http"
+	"net/http/httputil"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -13,7 +14,7 @@ import (
 )
 
 // traced opens a server span per request, continuing the client's W3C traceparent when it sent
-// one; the proxy's rewrite passes the span on to the sandbox (injectTrace). Without a recording
+// one; the proxy's rewrite passes the span on to the sandbox (tracedRewrite). Without a recording
 // provider it returns next itself: the request path does no tracing work at all, and a client's
 // traceparent reaches the sandbox as it was sent.
 //
@@ -52,10 +53,16 @@ func traced(tp trace.TracerProvider, next http.Handler) http.Handler {
 	})
 }
 
-// injectTrace sets the outbound request's traceparent to the router's span. Without a span
-// (tracing off) it changes nothing.
-func injectTrace(out *http.Request) {
-	tracing.Propagator.Inject(out.Context(), propagation.HeaderCarrier(out.Header))
+// tracedRewrite also sets the outbound request's traceparent (and tracestate) to the router's
+// span, when tp records; otherwise it is rewrite itself.
+func tracedRewrite(tp trace.TracerProvider, rewrite func(*httputil.ProxyRequest)) func(*httputil.ProxyRequest) {
+	if !tracing.Enabled(tp) {
+		return rewrite
+	}
+	return func(pr *httputil.ProxyRequest) {
+		rewrite(pr)
+		tracing.Propagator.Inject(pr.Out.Context(), propagation.HeaderCarrier(pr.Out.Header))
+	}
 }
 
 // Bounds of attribute values taken from the request: a client must not fill span storage.

@@ -56,7 +56,7 @@ func newChain(t *testing.T) *chain {
 
 	sbd := sandboxdtest.New(t, func(cfg *sandboxd.Config) { cfg.TracerProvider = sandboxdTP })
 	_, c.port, _ = net.SplitHostPort(sbd.TS.Listener.Addr().String())
-	proxy := router.NewProxy(router.ProxyOptions{Resolver: loopbackResolver{}})
+	proxy := router.NewProxy(router.ProxyOptions{Resolver: loopbackResolver{}, TracerProvider: routerTP})
 	ts := httptest.NewUnstartedServer(router.NewHandler(router.HandlerOptions{Proxy: proxy, TracerProvider: routerTP}))
 	var protos http.Protocols
 	protos.SetHTTP1(true)
