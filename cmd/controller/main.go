@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 func main() {
@@ -141,6 +143,13 @@ func setMemoryLimit(log logr.Logger) {
 
 // run builds the manager and serves until a signal; it logs why it stopped.
 func run(opts manager.Options, qps float32, burst int, log logr.Logger) error {
+	tp, flushTraces, err := tracing.Setup(context.Background(), "agent-sandbox-controller", func(err error) { log.Error(err, "tracing") })
+	if err != nil {
+		log.Error(err, "setting up tracing")
+		return err
+	}
+	defer flushTraces()
+	opts.TracerProvider = tp
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "loading kubeconfig")

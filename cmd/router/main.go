@@ -14,6 +14,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 func main() {
@@ -47,6 +48,13 @@ func run(args []string, stderr io.Writer) int {
 	log := kubelog.Setup(logOpts, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	tp, flushTraces, err := tracing.Setup(ctx, "sandbox-router", func(err error) { log.Warn("tracing", "err", err) })
+	if err != nil {
+		fmt.Fprintln(stderr, "sandbox-router:", err)
+		return 2
+	}
+	defer flushTraces()
+	opts.TracerProvider = tp
 	if err := router.Run(ctx, opts, log); err != nil {
 		log.Error("sandbox-router failed", "err", err)
 		return 1

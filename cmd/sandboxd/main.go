@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -39,10 +40,24 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	os.Exit(run(ctx, cfg))
+}
+
+// run serves until ctx ends and returns the exit code; deferred work (the last spans' flush)
+// runs before the exit.
+func run(ctx context.Context, cfg sandboxd.Config) int {
+	tp, flushTraces, err := tracing.Setup(ctx, "sandboxd", func(err error) { cfg.Logger.Warn("tracing", "error", err) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxd:", err)
+		return 2
+	}
+	defer flushTraces()
+	cfg.TracerProvider = tp
 	if err := sandboxd.Run(ctx, cfg); err != nil {
 		cfg.Logger.Error("sandboxd failed", "error", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // parseConfig reads flags, falling back to SANDBOXD_* environment variables

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -79,6 +80,8 @@ type Options struct {
 	// ScopedTokens, when set, mints router tokens scoped to one Sandbox for claims that ask
 	// (annotation agents.x-k8s.io/router-token: "true"); the router verifies them with the same secret.
 	ScopedTokens *scopedtoken.Signer
+	// TracerProvider traces claims as they start (docs/tracing.md); nil: off.
+	TracerProvider trace.TracerProvider
 	// Webhook serves the CRD conversion webhook (v1beta1 ⇄ v1alpha1) when set.
 	Webhook *conversion.Options
 	// WebhookOnly runs the conversion webhook (and its certificate rotation) and nothing else:
@@ -204,10 +207,11 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}
 	if err := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), sandboxclaim.Options{
-		Recorder: mgr.GetEventRecorderFor("sandboxclaim-controller"),
-		Pacer:    claims,
-		Workers:  opts.ClaimWorkers,
-		PodRules: podRules,
+		Recorder:       mgr.GetEventRecorderFor("sandboxclaim-controller"),
+		Pacer:          claims,
+		Workers:        opts.ClaimWorkers,
+		PodRules:       podRules,
+		TracerProvider: opts.TracerProvider,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
@@ -77,6 +79,9 @@ type Options struct {
 	ShutdownTimeout       time.Duration
 
 	AccessLog bool
+	// TracerProvider is not a flag: cmd/router sets it from the OTEL_* environment
+	// (internal/tracing); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultOptions are the flag defaults.

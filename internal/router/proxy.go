@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
@@ -53,6 +54,9 @@ type ProxyOptions struct {
 	// UnclaimedWait is how long a request to an unclaimed warm pool member waits for the cache to
 	// see a claim take it, before the 404; 0 answers at once. See Proxy.resolve.
 	UnclaimedWait time.Duration
+	// TracerProvider, when it records, has the proxy send the sandbox the router's span as
+	// traceparent (tracing.go); the handler's must be the same.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultProxyTimeout is the default cap of X-Sandbox-Timeout (--proxy-timeout), as upstream's
@@ -108,7 +112,7 @@ func NewProxy(o ProxyOptions) *Proxy {
 	p.h2c = newTransport(o, true)
 	p.touchClient = &http.Client{Transport: p.h1}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite: rewrite,
+		Rewrite: tracedRewrite(o.TracerProvider, rewrite),
 		Transport: &retryTransport{h1: p.h1, h2c: p.h2c, resolver: o.Resolver, metrics: o.Metrics,
 			retries: max(o.DialRetries, 0), backoff: o.RetryBackoff, portAllowed: p.portAllowed},
 		FlushInterval:  -1, // flush every write: exec output and SSE must not sit in a buffer

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/dynamic"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -30,6 +31,8 @@ type HandlerOptions struct {
 	Metrics   *Metrics     // optional
 	Logger    *slog.Logger
 	AccessLog bool
+	// TracerProvider makes a span per request (tracing.go); nil or the no-op provider: none.
+	TracerProvider trace.TracerProvider
 }
 
 // NewHandler stacks the proxy port: the gateway health check, metrics and access log,
@@ -40,6 +43,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 	}
 	h := guard(o.Guard, o.Metrics, o.Logger, o.Proxy)
 	h = instrument(o.Metrics, o.AccessLog, h)
+	h = traced(o.TracerProvider, h)
 	h = withRequestLogger(o.Logger, h)
 	return healthShortcut(h)
 }
@@ -224,7 +228,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	var stopping atomic.Bool
 	ready := func() bool { return cache.HasSynced() && (pods == nil || pods.HasSynced()) && !stopping.Load() }
-	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog})
+	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog,
+		TracerProvider: o.TracerProvider})
 	servers := o.servers(handler, ready, metrics, log)
 	listeners, err := listen(servers)
 	if err != nil {
@@ -263,7 +268,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) ProxyOptions {
 	return ProxyOptions{Resolver: res, Metrics: m, Logger: log,
 		MaxTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries,
-		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait, WakeTimeout: o.WakeTimeout}
+		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait, WakeTimeout: o.WakeTimeout,
+		TracerProvider: o.TracerProvider}
 }
 
 // servers are the proxy port's server and, with --probe-listen, the probe port's.

@@ -36,6 +36,9 @@ func (s *Server) authorized(r *http.Request) bool {
 func (s *Server) newGRPCServer() *grpc.Server {
 	unary := []grpc.UnaryServerInterceptor{s.grpcActivityUnary}
 	stream := []grpc.StreamServerInterceptor{s.grpcActivityStream}
+	if s.tracer != nil {
+		unary, stream = append([]grpc.UnaryServerInterceptor{s.grpcTraceUnary}, unary...), append([]grpc.StreamServerInterceptor{s.grpcTraceStream}, stream...)
+	}
 	if s.cfg.Token != "" {
 		unary, stream = append(unary, s.grpcAuthUnary), append(stream, s.grpcAuthStream)
 	}

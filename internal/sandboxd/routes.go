@@ -112,8 +112,9 @@ func requestLogger(base *slog.Logger, r *http.Request, route string) *slog.Logge
 	return log
 }
 
-// ServeHTTP routes, authenticates, instruments and logs one request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serveRequest routes, authenticates, instruments and logs one request (ServeHTTP, in
+// tracing.go, wraps it in a span).
+func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request) {
 	if isGRPC(r.ProtoMajor, r.Header.Get("Content-Type")) {
 		end := s.activity.begin()
 		defer end()

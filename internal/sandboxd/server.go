@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/execapi"
@@ -36,6 +37,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/legacy"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -84,6 +86,9 @@ type Config struct {
 	MetadataEnvPrefix string
 	// Logger receives structured logs (default slog.Default()).
 	Logger *slog.Logger
+	// TracerProvider makes a span per request and gRPC call (tracing.go); nil or the no-op
+	// provider: none.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMaxOutput is the default cap per output stream of a buffered
@@ -144,6 +149,7 @@ type Server struct {
 	legacy    *legacy.Handler
 	routes    []route
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
+	tracer    trace.Tracer // nil: tracing off
 	activity  *activity
 	grpcLn    net.Listener // GRPCListen's listener; nil when off or not run by Run
 	restLn    net.Listener // RESTListen's listener; nil when unset or not run by Run
@@ -169,6 +175,7 @@ func New(cfg Config) (*Server, error) {
 		startTime: time.Now().UTC(),
 		hostname:  host,
 		activity:  newActivity(time.Now),
+		tracer:    tracing.Tracer(cfg.TracerProvider, "sandboxd"),
 	}
 	s.cfg.Root = root.Dir()
 	s.runner = process.NewRunner(root.Resolver(), process.Config{

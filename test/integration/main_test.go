@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +29,8 @@ var (
 	scopedSigner = mustSigner(strings.Repeat("s", scopedtoken.MinSecretLen))
 	env          *testenv.Env
 	k8s          client.Client // a direct (uncached) client: what a user or kubectl sees
+	// claimSpans records the controller's spans (tracing_test.go).
+	claimSpans = tracetest.NewSpanRecorder()
 )
 
 func mustSigner(secret string) *scopedtoken.Signer {
@@ -54,7 +58,9 @@ func run(m *testing.M) int {
 	mgrConfig := rest.CopyConfig(env.Config)
 	mgrConfig.QPS, mgrConfig.Burst = 500, 1000
 	mgrConfig.Wrap(controllerWrites.wrap)
-	mgr, err := manager.New(mgrConfig, manager.Options{SkipNameValidation: true, Webhook: env.WebhookOptions(), ScopedTokens: scopedSigner})
+	// Every test runs with claim tracing on (into claimSpans), so the write counts hold with it.
+	mgr, err := manager.New(mgrConfig, manager.Options{SkipNameValidation: true, Webhook: env.WebhookOptions(), ScopedTokens: scopedSigner,
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(claimSpans))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: building manager:", err)
 		_ = env.Stop()

@@ -76,3 +76,41 @@ spec:
       app: {{ .app }}
 {{- end }}
 {{- end -}}
+
+{{/*
+tracingEnv renders a container's env for OpenTelemetry tracing (docs/tracing.md) from the tracing
+values: the standard OTEL_* variables, and the pod's name and namespace as resource attributes.
+Nothing while no endpoint is set: the binaries then trace nothing.
+*/}}
+{{- define "agent-sandbox.tracingEnv" -}}
+{{- if .otlpEndpoint -}}
+env:
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .otlpEndpoint | quote }}
+{{- with .protocol }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ . | quote }}
+{{- end }}
+{{- with .sampler }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ . | quote }}
+{{- end }}
+{{- with .samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+- name: K8S_POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: K8S_NAMESPACE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: "k8s.pod.name=$(K8S_POD_NAME),k8s.namespace.name=$(K8S_NAMESPACE_NAME)"
+{{- with .extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,6 +29,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
@@ -49,6 +51,8 @@ type Options struct {
 	PodRules podmeta.Rules
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
+	// TracerProvider traces claims as they start (tracing.go); nil or the no-op provider: off.
+	TracerProvider trace.TracerProvider
 }
 
 // Reconciler binds claims to Sandboxes and mirrors their state.
@@ -61,9 +65,10 @@ type Reconciler struct {
 	workers   int
 	podRules  podmeta.Rules
 	clock     clock.PassiveClock
+	tracer    trace.Tracer // nil: tracing off
 
 	// firstSeen: claim namespace/name -> when this process first saw the claim without a
-	// Sandbox; awaitingReady: claim namespace/name -> awaitingReady (metrics.go).
+	// Sandbox; awaitingReady: claim namespace/name -> *awaitingReady (metrics.go).
 	firstSeen, awaitingReady sync.Map
 	// bindings remember, per claim (and its UID), the Sandbox this process gave it until the
 	// cache shows that ownership: a reconcile running on a cache that lags its own writes must
@@ -80,6 +85,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: opts.Recorder, queue: opts.Queue, pacer: opts.Pacer,
 		workers: opts.Workers, podRules: opts.PodRules, clock: opts.Clock,
+		tracer: tracing.Tracer(opts.TracerProvider, "controller/sandboxclaim"),
 	}
 	if r.recorder == nil {
 		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
@@ -126,6 +132,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	r.seen(claim)
+	ctx, span := r.traceReconcile(ctx, claim)
+	defer span.End()
 	r.catchUpStatus(claim)
 	p := &pass{claim: claim, original: claim.DeepCopy()}
 	result, err := r.reconcile(ctx, p)
@@ -133,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if serr := r.writeStatus(ctx, p.original, claim); serr != nil {
 			return ctrl.Result{}, serr
 		}
-		r.observeFirstReady(claim, p.sandbox)
+		r.observeFirstReady(ctx, claim, p.sandbox)
 	}
 	p.emit(r.recorder)
 	if err == nil && p.afterWrite != nil {
@@ -169,7 +177,9 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 	var got launch
 	if sb == nil {
 		done := r.pacer.ClaimStarted()
-		sb, got, err = r.acquire(ctx, p)
+		actx, span := r.traceAcquire(ctx, claim)
+		sb, got, err = r.acquire(actx, p)
+		endAcquire(ctx, span, sb, got, err)
 		done()
 	}
 	var uerr *userError
@@ -184,7 +194,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 		return ctrl.Result{}, err
 	}
 	if got.kind != "" {
-		r.launched(claim, sb, got)
+		r.launched(ctx, claim, sb, got)
 		r.bindings.Expect(client.ObjectKeyFromObject(claim), claim.UID, sb.DeepCopy())
 	}
 	p.sandbox = sb

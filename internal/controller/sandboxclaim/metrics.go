@@ -1,8 +1,10 @@
 package sandboxclaim
 
 import (
+	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +26,11 @@ type awaitingReady struct {
 	uid       types.UID
 	launch    string
 	firstSeen time.Time
+	// For the first Ready's span (tracing.go): the pool, when the Sandbox was bound, and the
+	// span of the pass that bound it (invalid when not traced).
+	pool  string
+	bound time.Time
+	trace trace.SpanContext
 }
 
 // seen notes when this process first saw a claim that has no Sandbox yet.
@@ -34,32 +41,33 @@ func (r *Reconciler) seen(claim *extv1alpha1.SandboxClaim) {
 }
 
 // launched counts the Sandbox just handed to the claim and starts waiting for its first Ready.
-func (r *Reconciler) launched(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, l launch) {
+func (r *Reconciler) launched(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, l launch) {
 	metrics.RecordLaunch(metrics.Launch{
 		Namespace: claim.Namespace, Template: claim.Spec.TemplateRef.Name, Type: l.kind, WarmPool: l.pool,
 		SandboxReady: meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady),
 		CreatedBy:    claim.Labels[metrics.CreatedByLabel],
 	})
 	key := client.ObjectKeyFromObject(claim)
-	entry := awaitingReady{uid: claim.UID, launch: l.kind}
+	entry := awaitingReady{uid: claim.UID, launch: l.kind, pool: l.pool, bound: r.clock.Now(),
+		trace: trace.SpanContextFromContext(ctx)}
 	if v, ok := r.firstSeen.LoadAndDelete(key); ok {
 		entry.firstSeen = v.(time.Time)
 	}
-	r.awaitingReady.Store(key, entry)
+	r.awaitingReady.Store(key, &entry) // a pointer: the entry is not comparable, CompareAndDelete needs one
 }
 
 // observeFirstReady records the claim's startup latencies once the status that first shows it
 // Ready is written.
-func (r *Reconciler) observeFirstReady(claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) {
+func (r *Reconciler) observeFirstReady(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) {
 	if sb == nil || !meta.IsStatusConditionTrue(claim.Status.Conditions, extv1alpha1.ClaimConditionReady) {
 		return
 	}
 	key := client.ObjectKeyFromObject(claim)
 	v, ok := r.awaitingReady.Load(key)
-	if !ok || v.(awaitingReady).uid != claim.UID || !r.awaitingReady.CompareAndDelete(key, v) {
+	if !ok || v.(*awaitingReady).uid != claim.UID || !r.awaitingReady.CompareAndDelete(key, v) {
 		return
 	}
-	entry := v.(awaitingReady)
+	entry := v.(*awaitingReady)
 	f := metrics.FirstReady{
 		LaunchType: entry.launch, Template: claim.Spec.TemplateRef.Name, Now: r.clock.Now(),
 		ClaimCreated: claim.CreationTimestamp.Time, FirstSeen: entry.firstSeen,
@@ -70,4 +78,5 @@ func (r *Reconciler) observeFirstReady(claim *extv1alpha1.SandboxClaim, sb *agen
 		f.SandboxReady = c.LastTransitionTime.Time
 	}
 	metrics.RecordFirstReady(f)
+	r.traceReady(ctx, claim, sb, entry)
 }
