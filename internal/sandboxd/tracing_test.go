@@ -103,4 +103,3 @@ func TestEveryGRPCCallIsASpanUnderTheCallersTraceparent(t *testing.T) {
 		})
 	}
 }
-
