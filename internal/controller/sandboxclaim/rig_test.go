@@ -3,116 +3,45 @@ package sandboxclaim
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
-// The Reconcile tests run the reconciler on controller-runtime's fake client: the "API server"
-// holds the objects, the reconciler reads through a "cache" that shows the server as it is or,
-// once frozen, as it was (a cache lagging the controller's own writes), and every write it makes
-// is logged and can be made to fail.
+// The Reconcile tests run the reconciler on a fake API server (fakeapi): the reconciler reads
+// through a cache that shows the server as it is or, once frozen, as it was (a cache lagging the
+// controller's own writes), and every write it makes is logged and can be made to fail.
 
 const ns = "ns"
 
 var poolGVK = extv1alpha1.GroupVersion.WithKind("SandboxWarmPool")
 
-func testScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return s
-}
-
-// builderIndexer registers the manager's field indexes (index.Register) on a fake client.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
-
-// newFakeAPI is an API server holding objs, with the status subresources and indexes of the
-// real one. Every kind here is a custom resource, which the deduced type converter serves as the
-// default one would; it spares each test binary the parse of client-go's whole OpenAPI schema.
-func newFakeAPI(t *testing.T, objs ...client.Object) client.WithWatch {
-	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
-		WithTypeConverters(managedfields.NewDeducedTypeConverter()).
-		WithStatusSubresource(&agentsv1alpha1.Sandbox{}, &extv1alpha1.SandboxClaim{}, &extv1alpha1.SandboxWarmPool{})
-	if err := index.Register(context.Background(), builderIndexer{b}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Build()
-}
-
 // rig is one claim reconciler on a fake API server.
 type rig struct {
 	t      *testing.T
+	fake   *fakeapi.Server
 	api    client.WithWatch // the API server; also the reconciler's apiReader
-	cache  client.Client    // what the reconciler reads and writes through
 	r      *Reconciler
 	clock  *clocktesting.FakeClock
 	events *record.FakeRecorder
-
-	mu       sync.Mutex
-	snapshot client.WithWatch // the lagging cache's picture; nil: the cache is current
-	writes   []string         // "verb Kind/name" of each write, in order
-	faults   map[string]error // "verb Kind" -> the error every such write fails with
 }
 
 func newRig(t *testing.T, objs ...client.Object) *rig {
 	t.Helper()
-	g := &rig{t: t, api: newFakeAPI(t, objs...), clock: clocktesting.NewFakeClock(testNow),
-		events: record.NewFakeRecorder(100), faults: map[string]error{}}
-	g.cache = interceptor.NewClient(g.api, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			return g.reader(c).Get(ctx, key, obj, opts...)
-		},
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			return g.reader(c).List(ctx, list, opts...)
-		},
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			return g.write("create", obj, func() error { return c.Create(ctx, obj, opts...) })
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			return g.write("patch", obj, func() error { return c.Patch(ctx, obj, p, opts...) })
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			return g.write("update", obj, func() error { return c.Update(ctx, obj, opts...) })
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			verb := "delete"
-			if o := (&client.DeleteOptions{}).ApplyOptions(opts); o.PropagationPolicy != nil {
-				verb = fmt.Sprintf("delete(%s)", *o.PropagationPolicy)
-			}
-			return g.write(verb, obj, func() error { return c.Delete(ctx, obj, opts...) })
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			return g.write(sub, obj, func() error { return c.SubResource(sub).Patch(ctx, obj, p, opts...) })
-		},
-	})
+	fake := fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithIndexes(),
+		fakeapi.WithStatusSubresource(&agentsv1alpha1.Sandbox{}, &extv1alpha1.SandboxClaim{}, &extv1alpha1.SandboxWarmPool{}))
+	g := &rig{t: t, fake: fake, api: fake.API, clock: clocktesting.NewFakeClock(testNow), events: record.NewFakeRecorder(100)}
 	g.r = g.replica()
 	return g
 }
@@ -121,79 +50,34 @@ func newRig(t *testing.T, objs ...client.Object) *rig {
 // queue: a second controller process (a new leader taking over, or one misconfigured to run
 // twice).
 func (g *rig) replica() *Reconciler {
-	return New(g.cache, g.api, Options{Recorder: g.events, Clock: g.clock, Queue: warmqueue.NewQueue()})
-}
-
-func (g *rig) reader(live client.WithWatch) client.Reader {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.snapshot != nil {
-		return g.snapshot
-	}
-	return live
-}
-
-func (g *rig) write(verb string, obj client.Object, do func() error) error {
-	gvk, err := g.api.GroupVersionKindFor(obj)
-	if err != nil {
-		return err
-	}
-	g.mu.Lock()
-	g.writes = append(g.writes, fmt.Sprintf("%s %s/%s", verb, gvk.Kind, obj.GetName()))
-	fault := g.faults[verb+" "+gvk.Kind]
-	g.mu.Unlock()
-	if fault != nil {
-		return fault
-	}
-	return do()
+	return New(g.fake.Cache, g.api, Options{Recorder: g.events, Clock: g.clock, Queue: warmqueue.NewQueue()})
 }
 
 // failWrites makes every write of verb ("create", "patch", "delete", "status") on kind fail
 // with err.
-func (g *rig) failWrites(verb, kind string, err error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.faults[verb+" "+kind] = err
-}
+func (g *rig) failWrites(verb, kind string, err error) { g.fake.FailWrites(verb, kind, err) }
 
-// takeWrites returns the writes logged since the last call.
+// takeWrites returns the writes tried since the last call, failed or not: "verb Kind/name",
+// a delete's verb naming its propagation ("delete(Background)").
 func (g *rig) takeWrites() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	w := g.writes
-	g.writes = nil
-	return w
+	var out []string
+	for _, w := range g.fake.TakeWrites() {
+		if w.Propagation != "" {
+			w.Verb = fmt.Sprintf("%s(%s)", w.Verb, w.Propagation)
+		}
+		out = append(out, w.String())
+	}
+	return out
 }
 
 // freezeCache makes the cache keep showing the API server as it is now, whatever is written
 // later, until thawCache.
 func (g *rig) freezeCache() {
-	g.t.Helper()
-	var objs []client.Object
-	for _, list := range []client.ObjectList{&agentsv1alpha1.SandboxList{}, &extv1alpha1.SandboxClaimList{},
-		&extv1alpha1.SandboxTemplateList{}, &extv1alpha1.SandboxWarmPoolList{}} {
-		if err := g.api.List(context.Background(), list); err != nil {
-			g.t.Fatal(err)
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		for _, o := range items {
-			objs = append(objs, o.(client.Object))
-		}
-	}
-	snap := newFakeAPI(g.t, objs...)
-	g.mu.Lock()
-	g.snapshot = snap
-	g.mu.Unlock()
+	g.fake.Freeze(&agentsv1alpha1.SandboxList{}, &extv1alpha1.SandboxClaimList{},
+		&extv1alpha1.SandboxTemplateList{}, &extv1alpha1.SandboxWarmPoolList{})
 }
 
-func (g *rig) thawCache() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.snapshot = nil
-}
+func (g *rig) thawCache() { g.fake.Thaw() }
 
 // offer feeds Sandboxes to r's warm queue the way the watch does (warmQueueFeeder).
 func (g *rig) offer(r *Reconciler, sbs ...*agentsv1alpha1.Sandbox) {
@@ -259,17 +143,7 @@ func (g *rig) sandboxNames() []string {
 }
 
 // emitted drains the events recorded so far ("Type Reason message").
-func (g *rig) emitted() []string {
-	var out []string
-	for {
-		select {
-		case e := <-g.events.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (g *rig) emitted() []string { return fakeapi.DrainEvents(g.events) }
 
 // The fixtures: template python, pool "pool" of it, claims of it, and the pool's members.
 

@@ -13,6 +13,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
 )
 
 func TestTemplateOf(t *testing.T) {
@@ -42,7 +43,7 @@ func TestTemplateOf(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := New(newFakeAPI(t, python, pool, orphanPool), nil, Options{})
+			r := New(fakeapi.New(t, fakeapi.WithObjects(python, pool, orphanPool), fakeapi.WithIndexes()).API, nil, Options{})
 			got, err := r.templateOf(context.Background(), tc.claim)
 			if tc.wantReason != "" {
 				var ue *userError
