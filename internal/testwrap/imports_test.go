@@ -50,7 +50,7 @@ func TestNoProductionImports(t *testing.T) {
 		for _, imp := range f.Imports {
 			if p, _ := strconv.Unquote(imp.Path.Value); p == importPath || strings.HasPrefix(p, importPath+"/") {
 				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s imports %s; only tests may", rel, importPath)
+				t.Errorf("%s imports %s; only tests may", rel, p)
 			}
 		}
 		return nil

@@ -2,185 +2,76 @@ package sandboxwarmpool
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
 )
 
-// The Reconcile tests run the pool reconciler on controller-runtime's fake client: the "API
-// server" holds the objects, the reconciler reads through a "cache" that shows the server as it
-// is or, once frozen, as it was then (a cache lagging the controller's own writes), and every write
-// is logged and can be made to fail.
+// The Reconcile tests run the pool reconciler on a fake API server (fakeapi): the reconciler
+// reads through a cache that shows the server as it is or, once frozen, as it was then (a cache
+// lagging the controller's own writes), and every write is logged and can be made to fail.
 
 var poolGVK = extv1alpha1.GroupVersion.WithKind("SandboxWarmPool")
-
-// builderIndexer registers the manager's field indexes (index.Register) on a fake client.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
-
-// newFakeAPI is an API server holding objs, with the status subresources and indexes of the
-// real one. Every kind here is a custom resource, which the deduced type converter serves as the
-// default one would; it spares the test binary the parse of client-go's whole OpenAPI schema.
-func newFakeAPI(t *testing.T, objs ...client.Object) client.WithWatch {
-	t.Helper()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
-		WithTypeConverters(managedfields.NewDeducedTypeConverter()).
-		WithStatusSubresource(&agentsv1alpha1.Sandbox{}, &extv1alpha1.SandboxWarmPool{})
-	if err := index.Register(context.Background(), builderIndexer{b}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Build()
-}
 
 // rig is one pool reconciler on a fake API server.
 type rig struct {
 	t      *testing.T
+	fake   *fakeapi.Server
 	api    client.WithWatch
-	cache  client.Client
 	r      *Reconciler
 	clock  *clocktesting.FakeClock
 	events *record.FakeRecorder
-
-	mu       sync.Mutex
-	snapshot client.WithWatch // the lagging cache's picture; nil: the cache is current
-	writes   []string         // "verb Kind/name" of each write
-	faults   map[string]error // "verb Kind" -> the error every such write fails with
 }
 
 func newRig(t *testing.T, opts Options, objs ...client.Object) *rig {
 	t.Helper()
-	g := &rig{t: t, api: newFakeAPI(t, objs...), clock: clocktesting.NewFakeClock(testNow),
-		events: record.NewFakeRecorder(100), faults: map[string]error{}}
-	g.cache = interceptor.NewClient(g.api, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			return g.reader(c).Get(ctx, key, obj, opts...)
-		},
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			return g.reader(c).List(ctx, list, opts...)
-		},
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			obj.SetCreationTimestamp(metav1.NewTime(g.clock.Now())) // as the API server stamps it
-			return g.write("create", obj, func() error { return c.Create(ctx, obj, opts...) })
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			return g.write("delete", obj, func() error { return c.Delete(ctx, obj, opts...) })
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			return g.write("patch", obj, func() error { return c.Patch(ctx, obj, p, opts...) })
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			return g.write(sub, obj, func() error { return c.SubResource(sub).Patch(ctx, obj, p, opts...) })
-		},
-	})
+	clock := clocktesting.NewFakeClock(testNow)
+	fake := fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithIndexes(), fakeapi.WithCreationStamps(clock),
+		fakeapi.WithStatusSubresource(&agentsv1alpha1.Sandbox{}, &extv1alpha1.SandboxWarmPool{}))
+	g := &rig{t: t, fake: fake, api: fake.API, clock: clock, events: record.NewFakeRecorder(100)}
 	if opts.Recorder == nil {
 		opts.Recorder = g.events
 	}
 	if opts.Clock == nil {
 		opts.Clock = g.clock
 	}
-	g.r = New(g.cache, opts)
+	g.r = New(fake.Cache, opts)
 	return g
-}
-
-func (g *rig) reader(live client.WithWatch) client.Reader {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.snapshot != nil {
-		return g.snapshot
-	}
-	return live
-}
-
-func (g *rig) write(verb string, obj client.Object, do func() error) error {
-	gvk, err := g.api.GroupVersionKindFor(obj)
-	if err != nil {
-		return err
-	}
-	g.mu.Lock()
-	fault := g.faults[verb+" "+gvk.Kind]
-	g.mu.Unlock()
-	if fault == nil {
-		err = do()
-	} else {
-		err = fault
-	}
-	if err == nil { // generated names are known once the create succeeded
-		g.mu.Lock()
-		g.writes = append(g.writes, fmt.Sprintf("%s %s/%s", verb, gvk.Kind, obj.GetName()))
-		g.mu.Unlock()
-	}
-	return err
 }
 
 // failWrites makes every write of verb ("create", "delete", "status") on kind fail with err
 // (nil: succeed again).
-func (g *rig) failWrites(verb, kind string, err error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.faults[verb+" "+kind] = err
-}
+func (g *rig) failWrites(verb, kind string, err error) { g.fake.FailWrites(verb, kind, err) }
 
-// takeWrites returns the successful writes since the last call, sorted (members are written
-// in parallel).
+// takeWrites returns the successful writes since the last call, "verb Kind/name", sorted
+// (members are written in parallel).
 func (g *rig) takeWrites() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	w := g.writes
-	g.writes = nil
-	slices.Sort(w)
-	return w
+	var out []string
+	for _, w := range g.fake.TakeWrites() {
+		if w.Err == nil {
+			out = append(out, w.String())
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // freezeCache makes the cache keep showing the API server as it is now, for the rest of the test.
 func (g *rig) freezeCache() {
-	g.t.Helper()
-	var objs []client.Object
-	for _, list := range []client.ObjectList{&agentsv1alpha1.SandboxList{}, &extv1alpha1.SandboxTemplateList{}, &extv1alpha1.SandboxWarmPoolList{}} {
-		if err := g.api.List(context.Background(), list); err != nil {
-			g.t.Fatal(err)
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		for _, o := range items {
-			objs = append(objs, o.(client.Object))
-		}
-	}
-	snap := newFakeAPI(g.t, objs...)
-	g.mu.Lock()
-	g.snapshot = snap
-	g.mu.Unlock()
+	g.fake.Freeze(&agentsv1alpha1.SandboxList{}, &extv1alpha1.SandboxTemplateList{}, &extv1alpha1.SandboxWarmPoolList{})
 }
 
 func (g *rig) reconcile() (ctrl.Result, error) {
@@ -224,17 +115,7 @@ func (g *rig) members() map[string]*agentsv1alpha1.Sandbox {
 }
 
 // emitted drains the events recorded so far ("Type Reason message").
-func (g *rig) emitted() []string {
-	var out []string
-	for {
-		select {
-		case e := <-g.events.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (g *rig) emitted() []string { return fakeapi.DrainEvents(g.events) }
 
 // The fixtures: pool "pool" of template python, and its members.
 
