@@ -67,7 +67,7 @@ func TestReconcileOfASteadySandboxWritesNothing(t *testing.T) {
 	g.reconcile()
 	g.wantReady(metav1.ConditionTrue, agentsv1alpha1.ReasonReady)
 
-	before := len(g.calls)
+	before := len(g.reached())
 	g.reconcile()
 	if w := g.writesSince(before); len(w) > 0 {
 		t.Errorf("a pass over a steady Sandbox wrote %v, want no write", w)

@@ -82,7 +82,7 @@ func TestExpiryFollowsTheShutdownPolicy(t *testing.T) {
 			}
 
 			// Later passes keep it expired: no pod again, no second event, no write.
-			before := len(g.calls)
+			before := len(g.reached())
 			g.reconcile()
 			if w := g.writesSince(before); len(w) > 0 {
 				t.Errorf("a pass over an expired Sandbox wrote %v, want nothing", w)

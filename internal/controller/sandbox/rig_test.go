@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,20 +15,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -58,127 +52,61 @@ func aSandbox() *testwrap.SandboxWrapper {
 	return testwrap.MakeSandbox(testNS, testSB).UID(testUID).Generation(1)
 }
 
-// call is one write that reached the API.
-type call struct {
-	verb, kind, name string
-	err              error
-}
-
-// fault makes the API refuse matching writes with err.
-type fault struct {
-	verb, kind string // "create", "update", "patch", "delete", "status"; a kind such as "Pod"
-	err        error
-}
-
 type rig struct {
 	t      *testing.T
 	name   string           // of the Sandbox under test: the first in the objects, else testSB
+	fake   *fakeapi.Server  // the API server and the cache before it
 	api    client.WithWatch // the API server's state
 	r      *Reconciler
 	clock  *clocktesting.FakeClock
 	events *record.FakeRecorder
-
-	calls  []call
-	faults []fault
-	// hidden kinds are missing from the cache (not synced yet, or outside its label selector).
-	hidden map[string]bool
-	// frozen, when set, is the Sandbox the cache keeps returning.
-	frozen *agentsv1alpha1.Sandbox
 }
 
 type rigOption func(*Options)
 
 func withActivity(a ActivitySource) rigOption { return func(o *Options) { o.Activity = a } }
 
-// testScheme is built once: building it is a quarter of the tests' time under -race, and nothing
-// changes it after.
-var testScheme = sync.OnceValue(func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err) // registering generated types cannot fail
-		}
-	}
-	return s
-})
-
 func newRig(t *testing.T, objs []client.Object, opts ...rigOption) *rig {
 	t.Helper()
-	g := &rig{t: t, name: testSB, clock: clocktesting.NewFakeClock(epoch), events: record.NewFakeRecorder(100), hidden: map[string]bool{}}
+	g := &rig{t: t, name: testSB, clock: clocktesting.NewFakeClock(epoch), events: record.NewFakeRecorder(100)}
 	for _, o := range objs {
 		if sb, ok := o.(*agentsv1alpha1.Sandbox); ok {
 			g.name = sb.Name
 			break
 		}
 	}
-	scheme := testScheme()
-	// A plain tracker: the default one keeps managedFields, which nothing here reads, and builds
-	// a REST mapper of the whole scheme on every write (most of a test's time under -race).
-	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	g.api = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(objs...).
-		WithStatusSubresource(&agentsv1alpha1.Sandbox{}).Build()
-	cache := interceptor.NewClient(g.api, interceptor.Funcs{
-		Get: g.cachedGet,
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.CreateOption) error {
-			return g.write("create", obj, func() error { return c.Create(ctx, obj, o...) })
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.UpdateOption) error {
-			return g.write("update", obj, func() error { return c.Update(ctx, obj, o...) })
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, o ...client.PatchOption) error {
-			return g.write("patch", obj, func() error { return c.Patch(ctx, obj, p, o...) })
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, o ...client.DeleteOption) error {
-			return g.write("delete", obj, func() error { return c.Delete(ctx, obj, o...) })
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, o ...client.SubResourcePatchOption) error {
-			return g.write(sub, obj, func() error { return c.SubResource(sub).Patch(ctx, obj, p, o...) })
-		},
-	})
+	g.fake = fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithStatusSubresource(&agentsv1alpha1.Sandbox{}))
+	g.api = g.fake.API
 	o := Options{Recorder: g.events, Clock: g.clock}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	g.r = New(cache, g.api, o)
+	g.r = New(g.fake.Cache, g.api, o)
 	return g
 }
 
 func kindOf(obj runtime.Object) string { return reflect.TypeOf(obj).Elem().Name() }
 
-func (g *rig) cachedGet(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, o ...client.GetOption) error {
-	kind := kindOf(obj)
-	if g.hidden[kind] {
-		return apierrors.NewNotFound(schema.GroupResource{Resource: strings.ToLower(kind) + "s"}, key.Name)
-	}
-	if sb, ok := obj.(*agentsv1alpha1.Sandbox); ok && g.frozen != nil && key == client.ObjectKeyFromObject(g.frozen) {
-		g.frozen.DeepCopyInto(sb)
-		return nil
-	}
-	return c.Get(ctx, key, obj, o...)
-}
-
-func (g *rig) write(verb string, obj client.Object, do func() error) error {
-	for _, f := range g.faults {
-		if f.verb == verb && f.kind == kindOf(obj) {
-			return f.err
-		}
-	}
-	err := do()
-	g.calls = append(g.calls, call{verb: verb, kind: kindOf(obj), name: obj.GetName(), err: err})
-	return err
-}
-
 // refuse makes the API answer every verb write of kind with err until heal.
-func (g *rig) refuse(verb, kind string, err error) {
-	g.faults = append(g.faults, fault{verb, kind, err})
-}
-func (g *rig) heal() { g.faults = nil }
+func (g *rig) refuse(verb, kind string, err error) { g.fake.FailWrites(verb, kind, err) }
+func (g *rig) heal()                               { g.fake.Heal() }
 
 // hide keeps every object of kind out of the cache.
-func (g *rig) hide(kind string) { g.hidden[kind] = true }
+func (g *rig) hide(kind string) { g.fake.Hide(kind) }
 
-// freeze makes the cache keep returning the Sandbox as it is now, whatever is written later.
-func (g *rig) freeze() { g.frozen = g.sandbox() }
+// freeze makes the cache keep returning the Sandboxes as they are now, whatever is written later.
+func (g *rig) freeze() { g.fake.Freeze(&agentsv1alpha1.SandboxList{}) }
+
+// reached lists the writes that reached the API (refused by it or not).
+func (g *rig) reached() []fakeapi.Write {
+	var out []fakeapi.Write
+	for _, w := range g.fake.Writes() {
+		if !w.Injected {
+			out = append(out, w)
+		}
+	}
+	return out
+}
 
 // reconcile runs one pass and fails the test on an error.
 func (g *rig) reconcile() ctrl.Result {
@@ -197,8 +125,8 @@ func (g *rig) reconcileErr() (ctrl.Result, error) {
 // count is how many verb writes of kind reached the API (refused by it or not).
 func (g *rig) count(verb, kind string) int {
 	n := 0
-	for _, c := range g.calls {
-		if c.verb == verb && c.kind == kind {
+	for _, c := range g.reached() {
+		if c.Verb == verb && c.Kind == kind {
 			n++
 		}
 	}
@@ -208,8 +136,8 @@ func (g *rig) count(verb, kind string) int {
 // writesSince lists the writes that reached the API after the first n.
 func (g *rig) writesSince(n int) []string {
 	var out []string
-	for _, c := range g.calls[n:] {
-		out = append(out, fmt.Sprintf("%s %s %s", c.verb, c.kind, c.name))
+	for _, c := range g.reached()[n:] {
+		out = append(out, fmt.Sprintf("%s %s %s", c.Verb, c.Kind, c.Name))
 	}
 	return out
 }
@@ -303,18 +231,8 @@ func (g *rig) podRunsReady() {
 	})
 }
 
-// events drains the events recorded so far, each "Type Reason message".
-func (g *rig) drainEvents() []string {
-	var out []string
-	for {
-		select {
-		case e := <-g.events.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+// drainEvents drains the events recorded so far, each "Type Reason message".
+func (g *rig) drainEvents() []string { return fakeapi.DrainEvents(g.events) }
 
 // eventReasons drains the events and returns "Type Reason" of each.
 func (g *rig) eventReasons() []string {
