@@ -15,21 +15,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/managedfields"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -69,16 +66,7 @@ func newRig(t *testing.T, objs ...client.Object) *rig {
 // newRigWith is newRig with the client's calls going through funcs (to make some fail).
 func newRigWith(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *rig {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The deduced type converter spares the test binary the parse of client-go's whole OpenAPI
-	// schema; nothing here applies server-side, where the two would differ.
-	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&extv1alpha1.SandboxClaim{}).
-		WithTypeConverters(managedfields.NewDeducedTypeConverter()).Build(), funcs)
+	c := interceptor.NewClient(fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithStatusSubresource(&extv1alpha1.SandboxClaim{})).API, funcs)
 	clk := clocktesting.NewFakeClock(epoch)
 	return &rig{t: t, c: c, clock: clk, r: New(c, c, testSigner, Options{Clock: clk})}
 }
