@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -77,20 +76,8 @@ func TestSandboxDecisionsAreLoggedAtV2(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := tc.setup(t).reconcileLogged()
-			line, ok := rec.Find(tc.msg)
-			if !ok {
-				t.Fatalf("no line %q at V(2); logged %q", tc.msg, rec.Messages())
-			}
-			if line.V != 2 {
-				t.Errorf("%q logged at V(%d), want V(2)", tc.msg, line.V)
-			}
-			got := map[string]any{}
-			for k := range tc.want {
-				got[k] = line.Values[k]
-			}
-			if d := cmp.Diff(tc.want, got); d != "" {
-				t.Errorf("%q values (-want +got):\n%s", tc.msg, d)
+			if err := tc.setup(t).reconcileLogged().Check(2, tc.msg, tc.want); err != nil {
+				t.Error(err)
 			}
 		})
 	}

@@ -83,19 +83,8 @@ func TestClaimDecisionsAreLoggedAtV2(t *testing.T) {
 			for _, m := range members {
 				g.offer(g.r, m.Obj())
 			}
-			line, ok := g.reconcileLogged("c", 2).Find(tc.msg)
-			if !ok {
-				t.Fatalf("no line %q at V(2)", tc.msg)
-			}
-			if line.V != 2 {
-				t.Errorf("%q logged at V(%d), want V(2)", tc.msg, line.V)
-			}
-			got := map[string]any{}
-			for k := range tc.want {
-				got[k] = line.Values[k]
-			}
-			if d := cmp.Diff(tc.want, got); d != "" {
-				t.Errorf("%q values (-want +got):\n%s", tc.msg, d)
+			if err := g.reconcileLogged("c", 2).Check(2, tc.msg, tc.want); err != nil {
+				t.Error(err)
 			}
 		})
 	}

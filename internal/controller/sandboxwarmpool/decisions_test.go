@@ -59,20 +59,8 @@ func TestPoolDecisionsAreLoggedAtV2(t *testing.T) {
 				objs = append(objs, m)
 			}
 			g := newRig(t, Options{}, objs...)
-			rec := g.reconcileLogged()
-			line, ok := rec.Find(tc.msg)
-			if !ok {
-				t.Fatalf("no line %q at V(2); logged %q", tc.msg, rec.Messages())
-			}
-			if line.V != 2 {
-				t.Errorf("%q logged at V(%d), want V(2)", tc.msg, line.V)
-			}
-			got := map[string]any{}
-			for k := range tc.want {
-				got[k] = line.Values[k]
-			}
-			if d := cmp.Diff(tc.want, got); d != "" {
-				t.Errorf("%q values (-want +got):\n%s", tc.msg, d)
+			if err := g.reconcileLogged().Check(2, tc.msg, tc.want); err != nil {
+				t.Error(err)
 			}
 		})
 	}

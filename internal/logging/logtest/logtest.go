@@ -4,11 +4,14 @@ package logtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // Line is one logged line.
@@ -72,6 +75,26 @@ func (r *Recorder) Find(msg string) (Line, bool) {
 		}
 	}
 	return Line{}, false
+}
+
+// Check returns nil when a line msg was logged at V(v) with every key/value of want (others
+// may be there too), else an error that says what was logged instead.
+func (r *Recorder) Check(v int, msg string, want map[string]any) error {
+	line, ok := r.Find(msg)
+	if !ok {
+		return fmt.Errorf("no line %q at V(%d); logged %q", msg, v, r.Messages())
+	}
+	if line.V != v {
+		return fmt.Errorf("%q logged at V(%d), want V(%d)", msg, line.V, v)
+	}
+	got := map[string]any{}
+	for k := range want {
+		got[k] = line.Values[k]
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+		return fmt.Errorf("%q values (-want +got):\n%s", msg, d)
+	}
+	return nil
 }
 
 // Messages lists the messages written, in order.
