@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -28,9 +27,9 @@ func traced(tp trace.TracerProvider, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		// Upstream's span name and attributes, so that its dashboards carry over.
-		ctx, span := tracer.Start(ctx, "HTTP "+spanMethod(r.Method), trace.WithSpanKind(trace.SpanKindServer),
+		ctx, span := tracer.Start(ctx, "HTTP "+tracing.HTTPMethod(r.Method), trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(
-				attribute.String("http.method", spanMethod(r.Method)),
+				attribute.String("http.method", tracing.HTTPMethod(r.Method)),
 				attribute.String("http.target", clip(r.URL.Path, maxPathAttr)),
 				tracing.AttrSandboxID.String(clip(r.Header.Get(HeaderSandboxID), maxNameAttr)),
 				tracing.AttrSandboxNamespace.String(clip(r.Header.Get(HeaderSandboxNamespace), maxNameAttr)),
@@ -38,17 +37,7 @@ func traced(tp trace.TracerProvider, next http.Handler) http.Handler {
 			))
 		sw := &statusWriter{ResponseWriter: w}
 		// Deferred so that a stream aborted with http.ErrAbortHandler still ends its span.
-		defer func() {
-			code := sw.status
-			if code == 0 {
-				code = http.StatusOK
-			}
-			span.SetAttributes(attribute.Int("http.status_code", code))
-			if code >= http.StatusInternalServerError {
-				span.SetStatus(codes.Error, http.StatusText(code))
-			}
-			span.End()
-		}()
+		defer func() { tracing.EndHTTPServerSpan(span, sw.status) }()
 		next.ServeHTTP(sw, r.WithContext(ctx))
 	})
 }
@@ -78,15 +67,4 @@ func clip(s string, n int) string {
 		s = s[:n]
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// spanMethod keeps span names to the standard methods; anything else is "_OTHER", as the
-// OpenTelemetry HTTP conventions say, so a client cannot mint span names.
-func spanMethod(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
-		return m
-	}
-	return "_OTHER"
 }

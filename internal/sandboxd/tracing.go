@@ -32,34 +32,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route = rt.name // the pattern, never the path: names stay few, and paths stay private
 	}
 	ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	method := r.Method
-	if !knownMethod(method) {
-		method = "_OTHER"
-	}
+	method := tracing.HTTPMethod(r.Method)
 	ctx, span := s.tracer.Start(ctx, method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.method", method), attribute.String("http.route", route)))
 	sw := &statusWriter{ResponseWriter: w}
-	defer func() {
-		code := sw.status
-		if code == 0 {
-			code = http.StatusOK
-		}
-		span.SetAttributes(attribute.Int("http.status_code", code))
-		if code >= http.StatusInternalServerError {
-			span.SetStatus(otelcodes.Error, http.StatusText(code))
-		}
-		span.End()
-	}()
+	defer func() { tracing.EndHTTPServerSpan(span, sw.status) }()
 	s.serveRequest(sw, r.WithContext(ctx))
-}
-
-func knownMethod(m string) bool {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	return false
 }
 
 // grpcTraceUnary and grpcTraceStream run first in the chain, so refused calls are traced too.
