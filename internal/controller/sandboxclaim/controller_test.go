@@ -131,25 +131,40 @@ func TestStatusWriteErrorIsRetried(t *testing.T) {
 	}
 }
 
-// A reconcile running on a cache that does not show its own last writes yet neither gives the
-// claim a second Sandbox nor writes the same status again.
-func TestReconcileOnALaggingCache(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
-	pool := warmPool("pool")
-	m1, m2 := warmMember(pool, tmpl, "m1", "10.0.0.1").Obj(), warmMember(pool, tmpl, "m2", "10.0.0.2").Obj()
-	cases := []struct {
-		name        string
-		claim       *extv1alpha1.SandboxClaim
-		wantSandbox string
-		wantLaunch  string
-	}{
+// servedCase is claim "c" served warm, by member m1 of pool "pool" (whose m2 stays warm), or
+// cold, by a Sandbox it creates.
+type servedCase struct {
+	name        string
+	claim       *extv1alpha1.SandboxClaim
+	wantSandbox string
+	wantLaunch  string
+}
+
+func servedWarmOrCold() []servedCase {
+	return []servedCase{
 		{"warm: the member it adopted", claimOf("c").Obj(), "m1", extv1alpha1.LaunchTypeWarm},
 		{"cold: the Sandbox it created", claimOf("c").WarmPool("none").Obj(), "c", extv1alpha1.LaunchTypeCold},
 	}
-	for _, tc := range cases {
+}
+
+// newServedRig holds the python template, pool "pool" with its warm members m1 and m2 in the
+// warm queue, and claim.
+func newServedRig(t *testing.T, claim *extv1alpha1.SandboxClaim) *rig {
+	t.Helper()
+	tmpl := pythonTemplate().Obj()
+	pool := warmPool("pool")
+	m1, m2 := warmMember(pool, tmpl, "m1", "10.0.0.1").Obj(), warmMember(pool, tmpl, "m2", "10.0.0.2").Obj()
+	g := newRig(t, tmpl, pool, m1, m2, claim)
+	g.offer(g.r, m1, m2)
+	return g
+}
+
+// A reconcile running on a cache that does not show its own last writes yet neither gives the
+// claim a second Sandbox nor writes the same status again.
+func TestReconcileOnALaggingCache(t *testing.T) {
+	for _, tc := range servedWarmOrCold() {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRig(t, tmpl, pool, m1, m2, tc.claim)
-			g.offer(g.r, m1, m2)
+			g := newServedRig(t, tc.claim)
 			g.freezeCache()
 			g.mustReconcile("c")
 			g.takeWrites()
@@ -174,22 +189,9 @@ func TestReconcileOnALaggingCache(t *testing.T) {
 // The claim's status write can fail after its Sandbox was taken: the retry, on a cache that
 // shows neither the adoption nor a status, still finds the Sandbox the claim was given.
 func TestRetryAfterAFailedStatusWriteKeepsTheSandbox(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
-	pool := warmPool("pool")
-	m1, m2 := warmMember(pool, tmpl, "m1", "10.0.0.1").Obj(), warmMember(pool, tmpl, "m2", "10.0.0.2").Obj()
-	cases := []struct {
-		name        string
-		claim       *extv1alpha1.SandboxClaim
-		wantSandbox string
-		wantLaunch  string
-	}{
-		{"warm: the member it adopted", claimOf("c").Obj(), "m1", extv1alpha1.LaunchTypeWarm},
-		{"cold: the Sandbox it created", claimOf("c").WarmPool("none").Obj(), "c", extv1alpha1.LaunchTypeCold},
-	}
-	for _, tc := range cases {
+	for _, tc := range servedWarmOrCold() {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRig(t, tmpl, pool, m1, m2, tc.claim)
-			g.offer(g.r, m1, m2)
+			g := newServedRig(t, tc.claim)
 			g.freezeCache()
 			g.failWrites("status", "SandboxClaim", apierrors.NewInternalError(errors.New("etcd timeout")))
 			if _, err := g.reconcile("c"); err == nil {
