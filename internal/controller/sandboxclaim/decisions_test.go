@@ -96,7 +96,7 @@ func TestClaimDecisionsAreLoggedAtV2(t *testing.T) {
 func TestClaimEnvValuesAreNeverLogged(t *testing.T) {
 	const secret = "sk-live-0123456789"
 	tmpl := func(sandboxd string) *extv1alpha1.SandboxTemplate {
-		w := testwrap.MakeTemplate(ns, "python").UID(types.UID("python-env-uid-" + sandboxd)).
+		w := testwrap.MakeTemplate(ns, "python").UID(types.UID("python-env-decisions-uid-" + sandboxd)).
 			Containers(testwrap.RuntimeContainer()).EnvInjection(extv1alpha1.EnvVarsInjectionPolicyAllowed)
 		if sandboxd != "" {
 			w.Annotation(extv1alpha1.SandboxdContainerAnnotation, sandboxd)
