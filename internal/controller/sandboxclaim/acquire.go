@@ -56,9 +56,10 @@ func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sand
 		why = "the claim brings its own volumes"
 	case why == "":
 		sb, pool, err := r.adopt(ctx, claim, tmpl, env)
-		if sb != nil {
-			// Names only: the values of the session env are the claim's secrets.
-			log.FromContext(ctx).V(2).Info("adopted a warm sandbox", "sandbox", klog.KObj(sb),
+		if l := log.FromContext(ctx).V(2); sb != nil && l.Enabled() {
+			// Names only: the values of the session env are the claim's secrets. Guarded: the
+			// sorted names would cost every warm claim an allocation at the default verbosity.
+			l.Info("adopted a warm sandbox", "sandbox", klog.KObj(sb),
 				"pool", klog.KRef(claim.Namespace, pool), "template", tmpl.Name, "sessionEnv", slices.Sorted(maps.Keys(env)))
 		}
 		if err != nil || sb != nil {
