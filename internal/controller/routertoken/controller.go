@@ -136,18 +136,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil // the claim is at its end; its expiry handles the rest
 	}
 	want.IssuedAt, want.Expires = now.Unix(), expires.Unix()
+	if err := r.writeToken(ctx, claim, sb, current, found, want); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: max(renewAt(want).Sub(now), time.Second)}, nil
+}
+
+// writeToken mints want and writes it into the claim's Secret: an update of current when found,
+// else a create.
+func (r *Reconciler) writeToken(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox,
+	current *corev1.Secret, found bool, want scopedtoken.Claims) error {
 	tok, err := r.signer.Mint(want)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
+	expires := time.Unix(want.Expires, 0)
 	desired := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{extv1alpha1.RouterTokenSecretLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: SecretName(claim.Name), Namespace: claim.Namespace, Labels: map[string]string{extv1alpha1.RouterTokenSecretLabel: "true"}},
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{extv1alpha1.RouterTokenKeyToken: []byte(tok), extv1alpha1.RouterTokenKeyNamespace: []byte(claim.Namespace),
-			extv1alpha1.RouterTokenKeySandbox: []byte(sandbox), extv1alpha1.RouterTokenKeyExpires: []byte(expires.UTC().Format(time.RFC3339))},
+			extv1alpha1.RouterTokenKeySandbox: []byte(sb.Name), extv1alpha1.RouterTokenKeyExpires: []byte(expires.UTC().Format(time.RFC3339))},
 	}
 	if err := controllerutil.SetControllerReference(claim, desired, r.client.Scheme()); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	if found {
 		desired.ResourceVersion = current.ResourceVersion
@@ -156,12 +167,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err = r.client.Create(ctx, desired)
 	}
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("writing router token Secret %s: %w", key.Name, err)
+		return fmt.Errorf("writing router token Secret %s: %w", desired.Name, err)
 	}
 	// Never the token itself: it opens the Sandbox.
 	log.FromContext(ctx).V(2).Info("minted a router token", "secret", klog.KObj(desired), "sandbox", klog.KObj(sb),
 		"expires", expires.UTC(), "renewAt", renewAt(want))
-	return ctrl.Result{RequeueAfter: max(renewAt(want).Sub(now), time.Second)}, nil
+	return nil
 }
 
 // expiry is the token's end: the validity from now, but never past the claim's shutdownTime.

@@ -60,44 +60,48 @@ func (c *Cluster) apiserver(bin string) proc.Component {
 }
 
 func (c *Cluster) controllerManager(bin string) proc.Component {
-	pki, kc := c.Path("pki"), c.KubeconfigFor("kube-controller-manager")
+	pki := c.Path("pki")
 	return proc.Component{
 		Name: "kube-controller-manager", Exe: bin + "/kube-controller-manager", Timeout: time.Minute,
 		Addrs: []string{spec.Loopback(c.Ports.ControllerManager)},
-		Args: []string{
-			"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
-			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.Ports.ControllerManager),
-			"--tls-cert-file=" + pki + "/kcm-serving.crt", "--tls-private-key-file=" + pki + "/kcm-serving.key",
-			"--client-ca-file=" + pki + "/ca.crt",
-			"--root-ca-file=" + pki + "/ca.crt",
-			"--cluster-signing-cert-file=" + pki + "/ca.crt", "--cluster-signing-key-file=" + pki + "/ca.key",
-			"--service-account-private-key-file=" + pki + "/sa.key",
+		Args: append(c.secureServingArgs("kube-controller-manager", c.Ports.ControllerManager, "kcm-serving"),
+			"--root-ca-file="+pki+"/ca.crt",
+			"--cluster-signing-cert-file="+pki+"/ca.crt", "--cluster-signing-key-file="+pki+"/ca.key",
+			"--service-account-private-key-file="+pki+"/sa.key",
 			"--use-service-account-credentials=true",
 			// PVCs bind on this one-node cluster: PVs are directories under /tmp/hostpath_pv.
 			"--enable-hostpath-provisioner=true",
 			"--leader-elect=false",
 			// The defaults (20 QPS) make garbage collection lag behind e2e churn.
 			"--kube-api-qps=200", "--kube-api-burst=400",
-		},
+		),
 		Ready: c.healthz(fmt.Sprintf("https://%s/healthz", spec.Loopback(c.Ports.ControllerManager)), ""),
 	}
 }
 
 func (c *Cluster) scheduler(bin string) proc.Component {
-	pki, kc := c.Path("pki"), c.KubeconfigFor("kube-scheduler")
 	return proc.Component{
 		Name: "kube-scheduler", Exe: bin + "/kube-scheduler", Timeout: time.Minute,
 		Addrs: []string{spec.Loopback(c.Ports.Scheduler)},
-		Args: []string{
-			"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
-			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.Ports.Scheduler),
-			"--tls-cert-file=" + pki + "/scheduler-serving.crt", "--tls-private-key-file=" + pki + "/scheduler-serving.key",
-			"--client-ca-file=" + pki + "/ca.crt",
+		Args: append(c.secureServingArgs("kube-scheduler", c.Ports.Scheduler, "scheduler-serving"),
 			"--leader-elect=false",
 			// The default client QPS (50) caps scheduling near 50 pods/s.
 			"--kube-api-qps=1000", "--kube-api-burst=2000",
-		},
+		),
 		Ready: c.healthz(fmt.Sprintf("https://%s/healthz", spec.Loopback(c.Ports.Scheduler)), ""),
+	}
+}
+
+// secureServingArgs are the flags kube-controller-manager and kube-scheduler share: their
+// kubeconfig for the API and for delegated authn/authz, and HTTPS on loopback port with the
+// <cert>.crt/.key pair of our CA.
+func (c *Cluster) secureServingArgs(component string, port int, cert string) []string {
+	pki, kc := c.Path("pki"), c.KubeconfigFor(component)
+	return []string{
+		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + pki + "/" + cert + ".crt", "--tls-private-key-file=" + pki + "/" + cert + ".key",
+		"--client-ca-file=" + pki + "/ca.crt",
 	}
 }
 

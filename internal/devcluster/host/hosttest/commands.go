@@ -185,16 +185,37 @@ func (f *Fake) listChains(key string, only []string) (string, error) {
 }
 
 func (f *Fake) ip(args []string) (string, error) {
-	oneline := len(args) > 0 && args[0] == "-o"
-	if oneline {
+	if len(args) > 0 && args[0] == "-o" {
 		args = args[1:]
 	}
 	if len(args) < 2 {
 		return "", fmt.Errorf("not modelled")
 	}
 	obj, op, rest := args[0], args[1], args[2:]
-	switch obj + " " + op {
-	case "link show":
+	switch obj {
+	case "link":
+		return f.ipLink(op, rest)
+	case "addr":
+		return f.ipAddr(op, rest)
+	case "route":
+		return f.ipRoute(op, rest)
+	case "netns":
+		if op == "delete" {
+			p := "/var/run/netns/" + rest[0]
+			if _, ok := f.files[p]; !ok {
+				return "", fmt.Errorf("cannot remove namespace file %q: no such file or directory", p)
+			}
+			delete(f.files, p)
+			return "", nil
+		}
+	}
+	return "", fmt.Errorf("not modelled")
+}
+
+// ipLink models `ip link show|add|set|delete`.
+func (f *Fake) ipLink(op string, rest []string) (string, error) {
+	switch op {
+	case "show":
 		var names []string
 		for n := range f.links {
 			if len(rest) == 0 || rest[0] == n {
@@ -210,7 +231,7 @@ func (f *Fake) ip(args []string) (string, error) {
 			fmt.Fprintf(&b, "%d: %s: <BROADCAST,MULTICAST> mtu 1500 link/%s\n", i+1, n, f.links[n].Kind)
 		}
 		return b.String(), nil
-	case "link add":
+	case "add":
 		if len(rest) < 3 || rest[1] != "type" {
 			return "", fmt.Errorf("not modelled")
 		}
@@ -218,13 +239,13 @@ func (f *Fake) ip(args []string) (string, error) {
 			return "", fmt.Errorf("RTNETLINK answers: file exists")
 		}
 		f.links[rest[0]] = &Link{Kind: rest[2]}
-	case "link set":
+	case "set":
 		l := f.links[rest[0]]
 		if l == nil {
 			return "", fmt.Errorf("cannot find device %q", rest[0])
 		}
 		l.Up = slices.Contains(rest, "up")
-	case "link delete":
+	case "delete":
 		if f.links[rest[0]] == nil {
 			return "", fmt.Errorf("cannot find device %q", rest[0])
 		}
@@ -234,39 +255,50 @@ func (f *Fake) ip(args []string) (string, error) {
 				delete(f.routes, dst) // the kernel drops a link's routes with it
 			}
 		}
-	case "addr show":
-		l := f.links[rest[len(rest)-1]]
-		if l == nil {
-			return "", fmt.Errorf("device does not exist")
-		}
-		var b strings.Builder
-		for _, a := range l.Addrs {
-			fmt.Fprintf(&b, "3: %s    inet %s scope global %s\n", rest[len(rest)-1], a, rest[len(rest)-1])
-		}
-		return b.String(), nil
-	case "addr add":
-		l := f.links[rest[len(rest)-1]]
-		if l == nil {
-			return "", fmt.Errorf("cannot find device")
-		}
-		l.Addrs = append(l.Addrs, rest[0])
-	case "route replace":
-		f.routes[rest[0]] = strings.Join(rest, " ")
-	case "route show":
-		if r, ok := f.routes[rest[len(rest)-1]]; ok {
-			return r + "\n", nil
-		}
-		return "", nil
-	case "netns delete":
-		p := "/var/run/netns/" + rest[0]
-		if _, ok := f.files[p]; !ok {
-			return "", fmt.Errorf("cannot remove namespace file %q: no such file or directory", p)
-		}
-		delete(f.files, p)
 	default:
 		return "", fmt.Errorf("not modelled")
 	}
 	return "", nil
+}
+
+// ipAddr models `ip addr show|add ... dev <link>` (the link is the last argument).
+func (f *Fake) ipAddr(op string, rest []string) (string, error) {
+	if len(rest) == 0 {
+		return "", fmt.Errorf("not modelled")
+	}
+	dev := rest[len(rest)-1]
+	l := f.links[dev]
+	switch {
+	case op == "show" && l == nil:
+		return "", fmt.Errorf("device does not exist")
+	case op == "show":
+		var b strings.Builder
+		for _, a := range l.Addrs {
+			fmt.Fprintf(&b, "3: %s    inet %s scope global %s\n", dev, a, dev)
+		}
+		return b.String(), nil
+	case op == "add" && l == nil:
+		return "", fmt.Errorf("cannot find device")
+	case op == "add":
+		l.Addrs = append(l.Addrs, rest[0])
+		return "", nil
+	}
+	return "", fmt.Errorf("not modelled")
+}
+
+// ipRoute models `ip route replace|show`.
+func (f *Fake) ipRoute(op string, rest []string) (string, error) {
+	switch op {
+	case "replace":
+		f.routes[rest[0]] = strings.Join(rest, " ")
+		return "", nil
+	case "show":
+		if r, ok := f.routes[rest[len(rest)-1]]; ok {
+			return r + "\n", nil
+		}
+		return "", nil
+	}
+	return "", fmt.Errorf("not modelled")
 }
 
 func (f *Fake) nftCmd(args []string) (string, error) {
