@@ -62,7 +62,7 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
   kubectl get nodes            # (%s/kubectl is version-matched)
   router: %s  (X-Sandbox-ID: <sandbox name>, Authorization: Bearer <token>)
   export SBX_ROUTER=%s SBX_ROUTER_TOKEN=$(cat %s)   # for sbx
-  stop and clean up: dev down
+  stop and clean up: make dev-down (go run ./cmd/devcluster down)
 `, cl.Kubeconfig, c.Bin, cl.RouterURL, cl.RouterURL, cl.RouterTokenFile)
 	return cl, nil
 }
