@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -185,10 +186,12 @@ func TestNetworkPolicyIsEnforced(t *testing.T) {
 		script := fmt.Sprintf(`ip=$(nslookup %s | awk '/^Address/ { a = $NF } END { print a }') && `+
 			`(printf 'POST /execute HTTP/1.0\r\nX-Sandbox-ID: secure-a\r\nX-Sandbox-Namespace: %s\r\n`+
 			`Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s'; sleep 3) | nc -w 10 "$ip" 8080`, routerFQDN, ns, len(body), body)
-		slow.EventuallyContext(t, "the router by name from a pod", func(context.Context) error {
-			out, errOut := execOut(t, ns, "neighbour", script)
-			if !strings.Contains(out, "via dns") {
-				return fmt.Errorf("answer %q, stderr %q", out, errOut)
+		// A failed lookup (CoreDNS not answering yet: "nc: bad address ''") is tried again, not fatal.
+		slow.EventuallyContext(t, "the router by name from a pod", func(ctx context.Context) error {
+			var out, errOut bytes.Buffer
+			err := kubeExec(ctx, ns, "neighbour", "runtime", []string{"sh", "-c", script}, &out, &errOut)
+			if err != nil || !strings.Contains(out.String(), "via dns") {
+				return fmt.Errorf("answer %q, stderr %q, exec: %v", out.String(), errOut.String(), err)
 			}
 			return nil
 		})
