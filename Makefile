@@ -67,9 +67,10 @@ kubectl-sbx: ## Build sbx as the kubectl plugin bin/kubectl-sbx (`kubectl sbx ..
 	go build -o bin/kubectl-sbx ./cmd/sbx
 
 .PHONY: k8s-binaries
-k8s-binaries: ## Build the pinned Kubernetes binaries, kwok, kubectl, helm, CoreDNS and Cilium (cached; the local cluster needs the last ones).
+k8s-binaries: ## Build the pinned Kubernetes binaries, kwok, kubectl, helm, CoreDNS, Cilium and gVisor (cached; the local cluster needs the last ones).
 	hack/build-k8s.sh kube-apiserver etcd kube-controller-manager kube-scheduler kwok kubectl helm kubelet kube-proxy coredns
 	hack/build-cilium.sh
+	hack/build-gvisor.sh
 
 .PHONY: images
 images: ## Write the runtime, controller and router images as docker-archive tars into bin/images (no Docker needed).
@@ -98,6 +99,8 @@ chaos-cluster: ## Faults on the installed local cluster under client load: $(CHA
 
 # The local cluster (etcd, kube-apiserver, kcm, scheduler, containerd, kubelet, our controller
 # and router) runs as root on this machine; see docs/dev-cluster.md. DEV_ARGS e.g. --kwok-nodes 5.
+# Sandboxes run under gVisor; SANDBOX_RUNTIME=runc (make dev/demo/test-e2e SANDBOX_RUNTIME=runc)
+# gives them plain runc.
 DEV_ARGS ?=
 .PHONY: dev
 dev: ## Start (or reuse) the local single-node cluster with agent-sandbox installed.

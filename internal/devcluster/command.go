@@ -36,6 +36,7 @@ one directory. Needs root. The first run builds Kubernetes from the Go module pr
 	up.Flags().IntVar(&cfg.KwokNodes, "kwok-nodes", 0, "Simulated (kwok) nodes to register, tainted so only tolerating pods land there.")
 	up.Flags().StringVar(&cfg.RepoRoot, "source", "", "agent-sandbox source tree to build from (default: found from the working directory).")
 	up.Flags().BoolVar(&cfg.HostProcesses, "host-processes", false, "Run the controller and router as processes on this machine (fast iteration) instead of the Helm chart's Deployments.")
+	up.Flags().StringVar(&cfg.SandboxRuntime, "sandbox-runtime", "", "Runtime of the sandboxes' pods: gvisor (RuntimeClass gvisor) or runc (default: $SANDBOX_RUNTIME, else gvisor).")
 
 	var purge bool
 	down := &cobra.Command{

@@ -36,7 +36,8 @@ const (
 // restarts, as on a real install) with small requests on 2 cores; the router on a fixed
 // NodePort so the host reaches it. Router auth is the chart's default, as in every install:
 // the host's clients send the developer's token (writeRouterToken), pods are named by their
-// source IP.
+// source IP. The controller gives sandbox pods the RuntimeClass of --sandbox-runtime (gvisor,
+// or none for runc).
 func (c *Cluster) chartValues(imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{
@@ -49,6 +50,7 @@ func (c *Cluster) chartValues(imageIDs map[string]string) map[string]any {
 		}
 	}
 	ctrl := component("controller", strings.TrimSuffix(spec.ControllerImage, ":dev"))
+	ctrl["defaultRuntimeClassName"] = c.SandboxRuntimeClass()
 	router := component("router", strings.TrimSuffix(spec.RouterImage, ":dev"))
 	router["service"] = map[string]any{"type": "NodePort", "nodePort": c.Ports.RouterNodePort}
 	return map[string]any{"controller": ctrl, "router": router}
@@ -172,15 +174,30 @@ func (c *Cluster) stopInClusterController(ctx context.Context) error {
 	})
 }
 
-// The mode of the last `up`, so that `status` reports the router where it is.
+// The mode and sandbox runtime of the last `up`, so that `status` reports the router where it
+// is and the runtime sandboxes get.
 func (c *Cluster) modeFile() string { return c.Path("mode") }
+
+func (c *Cluster) sandboxRuntimeFile() string { return c.Path("sandbox-runtime") }
 
 func (c *Cluster) recordMode() error {
 	mode := "chart"
 	if c.HostProcesses {
 		mode = "host-processes"
 	}
+	if err := os.WriteFile(c.sandboxRuntimeFile(), []byte(c.SandboxRuntime+"\n"), 0o644); err != nil {
+		return err
+	}
 	return os.WriteFile(c.modeFile(), []byte(mode+"\n"), 0o644)
+}
+
+// recordedSandboxRuntime is the sandbox runtime of the last `up` ("" before the first).
+func (c *Cluster) recordedSandboxRuntime() string {
+	b, err := os.ReadFile(c.sandboxRuntimeFile())
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func (c *Cluster) recordedHostProcesses() bool {

@@ -18,8 +18,9 @@ type Cluster struct {
 	Proc  *proc.Supervisor
 	Host  host.Host
 	Store step.Store
-	// Bin holds the Kubernetes binaries, CiliumDir the Cilium build (set by Binaries).
-	Bin, CiliumDir string
+	// Bin holds the Kubernetes binaries, CiliumDir the Cilium build, GVisorDir runsc and its
+	// shim (set by Binaries).
+	Bin, CiliumDir, GVisorDir string
 }
 
 // New is the cluster of a defaulted Config, on this machine.

@@ -41,10 +41,10 @@ func TestGeneratedConfigs(t *testing.T) {
 		t.Errorf("kubelet clusterDNS = %v, want [%s]", kubelet["clusterDNS"], spec.ClusterDNSIP)
 	}
 	// The VM lacks CAP_SYS_RESOURCE: without this, every pod sandbox fails to start.
-	if cd := c.containerdConfig(); !strings.Contains(cd, "restrict_oom_score_adj = true") || !strings.Contains(cd, "SystemdCgroup = false") {
+	if cd := c.containerdConfig("/cache/gvisor"); !strings.Contains(cd, "restrict_oom_score_adj = true") || !strings.Contains(cd, "SystemdCgroup = false") {
 		t.Errorf("containerd config lacks a required setting:\n%s", cd)
 	}
-	if cd := c.containerdConfig(); !strings.Contains(cd, fmt.Sprintf("bin_dir = %q", c.CNIBinDir())) {
+	if cd := c.containerdConfig("/cache/gvisor"); !strings.Contains(cd, fmt.Sprintf("bin_dir = %q", c.CNIBinDir())) {
 		t.Errorf("containerd does not take CNI plugins from %s:\n%s", c.CNIBinDir(), cd)
 	}
 	c.CiliumDir = "/cache/cilium"

@@ -22,7 +22,9 @@ const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so
 // containerdConfig is containerd's own config: everything under the state dir, overlayfs, runc
 // with cgroupfs, our CNI network, our pause image. restrict_oom_score_adj is required on VMs
 // without CAP_SYS_RESOURCE, where runc otherwise fails to set the sandbox's oom_score_adj.
-func (c *Cluster) containerdConfig() string {
+// runsc is the second runtime (RuntimeClass gvisor): its shim by absolute path from the gVisor
+// build (runtime_path, honoured since containerd 1.6), its options in runsc.toml.
+func (c *Cluster) containerdConfig(gvisorDir string) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -54,12 +56,23 @@ oom_score = 0
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
 
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%s]
+      runtime_type = %q
+      runtime_path = %q
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%s.options]
+        TypeUrl = %q
+        ConfigPath = %q
+
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
     max_conf_num = 1
 `, c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
-		c.Path("containerd", "opt"), "docker.io/"+spec.PauseImage, c.CNIBinDir(), c.Path("cni", "net.d"))
+		c.Path("containerd", "opt"), "docker.io/"+spec.PauseImage,
+		spec.RunscHandler, runscRuntimeType, filepath.Join(gvisorDir, runscShim),
+		spec.RunscHandler, runscOptionsType, c.runscConfigPath(),
+		c.CNIBinDir(), c.Path("cni", "net.d"))
 }
 
 func (c *Cluster) containerd() (proc.Component, error) {
@@ -69,8 +82,18 @@ func (c *Cluster) containerd() (proc.Component, error) {
 	if err := os.MkdirAll(c.Path("containerd"), 0o755); err != nil {
 		return proc.Component{}, err
 	}
+	if c.GVisorDir == "" { // a restart on its own, without the binaries step
+		dir, err := c.gvisorDir()
+		if err != nil {
+			return proc.Component{}, err
+		}
+		c.GVisorDir = dir
+	}
+	if err := c.writeRunscConfig(c.GVisorDir); err != nil {
+		return proc.Component{}, err
+	}
 	cfg := c.Path("containerd", "config.toml")
-	if err := os.WriteFile(cfg, []byte(c.containerdConfig()), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(c.containerdConfig(c.GVisorDir)), 0o644); err != nil {
 		return proc.Component{}, err
 	}
 	return proc.Component{

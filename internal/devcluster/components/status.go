@@ -116,7 +116,19 @@ func PrintStatus(w io.Writer, sts []ComponentStatus, c *Cluster) {
 	}
 	_ = tw.Flush()
 	c.HostProcesses = c.HostProcesses || c.recordedHostProcesses()
-	fmt.Fprintf(w, "\nstate dir: %s\nexport KUBECONFIG=%s\nrouter: %s\n", c.Dir, c.KubeconfigPath(), c.RouterURL())
+	fmt.Fprintf(w, "\nstate dir: %s\nexport KUBECONFIG=%s\nrouter: %s\nsandbox runtime: %s\n", c.Dir, c.KubeconfigPath(), c.RouterURL(),
+		sandboxRuntimeLine(c.recordedSandboxRuntime()))
+}
+
+// sandboxRuntimeLine says which runtime the last `up` gave sandbox pods.
+func sandboxRuntimeLine(recorded string) string {
+	switch recorded {
+	case "":
+		return "unknown (no up yet)"
+	case spec.SandboxRuntimeGVisor:
+		return recorded + " (RuntimeClass " + spec.GVisorRuntimeClass + ", containerd handler " + spec.RunscHandler + ")"
+	}
+	return recorded + " (no RuntimeClass)"
 }
 
 // deploymentStatus reports a component the chart runs as a Deployment.

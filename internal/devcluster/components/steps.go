@@ -23,8 +23,8 @@ func (c *Cluster) Steps() []step.Step {
 	env := hostnet.Env{Host: c.Host, Store: c.Store}
 	node := []*Process{
 		{c: c, name: "containerd", build: c.containerd, after: c.importPodImages,
-			// Shims outlive containerd by design.
-			down: func() error { c.killShims(); return nil }},
+			// Shims outlive containerd by design; runsc's sandboxes may outlive their shims.
+			down: func() error { c.killShims(); return c.cleanupRunsc() }},
 		{c: c, name: "kubelet", build: func() (proc.Component, error) { return c.kubelet(c.Bin) }},
 		{c: c, name: "kube-proxy", build: func() (proc.Component, error) { return c.kubeProxy(c.Bin) }},
 		{c: c, name: "cilium-agent", build: c.ciliumAgentRecorded, before: c.prepareCiliumOnce, down: c.cleanupCilium},
@@ -51,7 +51,7 @@ func (c *Cluster) Steps() []step.Step {
 }
 
 // Binaries installs the node packages and builds what is missing: the Kubernetes binaries,
-// Cilium, and (incrementally) ours. Nothing of it is undone.
+// Cilium, gVisor, and (incrementally) ours. Nothing of it is undone.
 type Binaries struct{ c *Cluster }
 
 func (Binaries) Name() string { return "binaries" }
@@ -66,6 +66,9 @@ func (s Binaries) Up(ctx context.Context) error {
 		return err
 	}
 	if c.CiliumDir, err = c.ensureCilium(ctx); err != nil {
+		return err
+	}
+	if c.GVisorDir, err = c.ensureGVisor(ctx); err != nil {
 		return err
 	}
 	return c.buildOurs(ctx)

@@ -93,7 +93,7 @@ type StateDir struct {
 }
 
 // stateDataDirs are the state dir's folders Down removes.
-var stateDataDirs = []string{"etcd", "containerd", "kubelet", "kube-proxy", "cilium", "cni", "run", "pod-logs", "pids", "kwok", "images"}
+var stateDataDirs = []string{"etcd", "containerd", "kubelet", "kube-proxy", "cilium", "cni", "run", "pod-logs", "pids", "kwok", "images", "runsc"}
 
 type stateDirRecord struct {
 	Dir string `json:"dir"`

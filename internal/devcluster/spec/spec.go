@@ -99,7 +99,24 @@ type Config struct {
 	// HostProcesses runs our controller and router as processes on the host (fast iteration)
 	// instead of as the Helm chart's Deployments.
 	HostProcesses bool
+	// SandboxRuntime is the runtime of the sandboxes' pods: SandboxRuntimeGVisor (the controller
+	// gives them RuntimeClass gvisor) or SandboxRuntimeRunc (no RuntimeClass). Default: $SANDBOX_RUNTIME,
+	// else gvisor.
+	SandboxRuntime string
 }
+
+// The sandboxes' runtimes. Both are always configured in containerd; this picks the default the
+// controller gives sandbox pods.
+const (
+	SandboxRuntimeGVisor = "gvisor"
+	SandboxRuntimeRunc   = "runc"
+	// SandboxRuntimeEnv overrides the default runtime (make test, make demo).
+	SandboxRuntimeEnv = "SANDBOX_RUNTIME"
+	// GVisorRuntimeClass is the RuntimeClass of gVisor pods; its handler is containerd's runsc
+	// runtime.
+	GVisorRuntimeClass = "gvisor"
+	RunscHandler       = "runsc"
+)
 
 // DefaultDir is ${XDG_STATE_HOME:-~/.local/state}/agent-sandbox/dev.
 func DefaultDir() string {
@@ -134,6 +151,16 @@ func (c *Config) WithDefaults() (*Config, error) {
 	if out.StopTimeout == 0 {
 		out.StopTimeout = 60 * time.Second
 	}
+	if out.SandboxRuntime == "" {
+		out.SandboxRuntime = os.Getenv(SandboxRuntimeEnv)
+	}
+	switch out.SandboxRuntime {
+	case "":
+		out.SandboxRuntime = SandboxRuntimeGVisor
+	case SandboxRuntimeGVisor, SandboxRuntimeRunc:
+	default:
+		return nil, fmt.Errorf("sandbox runtime %q: want %s or %s", out.SandboxRuntime, SandboxRuntimeGVisor, SandboxRuntimeRunc)
+	}
 	// Unix socket paths are limited to 108 bytes; containerd's lives in the state dir.
 	if sock := out.ContainerdSock(); len(sock) > 100 {
 		return nil, fmt.Errorf("state dir %q is too long for a unix socket path; use a shorter --dir", out.Dir)
@@ -161,6 +188,18 @@ func (c *Config) ContainerdSock() string { return c.Path("run", "containerd.sock
 // CNIBinDir is containerd's CNI plugin dir: links to the Debian plugins and to cilium-cni, so
 // that nothing is added to /usr/lib/cni.
 func (c *Config) CNIBinDir() string { return c.Path("cni", "bin") }
+
+// RunscDir holds runsc's config (runsc.toml) and its root (containers' state); logs go to
+// logs/runsc. Down removes it.
+func (c *Config) RunscDir() string { return c.Path("runsc") }
+
+// SandboxRuntimeClass is the RuntimeClass the controller gives sandbox pods ("" for none: runc).
+func (c *Config) SandboxRuntimeClass() string {
+	if c.SandboxRuntime == SandboxRuntimeGVisor {
+		return GVisorRuntimeClass
+	}
+	return ""
+}
 
 // OurBin is one of our binaries built from the source tree.
 func (c *Config) OurBin(name string) string { return c.Path("bin", name) }

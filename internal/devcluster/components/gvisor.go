@@ -1,0 +1,159 @@
+package components
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+)
+
+// gVisor is the sandboxes' runtime: containerd has a second CRI runtime, runsc, whose shim
+// (containerd-shim-runsc-v1) and runsc come from the build cache (hack/build-gvisor.sh); nothing
+// is installed on the host. RuntimeClass gvisor (manifests/cluster.yaml) selects it for a pod.
+// Its config, its root (the containers' state) and its logs live in the state dir.
+
+const (
+	runscShim = "containerd-shim-runsc-v1"
+	// runscRuntimeType is the shim containerd starts for the runsc runtime.
+	runscRuntimeType = "io.containerd.runsc.v1"
+	// runscOptionsType tells containerd's CRI plugin to hand the shim ConfigPath.
+	runscOptionsType = "io.containerd.runsc.v1.options"
+)
+
+// gvisorDir asks hack/build-gvisor.sh where the pinned gVisor build lives.
+func (c *Cluster) gvisorDir() (string, error) {
+	root, err := c.ResolveRepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out, err := c.Host.Run(filepath.Join(root, "hack", "build-gvisor.sh"), "--print-dir")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// ensureGVisor builds runsc and its shim when one is missing (first time ~2 minutes on 2 cores)
+// and returns their folder.
+func (c *Cluster) ensureGVisor(ctx context.Context) (string, error) {
+	dir, err := c.gvisorDir()
+	if err != nil {
+		return "", err
+	}
+	if spec.FileExists(filepath.Join(dir, "runsc")) && spec.FileExists(filepath.Join(dir, runscShim)) {
+		return dir, nil
+	}
+	c.Progress("building gVisor (runsc, %s) into %s (first time: ~2 minutes on 2 cores)", runscShim, dir)
+	cmd := exec.CommandContext(ctx, filepath.Join(c.RepoRoot, "hack", "build-gvisor.sh"))
+	cmd.Stdout, cmd.Stderr = c.Out, c.Out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building gVisor: %w", err)
+	}
+	return dir, nil
+}
+
+// runscRoot is runsc's --root: the state of its containers.
+func (c *Cluster) runscRoot() string { return filepath.Join(c.RunscDir(), "root") }
+
+// runscConfigPath is the shim's options file, named by containerd's runtime options.
+func (c *Cluster) runscConfigPath() string { return filepath.Join(c.RunscDir(), "runsc.toml") }
+
+// runscConfig is the shim's options file: runsc from the cache, its root and logs in the state
+// dir, the systrap platform (kvm hangs on this nested-virtualisation VM; ptrace is slower). The
+// shim logs per pod; runsc logs per sandbox and command (info level; add debug = "true" to
+// runsc_config for a full trace).
+func (c *Cluster) runscConfig(gvisorDir string) string {
+	logs := c.Path("logs", "runsc")
+	return fmt.Sprintf(`binary_name = %q
+root = %q
+log_level = "info"
+log_path = %q
+
+[runsc_config]
+  platform = "systrap"
+  debug-log = %q
+`, filepath.Join(gvisorDir, "runsc"), c.runscRoot(), filepath.Join(logs, "%ID%", "shim.log"),
+		filepath.Join(logs, "%ID%", "runsc.%COMMAND%.log"))
+}
+
+// writeRunscConfig writes runsc.toml and makes runsc's root.
+func (c *Cluster) writeRunscConfig(gvisorDir string) error {
+	if err := os.MkdirAll(c.runscRoot(), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(c.runscConfigPath(), []byte(c.runscConfig(gvisorDir)), 0o644)
+}
+
+// cleanupRunsc runs once containerd and its shims are gone: it force-deletes every container
+// runsc still knows (which stops its sandbox and gofer and removes its cgroups), kills any
+// runsc process of ours left. Down of the state dir then unmounts anything left under it and
+// removes runsc's folder.
+func (c *Cluster) cleanupRunsc() error {
+	root := c.runscRoot()
+	// The shim keeps each containerd namespace's containers in a root of its own.
+	nsRoot := filepath.Join(root, ctrNamespace)
+	var errs []error
+	if runsc, err := c.runscBinary(); err == nil && c.Host.Exists(nsRoot) {
+		out, err := c.Host.Run(runsc, "--root="+nsRoot, "list", "-quiet")
+		errs = append(errs, err)
+		for _, id := range strings.Fields(out) {
+			if _, err := c.Host.Run(runsc, "--root="+nsRoot, "delete", "-force", id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, pid := range runscProcesses(root) {
+		c.Log.Info("killing leftover runsc process", "pid", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return errors.Join(errs...)
+}
+
+// runscBinary is the runsc runsc.toml names (the build dir may have moved since).
+func (c *Cluster) runscBinary() (string, error) {
+	data, err := c.Host.ReadFile(c.runscConfigPath())
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "binary_name = "); ok {
+			return strconv.Unquote(v)
+		}
+	}
+	return "", fmt.Errorf("%s names no binary", c.runscConfigPath())
+}
+
+// runscProcesses are the runsc processes (runsc, runsc-sandbox, runsc-gofer) working on our
+// root: they carry --root=<root> on their command line.
+func runscProcesses(root string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if !strings.HasPrefix(filepath.Base(args[0]), "runsc") {
+			continue
+		}
+		for _, a := range args[1:] {
+			if a == "--root="+root || strings.HasPrefix(a, "--root="+root+"/") {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}

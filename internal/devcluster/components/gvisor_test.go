@@ -1,0 +1,163 @@
+package components
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/host/hosttest"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+)
+
+func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *testing.T) {
+	c, _ := fakeCluster(t)
+	containerd, runsc := c.containerdConfig("/cache/gvisor"), c.runscConfig("/cache/gvisor")
+	for _, tc := range []struct {
+		name, config, want string
+	}{
+		{"containerd has a runtime named as RuntimeClass gvisor's handler", containerd,
+			`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]`},
+		{"containerd starts gVisor's shim", containerd, `runtime_type = "io.containerd.runsc.v1"`},
+		{"the shim comes from the build cache, not the host's PATH", containerd,
+			`runtime_path = "/cache/gvisor/containerd-shim-runsc-v1"`},
+		{"the shim's options are read as runsc options", containerd, `TypeUrl = "io.containerd.runsc.v1.options"`},
+		{"the shim's options file is in the state dir", containerd, `ConfigPath = "` + c.Path("runsc", "runsc.toml") + `"`},
+		{"runc stays the default runtime", containerd, `default_runtime_name = "runc"`},
+		{"runsc comes from the build cache", runsc, `binary_name = "/cache/gvisor/runsc"`},
+		{"runsc keeps its containers' state in the state dir", runsc, `root = "` + c.Path("runsc", "root") + `"`},
+		{"systrap: kvm hangs on this nested VM", runsc, `platform = "systrap"`},
+		{"the shim logs per pod into the state dir's logs", runsc, `log_path = "` + c.Path("logs", "runsc", "%ID%", "shim.log") + `"`},
+		{"runsc logs per sandbox and command into the state dir's logs", runsc,
+			`debug-log = "` + c.Path("logs", "runsc", "%ID%", "runsc.%COMMAND%.log") + `"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !slices.Contains(trimmedLines(tc.config), tc.want) {
+				t.Errorf("config lacks the line %s:\n%s", tc.want, tc.config)
+			}
+		})
+	}
+}
+
+func TestWritingRunscsConfigMakesItsRoot(t *testing.T) {
+	c, _ := fakeCluster(t)
+	if err := c.writeRunscConfig("/cache/gvisor"); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(c.runscConfigPath()); err != nil || string(data) != c.runscConfig("/cache/gvisor") {
+		t.Errorf("runsc.toml = %q, %v; want the rendered config", data, err)
+	}
+	if st, err := os.Stat(c.runscRoot()); err != nil || !st.IsDir() {
+		t.Errorf("runsc's root %s: %v, want a directory", c.runscRoot(), err)
+	}
+}
+
+func TestTheSandboxRuntimePicksTheControllersDefaultRuntimeClass(t *testing.T) {
+	for _, tc := range []struct{ runtime, wantClass string }{
+		{spec.SandboxRuntimeGVisor, spec.GVisorRuntimeClass},
+		{spec.SandboxRuntimeRunc, ""},
+	} {
+		t.Run(tc.runtime, func(t *testing.T) {
+			c, _ := fakeCluster(t)
+			c.SandboxRuntime = tc.runtime
+			ctrl, _ := c.chartValues(nil)["controller"].(map[string]any)
+			if got, ok := ctrl["defaultRuntimeClassName"]; !ok || got != tc.wantClass {
+				t.Errorf("controller.defaultRuntimeClassName = %v (set: %v), want %q", got, ok, tc.wantClass)
+			}
+		})
+	}
+}
+
+func TestStatusNamesTheSandboxRuntimeOfTheLastUp(t *testing.T) {
+	for _, tc := range []struct {
+		name, upWith, want string
+	}{
+		{"gvisor", spec.SandboxRuntimeGVisor, "sandbox runtime: gvisor (RuntimeClass gvisor, containerd handler runsc)"},
+		{"runc", spec.SandboxRuntimeRunc, "sandbox runtime: runc (no RuntimeClass)"},
+		{"no up yet", "", "sandbox runtime: unknown (no up yet)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := fakeCluster(t)
+			if tc.upWith != "" {
+				c.SandboxRuntime = tc.upWith
+				if err := c.recordMode(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A later status runs with the default runtime: the record is what counts.
+			c.SandboxRuntime = spec.SandboxRuntimeGVisor
+			var out bytes.Buffer
+			PrintStatus(&out, nil, c)
+			if !strings.Contains(out.String(), tc.want+"\n") {
+				t.Errorf("status lacks %q:\n%s", tc.want, out.String())
+			}
+		})
+	}
+}
+
+func TestRunscCleanupForceDeletesEveryContainerRunscStillKnows(t *testing.T) {
+	c, f := fakeCluster(t)
+	f.SetFile(c.runscConfigPath(), c.runscConfig("/cache/gvisor"))
+	f.Mkdir(filepath.Join(c.runscRoot(), ctrNamespace))
+	nsRoot := "--root=" + filepath.Join(c.runscRoot(), ctrNamespace)
+	f.OnRun = func(_ *hosttest.Fake, name string, args []string) (string, bool, error) {
+		if name == "/cache/gvisor/runsc" && slices.Contains(args, "list") {
+			return "pod-a\npod-b\n", true, nil
+		}
+		return "", name == "/cache/gvisor/runsc", nil
+	}
+	if err := c.cleanupRunsc(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"runsc " + nsRoot + " delete -force pod-a", "runsc " + nsRoot + " delete -force pod-b"} {
+		if !slices.Contains(f.Calls, want) {
+			t.Errorf("cleanup did not run %q: %q", want, f.Calls)
+		}
+	}
+}
+
+func TestRunscProcessesAreTheOnesWorkingOnOurRoot(t *testing.T) {
+	root := "/state/runsc/root"
+	start := func(argv ...string) int {
+		t.Helper()
+		// sh keeps the argv it is given in /proc/<pid>/cmdline: $0 is argv[1] of -c.
+		cmd := &exec.Cmd{Path: "/bin/sh", Args: append([]string{argv[0], "-c", "while :; do sleep 1; done"}, argv[1:]...)}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	ours := []int{
+		start("runsc-sandbox", "--root="+root+"/k8s.io"),
+		start("runsc-gofer", "--root="+root+"/k8s.io"),
+		start("/cache/gvisor/runsc", "--root="+root),
+	}
+	others := []int{
+		start("runsc-sandbox", "--root=/state/runsc/rootless/k8s.io"),
+		start("runsc-sandbox", "--root=/elsewhere/k8s.io"),
+		start("containerd-shim-runc-v2", "--root="+root),
+	}
+	got := runscProcesses(root)
+	for _, pid := range ours {
+		if !slices.Contains(got, pid) {
+			t.Errorf("process %d of runsc on %s not found (found %v)", pid, root, got)
+		}
+	}
+	for _, pid := range others {
+		if slices.Contains(got, pid) {
+			t.Errorf("process %d is not runsc on %s but was found", pid, root)
+		}
+	}
+}
+
+func trimmedLines(s string) []string {
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return lines
+}
