@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lists anything of the local dev cluster still on this machine after `devcluster down`: processes
-# (kube-proxy, cilium-agent, CoreDNS included), the pod bridge, veths and Cilium's links, pod
+# (kube-proxy, cilium-agent, CoreDNS and gVisor's included), runsc's state, the pod bridge, veths and Cilium's links, pod
 # network namespaces, KUBE-*/CNI-*/CILIUM_*/SBXDEV-* iptables chains, Cilium's BPF pins and
 # runtime dir, mounts under the state dir, host dirs and cgroups the cluster creates; prints the
 # sysctls the cluster changes and whether bpffs is mounted. Exits 1 if any leftover is found, 0
@@ -18,11 +18,18 @@ for p in /proc/[0-9]*; do
   cmd="$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" || continue
   [[ "$cmd" == *"$dir/"* ]] && report "process ${p#/proc/}: $cmd"
 done
-# Programs of the cluster that may run from the build cache rather than the state dir.
+# Programs of the cluster that may run from the build cache rather than the state dir; gVisor's
+# processes (shim, runsc, runsc-sandbox, runsc-gofer and systrap's stubs, whose command line is
+# empty) are recognised by their executable in the gVisor build cache.
+gvisor_cache="${AGENT_SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-sandbox}/gvisor/"
 for p in /proc/[0-9]*; do
   comm="$(cat "$p/comm" 2>/dev/null)" || continue
   case "$comm" in cilium-agent|kube-proxy|coredns) report "process ${p#/proc/}: $comm" ;; esac
+  exe="$(readlink "$p/exe" 2>/dev/null)" || continue
+  [[ "$exe" == "$gvisor_cache"* ]] && report "gVisor process ${p#/proc/} ($comm): $exe $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)"
 done
+# runsc's config and containers' state (down removes the folder; its logs stay in logs/runsc).
+[[ -e "$dir/runsc" ]] && report "runsc state $dir/runsc: $(ls -A "$dir/runsc/root" 2>/dev/null | tr '\n' ' ')"
 links='sbxdev0|veth|cilium_'
 ip -o link show 2>/dev/null | grep -E "$links" | while read -r l; do echo "leftover: link $l"; done
 ip -o link show 2>/dev/null | grep -qE "$links" && found=1
