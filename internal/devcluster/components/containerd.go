@@ -22,10 +22,12 @@ const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so
 // containerdConfig is containerd's own config: everything under the state dir, overlayfs, runc
 // with cgroupfs, our CNI network, our pause image. restrict_oom_score_adj is required on VMs
 // without CAP_SYS_RESOURCE, where runc otherwise fails to set the sandbox's oom_score_adj.
-// runsc is the second runtime (RuntimeClass gvisor): its shim by absolute path from the gVisor
-// build (runtime_path, honoured since containerd 1.6), its options in runsc.toml.
+// runsc is the second runtime (RuntimeClass gvisor): its shim is found on containerd's PATH,
+// which starts with the gVisor build (containerd 1.6.20 ignores runtime_path when it starts a
+// pod's shim: "binary not installed"), its options are in runsc.toml.
 func (c *Cluster) containerdConfig(gvisorDir string) string {
-	return fmt.Sprintf(`version = 2
+	return fmt.Sprintf(`# runsc's shim: %s (on containerd's PATH)
+version = 2
 root = %q
 state = %q
 oom_score = 0
@@ -58,7 +60,6 @@ oom_score = 0
 
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%s]
       runtime_type = %q
-      runtime_path = %q
 
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%s.options]
         TypeUrl = %q
@@ -68,9 +69,9 @@ oom_score = 0
     bin_dir = %q
     conf_dir = %q
     max_conf_num = 1
-`, c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
+`, filepath.Join(gvisorDir, runscShim), c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
 		c.Path("containerd", "opt"), "docker.io/"+spec.PauseImage,
-		spec.RunscHandler, runscRuntimeType, filepath.Join(gvisorDir, runscShim),
+		spec.RunscHandler, runscRuntimeType,
 		spec.RunscHandler, runscOptionsType, c.runscConfigPath(),
 		c.CNIBinDir(), c.Path("cni", "net.d"))
 }
@@ -92,13 +93,20 @@ func (c *Cluster) containerd() (proc.Component, error) {
 	if err := c.writeRunscConfig(c.GVisorDir); err != nil {
 		return proc.Component{}, err
 	}
+	// A changed config (and PATH) takes a restart; pods survive it, their shims outlive containerd.
 	cfg := c.Path("containerd", "config.toml")
-	if err := os.WriteFile(cfg, []byte(c.containerdConfig(c.GVisorDir)), 0o644); err != nil {
-		return proc.Component{}, err
+	if cur, err := os.ReadFile(cfg); err != nil || string(cur) != c.containerdConfig(c.GVisorDir) {
+		if err := c.Proc.Stop("containerd"); err != nil {
+			return proc.Component{}, err
+		}
+		if err := os.WriteFile(cfg, []byte(c.containerdConfig(c.GVisorDir)), 0o644); err != nil {
+			return proc.Component{}, err
+		}
 	}
 	return proc.Component{
 		Name: "containerd", Exe: "/usr/bin/containerd", Timeout: time.Minute,
 		Args:  []string{"--config=" + cfg, "--log-level=warn"},
+		Env:   []string{"PATH=" + c.GVisorDir + ":" + os.Getenv("PATH")},
 		Ready: func(ctx context.Context) error { return c.ctr(ctx, "version") },
 	}, nil
 }

@@ -22,8 +22,6 @@ func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *tes
 		{"containerd has a runtime named as RuntimeClass gvisor's handler", containerd,
 			`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]`},
 		{"containerd starts gVisor's shim", containerd, `runtime_type = "io.containerd.runsc.v1"`},
-		{"the shim comes from the build cache, not the host's PATH", containerd,
-			`runtime_path = "/cache/gvisor/containerd-shim-runsc-v1"`},
 		{"the shim's options are read as runsc options", containerd, `TypeUrl = "io.containerd.runsc.v1.options"`},
 		{"the shim's options file is in the state dir", containerd, `ConfigPath = "` + c.Path("runsc", "runsc.toml") + `"`},
 		{"runc stays the default runtime", containerd, `default_runtime_name = "runc"`},
@@ -39,6 +37,24 @@ func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *tes
 				t.Errorf("config lacks the line %s:\n%s", tc.want, tc.config)
 			}
 		})
+	}
+}
+
+func TestContainerdFindsGVisorsShimInTheBuildCacheFirst(t *testing.T) {
+	c, _ := fakeCluster(t)
+	c.GVisorDir = "/cache/gvisor"
+	comp, err := c.containerd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	for _, e := range comp.Env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	if first, _, _ := strings.Cut(path, ":"); first != "/cache/gvisor" {
+		t.Errorf("containerd's PATH = %q, want the gVisor build first (nothing is installed on the host)", path)
 	}
 }
 
