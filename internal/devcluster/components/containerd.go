@@ -23,10 +23,10 @@ const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so
 // with cgroupfs, our CNI network, our pause image. restrict_oom_score_adj is required on VMs
 // without CAP_SYS_RESOURCE, where runc otherwise fails to set the sandbox's oom_score_adj.
 // runsc is the second runtime (RuntimeClass gvisor): its shim is found on containerd's PATH,
-// which starts with the gVisor build (containerd 1.6.20 ignores runtime_path when it starts a
-// pod's shim: "binary not installed"), its options are in runsc.toml.
+// which starts with the shim's wrapper (shimWrapper; containerd 1.6.20 ignores runtime_path when
+// it starts a pod's shim: "binary not installed"), its options are in runsc.toml.
 func (c *Cluster) containerdConfig(gvisorDir string) string {
-	return fmt.Sprintf(`# runsc's shim: %s (on containerd's PATH)
+	return fmt.Sprintf(`# runsc's shim: %s (first on containerd's PATH) runs %s
 version = 2
 root = %q
 state = %q
@@ -69,7 +69,7 @@ oom_score = 0
     bin_dir = %q
     conf_dir = %q
     max_conf_num = 1
-`, filepath.Join(gvisorDir, runscShim), c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
+`, filepath.Join(c.shimBinDir(), runscShim), filepath.Join(gvisorDir, runscShim), c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
 		c.Path("containerd", "opt"), "docker.io/"+spec.PauseImage,
 		spec.RunscHandler, runscRuntimeType,
 		spec.RunscHandler, runscOptionsType, c.runscConfigPath(),
@@ -106,7 +106,7 @@ func (c *Cluster) containerd() (proc.Component, error) {
 	return proc.Component{
 		Name: "containerd", Exe: "/usr/bin/containerd", Timeout: time.Minute,
 		Args:  []string{"--config=" + cfg, "--log-level=warn"},
-		Env:   []string{"PATH=" + c.GVisorDir + ":" + os.Getenv("PATH")},
+		Env:   []string{"PATH=" + c.shimBinDir() + ":" + os.Getenv("PATH")},
 		Ready: func(ctx context.Context) error { return c.ctr(ctx, "version") },
 	}, nil
 }

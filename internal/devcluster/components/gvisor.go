@@ -83,9 +83,31 @@ log_path = %q
 		filepath.Join(logs, "%ID%", "runsc.%COMMAND%.log"))
 }
 
-// writeRunscConfig writes runsc.toml and makes runsc's root.
+// shimBinDir is first on containerd's PATH: it holds the shim as containerd 1.6 can start it.
+func (c *Cluster) shimBinDir() string { return filepath.Join(c.RunscDir(), "bin") }
+
+// shimWrapper starts gVisor's shim for containerd 1.6: the shim is built on containerd 2's shim
+// library, whose `start` prints its address as JSON ({"version":2,"address":"unix://…",
+// "protocol":"ttrpc"}) where containerd 1.6 reads the bare address. Every other command runs the
+// shim as it is; the shim's daemon runs the real binary (it re-executes itself).
+func shimWrapper(gvisorDir string) string {
+	return fmt.Sprintf(`#!/bin/sh
+shim=%q
+for last; do :; done
+if [ "$last" != start ]; then exec "$shim" "$@"; fi
+out="$("$shim" "$@")" || { printf '%%s' "$out"; exit 1; }
+printf '%%s' "$out" | sed -n 's/^{.*"address":"\([^"]*\)".*}$/\1/p;t;p' | tr -d '\n'
+`, filepath.Join(gvisorDir, runscShim))
+}
+
+// writeRunscConfig writes runsc.toml and the shim's wrapper, and makes runsc's root.
 func (c *Cluster) writeRunscConfig(gvisorDir string) error {
-	if err := os.MkdirAll(c.runscRoot(), 0o700); err != nil {
+	for _, d := range []string{c.runscRoot(), c.shimBinDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.shimBinDir(), runscShim), []byte(shimWrapper(gvisorDir)), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(c.runscConfigPath(), []byte(c.runscConfig(gvisorDir)), 0o644)
