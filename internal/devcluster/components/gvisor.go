@@ -66,9 +66,9 @@ func (c *Cluster) runscRoot() string { return filepath.Join(c.RunscDir(), "root"
 func (c *Cluster) runscConfigPath() string { return filepath.Join(c.RunscDir(), "runsc.toml") }
 
 // runscConfig is the shim's options file: runsc from the cache, its root and logs in the state
-// dir, the systrap platform (kvm hangs on this nested-virtualisation VM; ptrace is slower). The
-// shim logs per pod; runsc logs per sandbox and command (info level; add debug = "true" to
-// runsc_config for a full trace).
+// dir, the systrap platform (kvm hangs on this nested-virtualisation VM; ptrace is slower). Each
+// shim logs to runsc-shim-<container>.log (a log_path ending in "/"; the shim replaces no %ID%),
+// runsc per sandbox and command (info level; add debug = "true" to runsc_config for a trace).
 func (c *Cluster) runscConfig(gvisorDir string) string {
 	logs := c.Path("logs", "runsc")
 	return fmt.Sprintf(`binary_name = %q
@@ -79,7 +79,7 @@ log_path = %q
 [runsc_config]
   platform = "systrap"
   debug-log = %q
-`, filepath.Join(gvisorDir, "runsc"), c.runscRoot(), filepath.Join(logs, "%ID%", "shim.log"),
+`, filepath.Join(gvisorDir, "runsc"), c.runscRoot(), logs+"/",
 		filepath.Join(logs, "%ID%", "runsc.%COMMAND%.log"))
 }
 

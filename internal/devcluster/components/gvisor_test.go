@@ -28,7 +28,7 @@ func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *tes
 		{"runsc comes from the build cache", runsc, `binary_name = "/cache/gvisor/runsc"`},
 		{"runsc keeps its containers' state in the state dir", runsc, `root = "` + c.Path("runsc", "root") + `"`},
 		{"systrap: kvm hangs on this nested VM", runsc, `platform = "systrap"`},
-		{"the shim logs per pod into the state dir's logs", runsc, `log_path = "` + c.Path("logs", "runsc", "%ID%", "shim.log") + `"`},
+		{"each shim logs to a file of its own in the state dir's logs", runsc, `log_path = "` + c.Path("logs", "runsc") + `/"`},
 		{"runsc logs per sandbox and command into the state dir's logs", runsc,
 			`debug-log = "` + c.Path("logs", "runsc", "%ID%", "runsc.%COMMAND%.log") + `"`},
 	} {
@@ -40,7 +40,7 @@ func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *tes
 	}
 }
 
-func TestContainerdFindsGVisorsShimInTheBuildCacheFirst(t *testing.T) {
+func TestContainerdFindsTheShimsWrapperFirstOnItsPath(t *testing.T) {
 	c, _ := fakeCluster(t)
 	c.GVisorDir = "/cache/gvisor"
 	comp, err := c.containerd()
@@ -53,8 +53,52 @@ func TestContainerdFindsGVisorsShimInTheBuildCacheFirst(t *testing.T) {
 			path = v
 		}
 	}
-	if first, _, _ := strings.Cut(path, ":"); first != "/cache/gvisor" {
-		t.Errorf("containerd's PATH = %q, want the gVisor build first (nothing is installed on the host)", path)
+	if first, _, _ := strings.Cut(path, ":"); first != c.shimBinDir() {
+		t.Errorf("containerd's PATH = %q, want the shim's wrapper dir %s first (nothing is installed on the host)", path, c.shimBinDir())
+	}
+	wrapper, err := os.ReadFile(filepath.Join(c.shimBinDir(), runscShim))
+	if err != nil || !strings.Contains(string(wrapper), `shim="/cache/gvisor/containerd-shim-runsc-v1"`) {
+		t.Errorf("the wrapper %s does not run the cached shim: %v\n%s", runscShim, err, wrapper)
+	}
+}
+
+// fakeShim is a shim that prints what containerd 2's shim library prints on start, and
+// "ran <args>" otherwise; it fails when FAIL is set.
+const fakeShim = `#!/bin/sh
+[ -n "$FAIL" ] && { echo "start failed: no"; exit 1; }
+for last; do :; done
+if [ "$last" = start ]; then printf '{"version":2,"address":"unix:///run/containerd/s/abc","protocol":"ttrpc"}\n'; exit 0; fi
+printf 'ran %s' "$*"
+`
+
+func TestTheShimsWrapperGivesContainerd16TheBareAddress(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, runscShim), []byte(fakeShim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(dir, "wrapper")
+	if err := os.WriteFile(wrapper, []byte(shimWrapper(dir)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     string
+		want    string
+		wantErr bool
+	}{
+		{name: "start prints the address alone", args: []string{"-namespace", "k8s.io", "-id", "x", "start"}, want: "unix:///run/containerd/s/abc"},
+		{name: "other commands run the shim as they are", args: []string{"-id", "x", "delete"}, want: "ran -id x delete"},
+		{name: "a failed start fails with the shim's output", args: []string{"-id", "x", "start"}, env: "FAIL=1", want: "start failed: no", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(wrapper, tc.args...)
+			cmd.Env = append(os.Environ(), tc.env)
+			out, err := cmd.Output()
+			if string(out) != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("wrapper %v = %q, %v; want %q (error: %v)", tc.args, out, err, tc.want, tc.wantErr)
+			}
+		})
 	}
 }
 
