@@ -19,7 +19,7 @@ func TestWithDefaultsRefusesSocketPathsTooLong(t *testing.T) {
 
 func TestWithDefaultsPicksTheSandboxRuntime(t *testing.T) {
 	for _, tc := range []struct {
-		name, configured, env string
+		name, configured, env  string
 		wantRuntime, wantClass string
 		wantErr                bool
 	}{
