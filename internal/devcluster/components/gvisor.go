@@ -41,13 +41,15 @@ func (c *Cluster) gvisorDir() (string, error) {
 }
 
 // ensureGVisor builds runsc and its shim when one is missing (first time ~2 minutes on 2 cores)
-// and returns their folder.
+// and returns their folder. The shim's stamp (.version) is written only by a build with the
+// script's changes for this VM, so a shim built without them is rebuilt.
 func (c *Cluster) ensureGVisor(ctx context.Context) (string, error) {
 	dir, err := c.gvisorDir()
 	if err != nil {
 		return "", err
 	}
-	if spec.FileExists(filepath.Join(dir, "runsc")) && spec.FileExists(filepath.Join(dir, runscShim)) {
+	if spec.FileExists(filepath.Join(dir, "runsc")) && spec.FileExists(filepath.Join(dir, runscShim)) &&
+		spec.FileExists(filepath.Join(dir, runscShim+".version")) {
 		return dir, nil
 	}
 	c.Progress("building gVisor (runsc, %s) into %s (first time: ~2 minutes on 2 cores)", runscShim, dir)
