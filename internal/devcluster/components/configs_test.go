@@ -125,7 +125,7 @@ func TestVolumesComeFromTheHostPathProvisioner(t *testing.T) {
 	if prov.Exe != c.OurBin("devcluster") {
 		t.Errorf("provisioner binary = %s, want %s", prov.Exe, c.OurBin("devcluster"))
 	}
-	health := spec.Loopback(c.Ports.HostPathProvisioner)
+	health := spec.Loopback(c.Ports.ProvisionerHealth)
 	wantArgs := []string{"hostpath-provisioner", "--kubeconfig=" + c.KubeconfigFor("hostpath-provisioner"),
 		"--root=" + hostpathprov.DefaultRoot, "--health-addr=" + health}
 	if !slices.Equal(prov.Args, wantArgs) {

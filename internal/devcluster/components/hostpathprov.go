@@ -17,7 +17,7 @@ const hostPathProvisionerName = "hostpath-provisioner"
 // It runs as its own identity, which the built-in system:persistent-volume-provisioner role
 // authorizes (manifests/cluster.yaml).
 func (c *Cluster) hostPathProvisioner() proc.Component {
-	health := spec.Loopback(c.Ports.HostPathProvisioner)
+	health := spec.Loopback(c.Ports.ProvisionerHealth)
 	return proc.Component{
 		Name: hostPathProvisionerName, Exe: c.OurBin("devcluster"), Timeout: time.Minute,
 		Addrs: []string{health},

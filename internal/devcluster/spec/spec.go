@@ -61,28 +61,28 @@ type Ports struct {
 	KubeProxyHealthz     int
 	KubeProxyMetrics     int
 	CiliumHealth         int // cilium-agent's /healthz
-	HostPathProvisioner  int // devcluster hostpath-provisioner's /healthz
+	ProvisionerHealth    int // devcluster hostpath-provisioner's /healthz
 }
 
 // DefaultPorts are the ports the cluster uses unless a Config says otherwise.
 var DefaultPorts = Ports{
 	EtcdClient: 32379, EtcdPeer: 32380,
-	APIServer:           36443,
-	ControllerManager:   30257,
-	Scheduler:           30259,
-	Kubelet:             10250,
-	KubeletHealthz:      30248,
-	KwokServer:          30247,
-	ControllerMetrics:   38080,
-	ControllerHealth:    38081,
-	ControllerWebhook:   38443,
-	Router:              18080,
-	RouterProbe:         18081,
-	RouterNodePort:      31880,
-	KubeProxyHealthz:    30256,
-	KubeProxyMetrics:    30249,
-	CiliumHealth:        39879,
-	HostPathProvisioner: 30258,
+	APIServer:         36443,
+	ControllerManager: 30257,
+	Scheduler:         30259,
+	Kubelet:           10250,
+	KubeletHealthz:    30248,
+	KwokServer:        30247,
+	ControllerMetrics: 38080,
+	ControllerHealth:  38081,
+	ControllerWebhook: 38443,
+	Router:            18080,
+	RouterProbe:       18081,
+	RouterNodePort:    31880,
+	KubeProxyHealthz:  30256,
+	KubeProxyMetrics:  30249,
+	CiliumHealth:      39879,
+	ProvisionerHealth: 30258,
 }
 
 // Config says where the cluster lives and what it runs.
