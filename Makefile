@@ -114,6 +114,11 @@ dev-down: ## Stop every process of the local cluster and undo its host changes.
 demo: ## Bring the local cluster up and run the demo: warm and cold claims, exec, files, pause/resume.
 	go run ./cmd/demo
 
+RUNTIME_ROUNDS ?= 5
+.PHONY: bench-runtimes
+bench-runtimes: ## gVisor against runc on the local cluster: each step of a sandbox's life, median of $(RUNTIME_ROUNDS) alternated rounds (docs/bench.md).
+	go run ./cmd/demo --compare-rounds $(RUNTIME_ROUNDS)
+
 .PHONY: test-e2e
 test-e2e: ## Run the seed flows end to end on the local cluster (reused if running, else started and stopped again).
 	go test -tags e2e -count=1 -timeout 40m -v ./test/e2e/...

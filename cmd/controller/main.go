@@ -75,6 +75,7 @@ func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", sandbox.DefaultClusterDomain, "Cluster DNS domain used in status.serviceFQDN.")
 	fs.IntVar(&opts.SandboxWorkers, "sandbox-workers", sandbox.DefaultWorkers, "Sandboxes reconciled in parallel.")
 	fs.IntVar(&opts.ClaimWorkers, "claim-workers", sandboxclaim.DefaultWorkers, "SandboxClaims reconciled in parallel.")
+	fs.StringVar(&opts.DefaultRuntimeClass, "default-runtime-class", "", "RuntimeClass of the pods made from SandboxTemplates that set no runtimeClassName (e.g. gvisor); empty leaves them on the node's default runtime. Raw Sandboxes keep their own spec.")
 	fs.DurationVar(&opts.MemberReadyTimeout, "warm-member-ready-timeout", sandboxwarmpool.DefaultMemberReadyTimeout, "A warm pool member not Ready this long after creation is replaced (unschedulable ones are kept and reported); a pool's agents.x-k8s.io/member-ready-timeout annotation overrides it.")
 	fs.DurationVar(&opts.RefillQuiet, "refill-quiet", pacer.DefaultQuiet, "Warm pools refill only after claims have been quiet this long, so refills never compete with a claim burst.")
 	fs.DurationVar(&opts.RefillMaxHold, "refill-max-hold", pacer.DefaultMaxHold, "The longest warm pool refills (and the Sandbox controller's label bookkeeping) wait for claims to go quiet at a stretch: under a claim stream that is never quiet, a small refill still goes through this often.")

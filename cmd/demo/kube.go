@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,12 +55,12 @@ func upsert(ctx context.Context, c client.Client, obj client.Object, mutate func
 	})
 }
 
-// waitPoolReady waits until the warm pool reports all its replicas ready, saying how far it is.
-func waitPoolReady(ctx context.Context, c client.Client, out io.Writer) error {
+// waitPool waits until the named warm pool reports all its replicas ready, saying how far it is.
+func waitPool(ctx context.Context, c client.Client, name string, out io.Writer) error {
 	pool := &extv1alpha1.SandboxWarmPool{}
 	last := int32(-1)
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: demoNS, Name: poolName}, pool); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: demoNS, Name: name}, pool); err != nil {
 			return false, err
 		}
 		if r := pool.Status.ReadyReplicas; r != last {
@@ -68,6 +69,12 @@ func waitPoolReady(ctx context.Context, c client.Client, out io.Writer) error {
 		}
 		return pool.Status.ReadyReplicas >= pool.Spec.Replicas, nil
 	})
+}
+
+// podOf reads the sandbox's pod.
+func podOf(ctx context.Context, c client.Client, ns, name string) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	return pod, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)
 }
 
 // waitPaused waits until the Sandbox has no pod any more (status.replicas 0, not Ready): the

@@ -19,6 +19,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var dir string
+	var compareRounds int
 	root := &cobra.Command{
 		Use:           "demo",
 		Short:         "Bring up the local cluster and show agent-sandbox working, with timings",
@@ -26,10 +27,11 @@ func main() {
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), devcluster.Config{Dir: dir, Out: cmd.ErrOrStderr()})
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), devcluster.Config{Dir: dir, Out: cmd.ErrOrStderr()}, compareRounds)
 		},
 	}
 	root.Flags().StringVar(&dir, "dir", devcluster.DefaultDir(), "State directory of the cluster.")
+	root.Flags().IntVar(&compareRounds, "compare-rounds", 1, "Rounds of the runtime comparison (the template on the default runtime class, gVisor, against runc), alternated; 0 skips it.")
 	root.AddCommand(devcluster.NewCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

@@ -1,8 +1,9 @@
 // Command devcluster runs the local development cluster: a single-node Kubernetes (etcd,
 // kube-apiserver, controller manager, scheduler, containerd, kubelet) on this machine with
 // agent-sandbox installed from the source tree, and builds the images (`devcluster
-// up|down|status|images`, see docs/dev-cluster.md). It needs root and the source tree, so it is
-// a developer tool of its own, apart from the user's CLI (sbx, kubectl sbx).
+// up|down|status|images`, see docs/dev-cluster.md); `devcluster hostpath-provisioner` is the
+// cluster's PV provisioner, which up starts. It needs root and the source tree, so it is a
+// developer tool of its own, apart from the user's CLI (sbx, kubectl sbx).
 package main
 
 import (
@@ -27,8 +28,8 @@ func main() {
 	}
 }
 
-// rootCommand is internal/devcluster's command (up, down, status, images) under this binary's
-// name.
+// rootCommand is internal/devcluster's command (up, down, status, images,
+// hostpath-provisioner) under this binary's name.
 func rootCommand() *cobra.Command {
 	root := devcluster.NewCommand()
 	root.Use = "devcluster"

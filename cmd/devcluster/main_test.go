@@ -25,6 +25,7 @@ func TestCommandsAndFlags(t *testing.T) {
 		{"down", []string{"purge"}},
 		{"status", nil},
 		{"images", []string{"out", "source"}},
+		{"hostpath-provisioner", []string{"kubeconfig", "root", "health-addr", "v"}},
 	}
 	for _, tc := range tests {
 		cmd, _, err := root.Find([]string{tc.command})

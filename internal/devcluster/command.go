@@ -1,13 +1,20 @@
 package devcluster
 
 import (
+	"flag"
 	"fmt"
+	"net"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/hostpathprov"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging"
+	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 )
 
-// NewCommand returns `dev` with its subcommands up, down and status, to mount under a CLI
-// (`go run ./cmd/devcluster ...`).
+// NewCommand returns `dev` with its subcommands up, down, status, images and
+// hostpath-provisioner, to mount under a CLI (`go run ./cmd/devcluster ...`).
 func NewCommand() *cobra.Command {
 	var cfg Config
 	cmd := &cobra.Command{
@@ -86,6 +93,44 @@ image-archive or ctr images import, or push them with skopeo copy docker-archive
 	}
 	imagesCmd.Flags().StringVar(&imagesDir, "out", "", "Folder for the archives (default: bin/images of the source tree).")
 	imagesCmd.Flags().StringVar(&cfg.RepoRoot, "source", "", "agent-sandbox source tree to build from (default: found from the working directory).")
-	cmd.AddCommand(up, down, status, imagesCmd)
+	cmd.AddCommand(up, down, status, imagesCmd, hostPathProvisionerCommand())
+	return cmd
+}
+
+// hostPathProvisionerCommand runs the cluster's PV provisioner; `up` starts it as a host
+// process.
+func hostPathProvisionerCommand() *cobra.Command {
+	var kubeconfig, root, healthAddr string
+	logOpts := logging.NewOptions(logging.FormatText)
+	cmd := &cobra.Command{
+		Use:   "hostpath-provisioner",
+		Short: "Provision the cluster's PersistentVolumes as world-writable directories (" + hostpathprov.Name + ")",
+		Long: `Serves the StorageClasses whose provisioner is ` + hostpathprov.Name + `: each claim gets a
+directory <root>/<pv name> with mode 0777 (writable by a sandbox whatever its uid), removed with
+its PersistentVolume. Runs until SIGTERM; dev up starts it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := kubelog.Setup(logOpts, cmd.ErrOrStderr())
+			cs, err := kube.Clientset(kubeconfig)
+			if err != nil {
+				return err
+			}
+			opts := hostpathprov.Options{Root: root}
+			if healthAddr != "" {
+				if opts.Health, err = net.Listen("tcp", healthAddr); err != nil {
+					return err
+				}
+			}
+			log.Info("serving", "provisioner", hostpathprov.Name, "root", root, "health", healthAddr)
+			return hostpathprov.Run(logging.IntoContext(cmd.Context(), log), cs, opts)
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig of the cluster (required).")
+	cmd.Flags().StringVar(&root, "root", hostpathprov.DefaultRoot, "Directory holding the volumes.")
+	cmd.Flags().StringVar(&healthAddr, "health-addr", "", "Address to serve GET /healthz on (none when empty).")
+	_ = cmd.MarkFlagRequired("kubeconfig")
+	gofs := flag.NewFlagSet("logging", flag.ContinueOnError)
+	logOpts.BindFlags(gofs)
+	cmd.Flags().AddGoFlagSet(gofs)
 	return cmd
 }

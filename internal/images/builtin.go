@@ -10,10 +10,18 @@ import (
 
 const basePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// RuntimeUID and RuntimeGID are the unprivileged user the runtime image runs sandboxd (and so
+// every command) as: "sandbox", home /home/sandbox, owner of /workspace.
+const (
+	RuntimeUID = 1000
+	RuntimeGID = 1000
+)
+
 // Runtime is the sandbox runtime image: sandboxd as the entrypoint (modern /v1 and legacy :8888
 // API on one port, rooted at /workspace) over a busybox userland, so that `sh -c`, coreutils,
 // `sleep infinity` and the like work for commands, kube exec and hooks. extra files (such as
-// Python's) are added on top.
+// Python's) are added on top. It runs as RuntimeUID and needs to write only /workspace and /tmp,
+// so it works under readOnlyRootFilesystem with volumes there.
 func Runtime(ref, sandboxdPath, busyboxPath string, extra ...File) (*Image, error) {
 	files, err := busybox(busyboxPath)
 	if err != nil {
@@ -21,19 +29,22 @@ func Runtime(ref, sandboxdPath, busyboxPath string, extra ...File) (*Image, erro
 	}
 	files = append(files,
 		File{Path: "/usr/local/bin/sandboxd", Mode: 0o755, Src: sandboxdPath},
-		File{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")},
-		File{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\n")},
+		File{Path: "/etc/passwd", Mode: 0o644, Data: []byte(fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\n"+
+			"sandbox:x:%d:%d:sandbox:/home/sandbox:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", RuntimeUID, RuntimeGID))},
+		File{Path: "/etc/group", Mode: 0o644, Data: []byte(fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", RuntimeGID))},
 		File{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
 		File{Path: "/root", Mode: fs.ModeDir | 0o700},
-		File{Path: "/workspace", Mode: fs.ModeDir | 0o755},
+		File{Path: "/workspace", Mode: fs.ModeDir | 0o755, UID: RuntimeUID, GID: RuntimeGID},
 		File{Path: "/home", Mode: fs.ModeDir | 0o755},
+		File{Path: "/home/sandbox", Mode: fs.ModeDir | 0o755, UID: RuntimeUID, GID: RuntimeGID},
 	)
 	files = append(files, extra...)
 	return &Image{
 		Ref:        ref,
 		Entrypoint: []string{"/usr/local/bin/sandboxd", "--listen", ":8888", "--root", "/workspace"},
-		Env:        []string{basePath, "HOME=/root"},
+		Env:        []string{basePath, "HOME=/home/sandbox"},
 		WorkingDir: "/workspace",
+		User:       fmt.Sprintf("%d:%d", RuntimeUID, RuntimeGID),
 		Ports:      []int{8888},
 		Files:      files,
 	}, nil

@@ -30,6 +30,8 @@ type File struct {
 	Data []byte // contents given inline
 	Src  string // contents read from this host path
 	Link string // symlink target
+	// UID and GID own the entry; zero is root, as for every entry by default.
+	UID, GID int
 }
 
 // Image is a single-layer image.
@@ -163,7 +165,8 @@ func (img *Image) layer() ([]byte, error) {
 }
 
 func writeEntry(tw *tar.Writer, f File) error {
-	h := &tar.Header{Name: strings.TrimPrefix(f.Path, "/"), ModTime: epoch, Mode: int64(f.Mode.Perm()), Format: tar.FormatPAX}
+	h := &tar.Header{Name: strings.TrimPrefix(f.Path, "/"), ModTime: epoch, Mode: int64(f.Mode.Perm()), Format: tar.FormatPAX,
+		Uid: f.UID, Gid: f.GID}
 	if f.Mode&fs.ModeSticky != 0 {
 		h.Mode |= 0o1000
 	}

@@ -40,24 +40,20 @@ func TestArchiveIsDeterministicAndComplete(t *testing.T) {
 	if idA != idB || !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Fatalf("two builds differ: %s vs %s", idA, idB)
 	}
-	repoTags, _, names := readArchive(t, a.Bytes())
+	repoTags, _, entries := readArchive(t, a.Bytes())
+	got := names(entries)
 	if len(repoTags) != 1 || repoTags[0] != "docker.io/example/pause:dev" {
 		t.Fatalf("RepoTags %v, want the image's ref", repoTags)
 	}
 	want := []string{"a/", "a/b/", "a/b/link", "pause"}
-	if len(names) != len(want) {
-		t.Fatalf("layer entries %v, want %v", names, want)
-	}
-	for i := range want {
-		if names[i] != want[i] {
-			t.Fatalf("layer entries %v, want %v", names, want)
-		}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("layer entries %v, want %v", got, want)
 	}
 }
 
 // readArchive returns the manifest's tags, the image config and the layer's entry names of a
 // docker-archive with one image of one layer.
-func readArchive(t *testing.T, archive []byte) (repoTags []string, config map[string]any, entries []string) {
+func readArchive(t *testing.T, archive []byte) (repoTags []string, config map[string]any, entries []*tar.Header) {
 	t.Helper()
 	files := map[string][]byte{}
 	tr := tar.NewReader(bytes.NewReader(archive))
@@ -91,9 +87,18 @@ func readArchive(t *testing.T, archive []byte) (repoTags []string, config map[st
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries = append(entries, h.Name)
+		entries = append(entries, h)
 	}
 	return manifest[0].RepoTags, config, entries
+}
+
+// names lists the entries' names in layer order.
+func names(entries []*tar.Header) []string {
+	out := make([]string, len(entries))
+	for i, h := range entries {
+		out[i] = h.Name
+	}
+	return out
 }
 
 func TestServerImageRunsTheBinaryAsNonRoot(t *testing.T) {
@@ -114,7 +119,60 @@ func TestServerImageRunsTheBinaryAsNonRoot(t *testing.T) {
 		t.Errorf("Entrypoint = %s, want the binary", ep)
 	}
 	want := []string{"etc/", "etc/group", "etc/passwd", "tmp/", "usr/", "usr/local/", "usr/local/bin/", "usr/local/bin/router"}
-	if strings.Join(entries, " ") != strings.Join(want, " ") {
-		t.Errorf("layer entries %v, want %v", entries, want)
+	if got := names(entries); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("layer entries %v, want %v", got, want)
+	}
+}
+
+func TestRuntimeImageRunsAsTheSandboxUser(t *testing.T) {
+	dir := t.TempDir()
+	busybox, sandboxd := filepath.Join(dir, "busybox"), filepath.Join(dir, "sandboxd")
+	// A stand-in busybox that lists one applet, as `busybox --list-full` does.
+	if err := os.WriteFile(busybox, []byte("#!/bin/sh\necho bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sandboxd, []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := Runtime("docker.io/agent-sandbox/runtime:dev", sandboxd, busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := img.WriteArchive(&buf); err != nil {
+		t.Fatal(err)
+	}
+	_, config, entries := readArchive(t, buf.Bytes())
+	byName := map[string]*tar.Header{}
+	for _, h := range entries {
+		byName[h.Name] = h
+	}
+	cfg := config["config"].(map[string]any)
+	if cfg["User"] != "1000:1000" {
+		t.Errorf("User = %v, want the unprivileged sandbox user 1000:1000", cfg["User"])
+	}
+	if env, _ := json.Marshal(cfg["Env"]); !strings.Contains(string(env), `"HOME=/home/sandbox"`) {
+		t.Errorf("Env = %s, want HOME=/home/sandbox", env)
+	}
+	cases := []struct {
+		entry    string
+		uid, gid int
+		mode     int64
+	}{
+		{"workspace/", 1000, 1000, 0o755},
+		{"home/sandbox/", 1000, 1000, 0o755},
+		{"tmp/", 0, 0, 0o1777},
+		{"usr/local/bin/sandboxd", 0, 0, 0o755},
+		{"etc/passwd", 0, 0, 0o644},
+	}
+	for _, tc := range cases {
+		h := byName[tc.entry]
+		if h == nil {
+			t.Errorf("no layer entry %s", tc.entry)
+			continue
+		}
+		if h.Uid != tc.uid || h.Gid != tc.gid || h.Mode != tc.mode {
+			t.Errorf("%s: owner %d:%d mode %o, want %d:%d %o", tc.entry, h.Uid, h.Gid, h.Mode, tc.uid, tc.gid, tc.mode)
+		}
 	}
 }

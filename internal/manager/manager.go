@@ -29,6 +29,7 @@ import (
 	extensionsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	ctrlmetrics "github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
@@ -66,6 +67,10 @@ type Options struct {
 	// MemberReadyTimeout is how long a warm pool member may stay not Ready before it is
 	// replaced (default sandboxwarmpool.DefaultMemberReadyTimeout).
 	MemberReadyTimeout time.Duration
+	// DefaultRuntimeClass is the runtimeClassName of pods made from templates that name none
+	// (e.g. "gvisor"); empty leaves them on the node's default runtime. Raw Sandboxes keep
+	// their own spec.
+	DefaultRuntimeClass string
 	// RefillQuiet is how long pool refills wait after the last claim (default 250ms).
 	RefillQuiet time.Duration
 	// RefillMaxHold is the longest pool refills and the Sandbox controller's label bookkeeping
@@ -201,17 +206,18 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	if err := sandboxwarmpool.New(mgr.GetClient(), sandboxwarmpool.Options{
 		Recorder:           mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
 		Gate:               pacer.NewGate(claims, opts.RefillMaxHold),
-		PodRules:           podRules,
+		Blueprint:          blueprint.Builder{PodRules: podRules, RuntimeClassName: opts.DefaultRuntimeClass},
 		MemberReadyTimeout: opts.MemberReadyTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}
 	if err := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), sandboxclaim.Options{
-		Recorder:       mgr.GetEventRecorderFor("sandboxclaim-controller"),
-		Pacer:          claims,
-		Workers:        opts.ClaimWorkers,
-		PodRules:       podRules,
-		TracerProvider: opts.TracerProvider,
+		Recorder:         mgr.GetEventRecorderFor("sandboxclaim-controller"),
+		Pacer:            claims,
+		Workers:          opts.ClaimWorkers,
+		PodRules:         podRules,
+		RuntimeClassName: opts.DefaultRuntimeClass,
+		TracerProvider:   opts.TracerProvider,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}

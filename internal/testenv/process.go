@@ -23,10 +23,13 @@ func (e *Env) startControllerManager(simulatedNodes bool) error {
 	if err != nil {
 		return err
 	}
-	// Only what tests rely on: ownerReference cascades, namespace cleanup, and the removal of
-	// the pvc-protection finalizer so deleted PVCs really go. Not the node lifecycle controller:
-	// it would taint simulated nodes whose heartbeats lag under load.
-	controllers := "garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller"
+	// Only what tests rely on: ownerReference cascades, namespace cleanup, the removal of the
+	// pvc- and pv-protection finalizers so deleted PVCs and PVs really go, and the PV binder
+	// (claims of a class bind to the volumes its provisioner makes; a released one is reclaimed).
+	// Not the node lifecycle controller: it would taint simulated nodes whose heartbeats lag
+	// under load.
+	controllers := "garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller," +
+		"persistentvolume-protection-controller,persistentvolume-binder-controller"
 	if simulatedNodes {
 		controllers += ",serviceaccount-controller"
 	}

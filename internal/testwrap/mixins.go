@@ -217,6 +217,30 @@ func (p podSpec[W]) NodeSelector(key, value string) W {
 	return p.self
 }
 
+// RuntimeClass sets the pod's runtimeClassName; nil leaves it unset.
+func (p podSpec[W]) RuntimeClass(name *string) W {
+	p.spec.RuntimeClassName = name
+	return p.self
+}
+
+// PodSecurity sets the pod's securityContext.
+func (p podSpec[W]) PodSecurity(sc *corev1.PodSecurityContext) W {
+	p.spec.SecurityContext = sc
+	return p.self
+}
+
+// ContainerSecurity sets the first container's securityContext.
+func (p podSpec[W]) ContainerSecurity(sc *corev1.SecurityContext) W {
+	p.container().SecurityContext = sc
+	return p.self
+}
+
+// InitContainers replaces the pod's init containers.
+func (p podSpec[W]) InitContainers(cs ...corev1.Container) W {
+	p.spec.InitContainers = append([]corev1.Container(nil), cs...)
+	return p.self
+}
+
 // with sets m[k] = v, making m when it is nil.
 func with(m map[string]string, k, v string) map[string]string {
 	if m == nil {

@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,12 +32,18 @@ import (
 // extra rules when a test needs a tenant with more (pods patch).
 func tenant(t *testing.T, ns string, extra ...rbacv1.PolicyRule) client.Client {
 	t.Helper()
+	return clientAs(t, tenantConfig(t, ns, extra...))
+}
+
+// tenantConfig is the tenant identity's REST config (for an SDK client of its own).
+func tenantConfig(t *testing.T, ns string, extra ...rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
 	cfg := asServiceAccount(t, ns, "tenant", extra, nil)
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-agent-sandbox-user"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "tenant"}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agent-sandbox-user"}}
 	mustf(t, kube.Create(t.Context(), binding), "binding agent-sandbox-user in %s", ns)
-	return clientAs(t, cfg)
+	return cfg
 }
 
 // refusedWith checks that err is the API server refusing a write with a message naming want.

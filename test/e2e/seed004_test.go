@@ -112,7 +112,7 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`)
 func TestStartupValidationFailsOnlyOnMissingPiecesAndWarnsOnTheRouter(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "cogcheck")
-	createTemplate(t, ns, "cognition-sandbox", false)
+	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating seed 004's template")
 	identity := asServiceAccount(t, ns, "cognition", seed004Role, seed004ClusterRole)
 	cli := sdkClientAs(t, ns, identity)
 	mustf(t, cli.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox")), "startup validation of a working install")
@@ -139,7 +139,7 @@ func TestStartupValidationFailsOnlyOnMissingPiecesAndWarnsOnTheRouter(t *testing
 func TestLazySessionSandboxRunsShellCommandsThroughTheRouter(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed004")
-	createTemplate(t, ns, "cognition-sandbox", false)
+	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating seed 004's template")
 	identity := asServiceAccount(t, ns, "cognition", seed004Role, seed004ClusterRole)
 	cli := sdkClientAs(t, ns, identity)
 	mustf(t, cli.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox")), "startup validation")
@@ -218,7 +218,7 @@ func TestLazySessionSandboxRunsShellCommandsThroughTheRouter(t *testing.T) {
 func TestSandboxShutdownTimePatchExpiresAnAbandonedSession(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed004t")
-	createTemplate(t, ns, "cognition-sandbox", false)
+	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating seed 004's template")
 	identity := asServiceAccount(t, ns, "cognition", seed004Role, nil)
 	backend := &cognitionBackend{cli: sdkClientAs(t, ns, identity), kube: clientAs(t, identity), ttl: 3 * time.Second,
 		labels: map[string]string{"cognition.io/session": "abandoned"}}

@@ -14,6 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,6 +43,9 @@ func mustSigner(secret string) *scopedtoken.Signer {
 	return s
 }
 
+// defaultRuntimeClass is the controller's --default-runtime-class in these tests.
+const defaultRuntimeClass = "gvisor"
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -59,8 +64,16 @@ func run(m *testing.M) int {
 	mgrConfig.QPS, mgrConfig.Burst = 500, 1000
 	mgrConfig.Wrap(controllerWrites.wrap)
 	// Every test runs with claim tracing on (into claimSpans), so the write counts hold with it.
+	// Template pods run under the gvisor RuntimeClass, as in the local cluster; the API server's
+	// RuntimeClass admission refuses pods whose class does not exist, so it is made first.
+	if err := k8s.Create(context.Background(), &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: defaultRuntimeClass}, Handler: "runsc"}); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: creating RuntimeClass:", err)
+		_ = env.Stop()
+		return 1
+	}
 	mgr, err := manager.New(mgrConfig, manager.Options{SkipNameValidation: true, Webhook: env.WebhookOptions(), ScopedTokens: scopedSigner,
-		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(claimSpans))})
+		DefaultRuntimeClass: defaultRuntimeClass,
+		TracerProvider:      sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(claimSpans))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: building manager:", err)
 		_ = env.Stop()

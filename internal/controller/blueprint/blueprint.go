@@ -21,17 +21,28 @@ import (
 // Public resolvers used when a template's secure-default NetworkPolicy blocks cluster DNS.
 var defaultNameservers = []string{"8.8.8.8", "1.1.1.1"}
 
-// Hash identifies the parts of a template that shape a sandbox's pod and volumes; metadata-only
-// edits do not change it, so they never make warm sandboxes stale.
-func Hash(tmpl *extv1alpha1.SandboxTemplate) string {
+// Builder makes Sandboxes from templates with the installation's pod rules and defaults. The
+// warm pool and claim controllers share one, so a warm Sandbox and a cold one are the same.
+type Builder struct {
+	// PodRules filter the template's pod metadata (reserved keys, the router's labels).
+	PodRules podmeta.Rules
+	// RuntimeClassName is given to the pods of templates that name no runtime class (e.g.
+	// "gvisor"); empty leaves them on the node's default runtime.
+	RuntimeClassName string
+}
+
+// Hash identifies the parts of a template that shape a sandbox's pod and volumes, with the
+// defaults this builder adds to them; metadata-only edits do not change it, so they never make
+// warm sandboxes stale, while a new default runtime class or hardening revision does.
+func (b Builder) Hash(tmpl *extv1alpha1.SandboxTemplate) string {
 	// Claims ask for the hash of the same template revision over and over on the hot path.
-	key := hashKey{tmpl.UID, tmpl.ResourceVersion}
+	key := hashKey{tmpl.UID, tmpl.ResourceVersion, b.RuntimeClassName}
 	if tmpl.ResourceVersion != "" {
 		if h, ok := hashCache.Get(key); ok {
 			return h.(string)
 		}
 	}
-	h := computeHash(tmpl)
+	h := b.computeHash(tmpl)
 	if tmpl.ResourceVersion != "" {
 		hashCache.Add(key, h)
 	}
@@ -39,8 +50,9 @@ func Hash(tmpl *extv1alpha1.SandboxTemplate) string {
 }
 
 type hashKey struct {
-	uid types.UID
-	rv  string
+	uid     types.UID
+	rv      string
+	runtime string
 }
 
 // hashCacheSize bounds hashCache: far more revisions than claims ask for at once (the current
@@ -51,11 +63,12 @@ const hashCacheSize = 1024
 // hashCache maps a template revision to its hash, least recently used out first.
 var hashCache = lru.New(hashCacheSize)
 
-func computeHash(tmpl *extv1alpha1.SandboxTemplate) string {
+func (b Builder) computeHash(tmpl *extv1alpha1.SandboxTemplate) string {
 	data, _ := json.Marshal(struct {
-		Spec corev1.PodSpec                                 `json:"spec"`
-		VCTs []agentsv1alpha1.PersistentVolumeClaimTemplate `json:"vcts,omitempty"`
-	}{tmpl.Spec.PodTemplate.Spec, tmpl.Spec.VolumeClaimTemplates})
+		Spec     corev1.PodSpec                                 `json:"spec"`
+		VCTs     []agentsv1alpha1.PersistentVolumeClaimTemplate `json:"vcts,omitempty"`
+		Defaults string                                         `json:"defaults"`
+	}{tmpl.Spec.PodTemplate.Spec, tmpl.Spec.VolumeClaimTemplates, b.defaultsKey(&tmpl.Spec.PodTemplate.Spec)})
 	h := fnv.New64a()
 	_, _ = h.Write(data)
 	return fmt.Sprintf("%016x", h.Sum64())
@@ -64,12 +77,12 @@ func computeHash(tmpl *extv1alpha1.SandboxTemplate) string {
 // NewSandbox returns an unnamed Sandbox built from the template, in the template's namespace.
 // Pod labels and annotations the rules refuse (reserved domains, the router's identity) are left
 // out; the template controller tells the template's author with an event.
-func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv1alpha1.Sandbox {
+func (b Builder) NewSandbox(tmpl *extv1alpha1.SandboxTemplate) *agentsv1alpha1.Sandbox {
 	sb := &agentsv1alpha1.Sandbox{}
 	sb.Namespace = tmpl.Namespace
 	sb.Labels = map[string]string{
 		extv1alpha1.TemplateRefHashLabel: agentsv1alpha1.NameHash(tmpl.Name),
-		extv1alpha1.TemplateHashLabel:    Hash(tmpl),
+		extv1alpha1.TemplateHashLabel:    b.Hash(tmpl),
 	}
 	sb.Annotations = map[string]string{extv1alpha1.TemplateRefAnnotation: tmpl.Name}
 	// The template's idle pause applies to every Sandbox made from it (a claim's own wins).
@@ -87,13 +100,15 @@ func NewSandbox(tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv
 		sb.Spec.VolumeClaimTemplates = append(sb.Spec.VolumeClaimTemplates, *v.DeepCopy())
 	}
 	meta := &sb.Spec.PodTemplate.Metadata
-	meta.Labels, meta.Annotations, _ = rules.Filter(meta.Labels, meta.Annotations)
+	meta.Labels, meta.Annotations, _ = b.PodRules.Filter(meta.Labels, meta.Annotations)
 	if meta.Labels == nil {
 		meta.Labels = map[string]string{}
 	}
 	// The template's NetworkPolicy selects the pods by this label.
 	meta.Labels[extv1alpha1.TemplateRefHashLabel] = agentsv1alpha1.NameHash(tmpl.Name)
 	applySecureDefaults(&sb.Spec.PodTemplate.Spec, tmpl)
+	harden(&sb.Spec.PodTemplate.Spec)
+	b.applyRuntimeClass(&sb.Spec.PodTemplate.Spec)
 	return sb
 }
 

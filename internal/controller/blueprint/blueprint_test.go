@@ -20,6 +20,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// plain is a builder with no installation defaults (no router labels, no runtime class).
+var plain = Builder{}
+
 // template is the base every case varies: one container, a pod label, a volume.
 func template() *testwrap.TemplateWrapper {
 	return testwrap.MakeTemplate("ns", "python").PodLabel("team", "a").
@@ -44,12 +47,12 @@ func TestHashIgnoresWhatDoesNotShapeThePod(t *testing.T) {
 			w.NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged)
 		}},
 	}
-	base := Hash(template().Obj())
+	base := plain.Hash(template().Obj())
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := template()
 			tc.edit(w)
-			if got := Hash(w.Obj()); got != base {
+			if got := plain.Hash(w.Obj()); got != base {
 				t.Errorf("hash %s, want %s: this edit must not make warm sandboxes stale", got, base)
 			}
 		})
@@ -71,13 +74,13 @@ func TestHashChangesWithThePodSpecAndVolumes(t *testing.T) {
 			w.Volume(testwrap.MakeVolumeClaim("cache", "1Gi").Label("purpose", "cache").Obj(), "")
 		}},
 	}
-	base := Hash(template().Obj())
+	base := plain.Hash(template().Obj())
 	seen := map[string]string{base: "the base template"}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := template()
 			tc.edit(w)
-			got := Hash(w.Obj())
+			got := plain.Hash(w.Obj())
 			if other, dup := seen[got]; dup {
 				t.Errorf("hash %s is the same as for %s: the edit must make warm sandboxes stale", got, other)
 			}
@@ -87,7 +90,7 @@ func TestHashChangesWithThePodSpecAndVolumes(t *testing.T) {
 }
 
 func TestHashIsALabelValue(t *testing.T) {
-	if h := Hash(template().Obj()); !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(h) {
+	if h := plain.Hash(template().Obj()); !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(h) {
 		t.Errorf("hash %q, want 16 lower-case hex digits", h)
 	}
 }
@@ -95,14 +98,14 @@ func TestHashIsALabelValue(t *testing.T) {
 // A stored revision (UID and resourceVersion) never changes, so its hash is remembered.
 func TestHashRemembersARevision(t *testing.T) {
 	rev := template().UID("u-remember").ResourceVersion("7").Obj()
-	first := Hash(rev)
+	first := plain.Hash(rev)
 	rev.Spec.PodTemplate.Spec.Containers[0].Image = "changed-behind-the-cache"
-	if got := Hash(rev); got != first {
+	if got := plain.Hash(rev); got != first {
 		t.Errorf("hash of revision u-remember/7 = %s, want the remembered %s", got, first)
 	}
 	next := rev.DeepCopy()
 	next.ResourceVersion = "8"
-	if got := Hash(next); got == first {
+	if got := plain.Hash(next); got == first {
 		t.Errorf("hash of the next revision = %s, want it computed afresh from the new image", got)
 	}
 }
@@ -114,13 +117,13 @@ func TestHashForgetsOldRevisions(t *testing.T) {
 	for i := range revs {
 		revs[i] = template().UID(types.UID(fmt.Sprintf("u-bounded-%d", i))).ResourceVersion("1").
 			Image(fmt.Sprintf("img:%d", i)).Obj()
-		_ = Hash(revs[i])
+		_ = plain.Hash(revs[i])
 	}
 	if got := hashCache.Len(); got != hashCacheSize {
 		t.Errorf("cache holds %d revisions after %d were hashed, want the bound, %d", got, len(revs), hashCacheSize)
 	}
 	for _, i := range []int{0, len(revs) / 2, len(revs) - 1} { // forgotten, and remembered
-		if got, want := Hash(revs[i]), computeHash(revs[i]); got != want {
+		if got, want := plain.Hash(revs[i]), plain.computeHash(revs[i]); got != want {
 			t.Errorf("hash of revision %d = %s, want %s (from its own pod spec)", i, got, want)
 		}
 	}
@@ -128,14 +131,16 @@ func TestHashForgetsOldRevisions(t *testing.T) {
 
 func TestNewSandboxCopiesTheTemplate(t *testing.T) {
 	tmpl := template().Obj()
-	sb := NewSandbox(tmpl, podmeta.Rules{})
+	sb := plain.NewSandbox(tmpl)
 	if sb.Namespace != "ns" || sb.Name != "" || sb.GenerateName != "" {
 		t.Errorf("sandbox %s/%s (generateName %q), want an unnamed Sandbox in the template's namespace", sb.Namespace, sb.Name, sb.GenerateName)
 	}
 	if d := cmp.Diff(tmpl.Spec.VolumeClaimTemplates, sb.Spec.VolumeClaimTemplates); d != "" {
 		t.Errorf("volume claim templates (-template +sandbox):\n%s", d)
 	}
-	if d := cmp.Diff(tmpl.Spec.PodTemplate.Spec.Containers, sb.Spec.PodTemplate.Spec.Containers); d != "" {
+	// The hardening defaults are the only difference (TestNewSandboxHardensThePod).
+	ignoreSecurity := cmpopts.IgnoreFields(corev1.Container{}, "SecurityContext")
+	if d := cmp.Diff(tmpl.Spec.PodTemplate.Spec.Containers, sb.Spec.PodTemplate.Spec.Containers, ignoreSecurity); d != "" {
 		t.Errorf("containers (-template +sandbox):\n%s", d)
 	}
 	sb.Spec.PodTemplate.Spec.Containers[0].Image = "edited"
@@ -149,17 +154,17 @@ func TestNewSandboxCopiesTheTemplate(t *testing.T) {
 
 func TestNewSandboxIdentifiesItsTemplate(t *testing.T) {
 	tmpl := template().Obj()
-	sb := NewSandbox(tmpl, podmeta.Rules{})
+	sb := plain.NewSandbox(tmpl)
 	ref := sb.Labels[extv1alpha1.TemplateRefHashLabel]
 	cases := []struct {
 		what, got, want string
 	}{
-		{"label " + extv1alpha1.TemplateHashLabel, sb.Labels[extv1alpha1.TemplateHashLabel], Hash(tmpl)},
+		{"label " + extv1alpha1.TemplateHashLabel, sb.Labels[extv1alpha1.TemplateHashLabel], plain.Hash(tmpl)},
 		{"annotation " + extv1alpha1.TemplateRefAnnotation, sb.Annotations[extv1alpha1.TemplateRefAnnotation], "python"},
 		{"pod label " + extv1alpha1.TemplateRefHashLabel + " (the template's NetworkPolicy selects on it)",
 			sb.Spec.PodTemplate.Metadata.Labels[extv1alpha1.TemplateRefHashLabel], ref},
 		{"label " + extv1alpha1.TemplateRefHashLabel + " of another Sandbox of the template",
-			NewSandbox(template().Image("other").Obj(), podmeta.Rules{}).Labels[extv1alpha1.TemplateRefHashLabel], ref},
+			plain.NewSandbox(template().Image("other").Obj()).Labels[extv1alpha1.TemplateRefHashLabel], ref},
 	}
 	if ref == "" {
 		t.Fatalf("labels %v lack %s", sb.Labels, extv1alpha1.TemplateRefHashLabel)
@@ -169,7 +174,7 @@ func TestNewSandboxIdentifiesItsTemplate(t *testing.T) {
 			t.Errorf("%s = %q, want %q", tc.what, tc.got, tc.want)
 		}
 	}
-	other := NewSandbox(testwrap.MakeTemplate("ns", "node").Obj(), podmeta.Rules{})
+	other := plain.NewSandbox(testwrap.MakeTemplate("ns", "node").Obj())
 	if other.Labels[extv1alpha1.TemplateRefHashLabel] == ref {
 		t.Errorf("templates python and node share the template-ref hash %s", ref)
 	}
@@ -203,7 +208,7 @@ func TestNewSandboxLeavesOutReservedPodMetadata(t *testing.T) {
 			if tc.annotation[0] != "" {
 				w.PodAnnotation(tc.annotation[0], tc.annotation[1])
 			}
-			md := NewSandbox(w.Obj(), tc.rules).Spec.PodTemplate.Metadata
+			md := (Builder{PodRules: tc.rules}).NewSandbox(w.Obj()).Spec.PodTemplate.Metadata
 			delete(md.Labels, extv1alpha1.TemplateRefHashLabel)
 			if d := cmp.Diff(tc.wantLabels, md.Labels, cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("pod labels (-want +got):\n%s", d)
@@ -240,7 +245,7 @@ func TestNewSandboxAppliesSecureDefaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := NewSandbox(tc.tmpl, podmeta.Rules{}).Spec.PodTemplate.Spec
+			spec := plain.NewSandbox(tc.tmpl).Spec.PodTemplate.Spec
 			if d := cmp.Diff(tc.wantAutomount, spec.AutomountServiceAccountToken); d != "" {
 				t.Errorf("automountServiceAccountToken (-want +got):\n%s", d)
 			}

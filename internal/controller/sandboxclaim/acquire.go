@@ -19,7 +19,6 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
@@ -105,7 +104,7 @@ func (r *Reconciler) warnIfPoolMissing(ctx context.Context, p *pass) {
 // claim. It returns nil when no candidate could be taken, else the Sandbox and its pool's name.
 func (r *Reconciler) adopt(ctx context.Context, claim *extv1alpha1.SandboxClaim, tmpl *extv1alpha1.SandboxTemplate,
 	env map[string]string) (*agentsv1alpha1.Sandbox, string, error) {
-	accept := r.acceptFor(ctx, claim, blueprint.Hash(tmpl))
+	accept := r.acceptFor(ctx, claim, r.blueprint.Hash(tmpl))
 	for attempt := 0; attempt < maxAdoptAttempts; attempt++ {
 		cand, ok := r.queue.Pop(claim.Namespace, tmpl.Name, accept)
 		if !ok {
@@ -195,7 +194,7 @@ func (r *Reconciler) takeOver(ctx context.Context, claim *extv1alpha1.SandboxCla
 func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1alpha1.SandboxTemplate,
 	volumes []agentsv1alpha1.PersistentVolumeClaimTemplate, why string) (*agentsv1alpha1.Sandbox, error) {
 	claim := p.claim
-	sb := blueprint.NewSandbox(tmpl, r.podRules)
+	sb := r.blueprint.NewSandbox(tmpl)
 	if volumes != nil {
 		sb.Spec.VolumeClaimTemplates = volumes
 	}

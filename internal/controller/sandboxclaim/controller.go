@@ -25,6 +25,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
@@ -49,6 +50,8 @@ type Options struct {
 	// PodRules refuse claim pod metadata that is reserved or poses as the router, and filter
 	// the template's.
 	PodRules podmeta.Rules
+	// RuntimeClassName is the runtime class of pods made from templates that name none.
+	RuntimeClassName string
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
 	// TracerProvider traces claims as they start (tracing.go); nil or the no-op provider: off.
@@ -64,6 +67,7 @@ type Reconciler struct {
 	pacer     *pacer.Pacer
 	workers   int
 	podRules  podmeta.Rules
+	blueprint blueprint.Builder
 	clock     clock.PassiveClock
 	tracer    trace.Tracer // nil: tracing off
 
@@ -84,7 +88,7 @@ type Reconciler struct {
 func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: opts.Recorder, queue: opts.Queue, pacer: opts.Pacer,
-		workers: opts.Workers, podRules: opts.PodRules, clock: opts.Clock,
+		workers: opts.Workers, podRules: opts.PodRules, blueprint: blueprint.Builder{PodRules: opts.PodRules, RuntimeClassName: opts.RuntimeClassName}, clock: opts.Clock,
 		tracer: tracing.Tracer(opts.TracerProvider, "controller/sandboxclaim"),
 	}
 	if r.recorder == nil {

@@ -166,7 +166,7 @@ func claimOf(name string) *testwrap.ClaimWrapper {
 // controller labels its members.
 func warmMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name, ip string) *testwrap.SandboxWrapper {
 	return testwrap.MakeSandbox(ns, name).UID(types.UID(name+"-uid")).
-		Label(extv1alpha1.TemplateHashLabel, blueprint.Hash(tmpl)).Label(extv1alpha1.WarmPoolLabel, "hash-of-"+pool.Name).
+		Label(extv1alpha1.TemplateHashLabel, blueprint.Builder{}.Hash(tmpl)).Label(extv1alpha1.WarmPoolLabel, "hash-of-"+pool.Name).
 		Annotation(extv1alpha1.TemplateRefAnnotation, tmpl.Name).
 		ControlledBy(pool, poolGVK).ReadyWith(ip)
 }

@@ -26,7 +26,6 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -45,12 +44,12 @@ func TestDesiredSpecSelectsTheTemplatesPods(t *testing.T) {
 		testwrap.MakeTemplate("ns", "python").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{}).Obj(),
 	} {
 		spec := New(nil, Options{}).desiredSpec(tmpl)
-		pod := blueprint.NewSandbox(tmpl, podmeta.Rules{}).Spec.PodTemplate.Metadata.Labels
+		pod := blueprint.Builder{}.NewSandbox(tmpl).Spec.PodTemplate.Metadata.Labels
 		sel, err := metav1.LabelSelectorAsSelector(&spec.PodSelector)
 		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod)) {
 			t.Errorf("podSelector %v (err %v) does not select the template's pods (labels %v)", spec.PodSelector, err, pod)
 		}
-		other := blueprint.NewSandbox(testwrap.MakeTemplate("ns", "node").Obj(), podmeta.Rules{}).Spec.PodTemplate.Metadata.Labels
+		other := blueprint.Builder{}.NewSandbox(testwrap.MakeTemplate("ns", "node").Obj()).Spec.PodTemplate.Metadata.Labels
 		if sel.Matches(labels.Set(other)) {
 			t.Errorf("podSelector %v selects the pods of template node too", spec.PodSelector)
 		}

@@ -23,9 +23,9 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
 // trickleBatch bounds a refill that goes through while claims are still being served.
@@ -43,8 +43,8 @@ type Options struct {
 	Gate *pacer.Gate
 	// MaxBatch bounds the creates or deletes of one reconcile (default DefaultMaxBatch).
 	MaxBatch int
-	// PodRules filter the template's pod metadata (reserved keys, the router's labels).
-	PodRules podmeta.Rules
+	// Blueprint builds members from the template (pod metadata rules, default runtime class).
+	Blueprint blueprint.Builder
 	// MemberReadyTimeout is how long a member may stay not Ready (unless unschedulable) before
 	// it is replaced (default DefaultMemberReadyTimeout).
 	MemberReadyTimeout time.Duration
@@ -58,7 +58,7 @@ type Reconciler struct {
 	recorder           record.EventRecorder
 	gate               *pacer.Gate
 	maxBatch           int
-	podRules           podmeta.Rules
+	blueprint          blueprint.Builder
 	memberReadyTimeout time.Duration
 	clock              clock.PassiveClock
 
@@ -68,7 +68,7 @@ type Reconciler struct {
 // New returns a pool reconciler reading and writing through c.
 func New(c client.Client, opts Options) *Reconciler {
 	r := &Reconciler{
-		client: c, recorder: opts.Recorder, gate: opts.Gate, maxBatch: opts.MaxBatch, podRules: opts.PodRules,
+		client: c, recorder: opts.Recorder, gate: opts.Gate, maxBatch: opts.MaxBatch, blueprint: opts.Blueprint,
 		memberReadyTimeout: opts.MemberReadyTimeout, clock: opts.Clock,
 	}
 	if r.recorder == nil {
@@ -123,19 +123,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Keep reporting what exists; the template watch brings us back when it appears.
 		log.FromContext(ctx).V(2).Info("template not found; reporting the members there are, creating none", "template", pool.Spec.TemplateRef.Name)
 		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonPoolTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
-		m := classify(pool, members, nil, r.expect)
+		m := classify(pool, members, nil, r.blueprint, r.expect)
 		return ctrl.Result{}, r.writeStatus(ctx, pool, m, assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool)), false)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	m := classify(pool, members, tmpl, r.expect)
+	m := classify(pool, members, tmpl, r.blueprint, r.expect)
 
 	var errs []error
 	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
 		log.FromContext(ctx).V(2).Info("replacing members built from an older template (Recreate)", "sandboxes", klog.KObjSlice(m.stale))
 		errs = append(errs, r.deleteMembers(ctx, pool, m.stale))
-		m = classify(pool, members, tmpl, r.expect)
+		m = classify(pool, members, tmpl, r.blueprint, r.expect)
 	}
 	h := assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool))
 	if len(h.unschedulable) > 0 {
@@ -147,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(h.overdue) > 0 {
 		log.FromContext(ctx).V(2).Info("replacing members not Ready in time", "sandboxes", klog.KObjSlice(h.overdue), "timeout", r.readyTimeoutOf(pool))
 		errs = append(errs, r.replaceOverdue(ctx, pool, h.overdue))
-		m = classify(pool, members, tmpl, r.expect)
+		m = classify(pool, members, tmpl, r.blueprint, r.expect)
 	}
 	desired := int(pool.Spec.Replicas)
 	switch have := m.count(); {

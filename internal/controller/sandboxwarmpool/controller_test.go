@@ -108,7 +108,7 @@ func TestPoolKeepsItsReplicas(t *testing.T) {
 				}
 				created++
 				if !strings.HasPrefix(name, "pool-") || sb.Labels[extv1alpha1.WarmPoolLabel] != poolHash(g.pool()) ||
-					sb.Labels[extv1alpha1.TemplateHashLabel] != blueprint.Hash(tmpl) {
+					sb.Labels[extv1alpha1.TemplateHashLabel] != (blueprint.Builder{}).Hash(tmpl) {
 					t.Errorf("new member %s labels %v, want a pool-* member labelled with the pool and the template's hash", name, sb.Labels)
 				}
 			}
@@ -252,7 +252,7 @@ func TestTemplateEditReplacesMembersPerUpdateStrategy(t *testing.T) {
 			g.mustReconcile()
 			stale := 0
 			for _, sb := range g.members() {
-				if isStale(sb, pool, blueprint.Hash(edited)) {
+				if isStale(sb, pool, (blueprint.Builder{}).Hash(edited)) {
 					stale++
 				}
 			}

@@ -17,7 +17,6 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
 // membership is the pool's members sorted by what the reconcile does with them.
@@ -47,14 +46,14 @@ func (m membership) surplus(n int) []*agentsv1alpha1.Sandbox {
 }
 
 // classify sorts the cached members; tmpl may be nil when the template is missing.
-func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbox, tmpl *extv1alpha1.SandboxTemplate, exp *memberWrites) membership {
+func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbox, tmpl *extv1alpha1.SandboxTemplate, b blueprint.Builder, exp *memberWrites) membership {
 	key := client.ObjectKeyFromObject(pool)
 	pendingDeletes := exp.observe(key, members)
 	var m membership
 	m.pending = exp.unseenCreates(key)
 	hash := ""
 	if tmpl != nil {
-		hash = blueprint.Hash(tmpl)
+		hash = b.Hash(tmpl)
 	}
 	for i := range members {
 		sb := &members[i]
@@ -84,8 +83,8 @@ func isReady(sb *agentsv1alpha1.Sandbox) bool {
 func poolHash(pool *extv1alpha1.SandboxWarmPool) string { return agentsv1alpha1.NameHash(pool.Name) }
 
 // NewMember builds an unnamed pool member from the template.
-func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, rules podmeta.Rules) *agentsv1alpha1.Sandbox {
-	sb := blueprint.NewSandbox(tmpl, rules)
+func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, b blueprint.Builder) *agentsv1alpha1.Sandbox {
+	sb := b.NewSandbox(tmpl)
 	sb.GenerateName = pool.Name + "-"
 	sb.Labels[extv1alpha1.WarmPoolLabel] = poolHash(pool)
 	return sb
@@ -95,7 +94,7 @@ func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTempl
 func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, n int) error {
 	key := client.ObjectKeyFromObject(pool)
 	return forEachParallel(ctx, n, func(int) error {
-		sb := NewMember(pool, tmpl, r.podRules)
+		sb := NewMember(pool, tmpl, r.blueprint)
 		if err := controllerutil.SetControllerReference(pool, sb, r.client.Scheme()); err != nil {
 			return err
 		}

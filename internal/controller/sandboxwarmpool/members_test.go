@@ -18,7 +18,6 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -67,7 +66,7 @@ func poolAndTemplate() (*extv1alpha1.SandboxWarmPool, *extv1alpha1.SandboxTempla
 
 // built is a member made from tmpl (fresh), with the given name, UID and readiness.
 func built(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name string, isReady bool) agentsv1alpha1.Sandbox {
-	sb := NewMember(pool, tmpl, podmeta.Rules{})
+	sb := NewMember(pool, tmpl, blueprint.Builder{})
 	sb.Name, sb.UID = name, types.UID(name+"-uid")
 	if isReady {
 		sb.Status.Conditions = ready(name, 0).Status.Conditions
@@ -102,7 +101,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := classify(pool, tc.members, tc.tmpl, newMemberWrites(clocktesting.NewFakePassiveClock(testNow)))
+			m := classify(pool, tc.members, tc.tmpl, blueprint.Builder{}, newMemberWrites(clocktesting.NewFakePassiveClock(testNow)))
 			if d := cmp.Diff(tc.wantActive, names(m.active)); d != "" {
 				t.Errorf("active (-want +got):\n%s", d)
 			}
@@ -124,7 +123,7 @@ func TestClassifyCountsWritesNotYetSeen(t *testing.T) {
 	exp.created(key, "pool-new")
 	exp.deleted(key, "gone-uid")
 	members := []agentsv1alpha1.Sandbox{built(pool, tmpl, "kept", true), built(pool, tmpl, "gone", true)}
-	m := classify(pool, members, tmpl, exp)
+	m := classify(pool, members, tmpl, blueprint.Builder{}, exp)
 	if d := cmp.Diff([]string{"kept"}, names(m.active)); d != "" {
 		t.Errorf("active (-want +got), a member we deleted is not active while the cache lags:\n%s", d)
 	}
@@ -168,7 +167,7 @@ func TestUnseenWritesExpireAfterTheCacheLag(t *testing.T) {
 
 func TestNewMember(t *testing.T) {
 	pool, tmpl := poolAndTemplate()
-	sb := NewMember(pool, tmpl, podmeta.Rules{})
+	sb := NewMember(pool, tmpl, blueprint.Builder{})
 	if sb.GenerateName != "pool-" || sb.Name != "" || sb.Namespace != "ns" {
 		t.Errorf("member %s/%s generateName %q, want an unnamed member of ns named after the pool", sb.Namespace, sb.Name, sb.GenerateName)
 	}
@@ -179,13 +178,13 @@ func TestNewMember(t *testing.T) {
 	if poolHash(other) == poolHash(pool) {
 		t.Errorf("pools pool and other share the label value %s", poolHash(pool))
 	}
-	fromTemplate := blueprint.NewSandbox(tmpl, podmeta.Rules{})
+	fromTemplate := blueprint.Builder{}.NewSandbox(tmpl)
 	for k, v := range fromTemplate.Labels {
 		if sb.Labels[k] != v {
 			t.Errorf("label %s = %q, want the blueprint's %q", k, sb.Labels[k], v)
 		}
 	}
-	if isStale(sb, pool, blueprint.Hash(tmpl)) {
+	if isStale(sb, pool, (blueprint.Builder{}).Hash(tmpl)) {
 		t.Error("a new member is stale")
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
 )
@@ -130,7 +130,7 @@ func thePool(replicas int32) *testwrap.WarmPoolWrapper {
 // poolMember is a member of pool made from tmpl age ago, labelled as NewMember labels it; its
 // Ready condition is for the test to add.
 func poolMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name string, age time.Duration) *testwrap.SandboxWrapper {
-	made := NewMember(pool, tmpl, podmeta.Rules{})
+	made := NewMember(pool, tmpl, blueprint.Builder{})
 	return testwrap.MakeSandbox("ns", name).UID(types.UID(name+"-uid")).Created(testNow.Add(-age)).
 		Labels(made.Labels).Annotations(made.Annotations).ControlledBy(pool, poolGVK)
 }

@@ -1,17 +1,21 @@
 package components
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/hostpathprov"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
@@ -107,5 +111,56 @@ func TestKubeProxyAndCiliumConfigs(t *testing.T) {
 		if !strings.Contains(args, want) {
 			t.Errorf("cilium-agent args lack %s: %s", want, args)
 		}
+	}
+}
+
+// PVs come from our provisioner, not kube-controller-manager's (whose directories are 0750
+// root-owned, which a non-root sandbox cannot write).
+func TestVolumesComeFromTheHostPathProvisioner(t *testing.T) {
+	c := testCluster(t)
+	if args := c.controllerManager("/bin").Args; slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "hostpath-provisioner") }) {
+		t.Errorf("kube-controller-manager still runs its own hostpath provisioner: %v", args)
+	}
+	prov := c.hostPathProvisioner()
+	if prov.Exe != c.OurBin("devcluster") {
+		t.Errorf("provisioner binary = %s, want %s", prov.Exe, c.OurBin("devcluster"))
+	}
+	health := spec.Loopback(c.Ports.ProvisionerHealth)
+	wantArgs := []string{"hostpath-provisioner", "--kubeconfig=" + c.KubeconfigFor("hostpath-provisioner"),
+		"--root=" + hostpathprov.DefaultRoot, "--health-addr=" + health}
+	if !slices.Equal(prov.Args, wantArgs) {
+		t.Errorf("provisioner args = %q, want %q", prov.Args, wantArgs)
+	}
+	if !slices.Equal(prov.Addrs, []string{health}) {
+		t.Errorf("provisioner addrs = %q, want its health address %s (checked free by preflight)", prov.Addrs, health)
+	}
+	if !slices.Contains(ProcessNames, prov.Name) {
+		t.Errorf("%s is not in ProcessNames: status would not report it", prov.Name)
+	}
+
+	raw, err := manifests.ReadFile("manifests/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := kube.DecodeYAML(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var class map[string]any
+	for _, o := range objs {
+		if o.GetKind() == "StorageClass" && o.GetName() == spec.StorageClass {
+			class = o.Object
+		}
+	}
+	if class == nil {
+		t.Fatalf("cluster.yaml has no StorageClass %s", spec.StorageClass)
+	}
+	for key, want := range map[string]any{"provisioner": hostpathprov.Name, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"} {
+		if class[key] != want {
+			t.Errorf("StorageClass %s = %v, want %v", key, class[key], want)
+		}
+	}
+	if ann, _ := class["metadata"].(map[string]any)["annotations"].(map[string]any); ann["storageclass.kubernetes.io/is-default-class"] != "true" {
+		t.Errorf("StorageClass %s is not the default class: annotations %v", spec.StorageClass, ann)
 	}
 }

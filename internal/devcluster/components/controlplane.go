@@ -69,8 +69,6 @@ func (c *Cluster) controllerManager(bin string) proc.Component {
 			"--cluster-signing-cert-file="+pki+"/ca.crt", "--cluster-signing-key-file="+pki+"/ca.key",
 			"--service-account-private-key-file="+pki+"/sa.key",
 			"--use-service-account-credentials=true",
-			// PVCs bind on this one-node cluster: PVs are directories under /tmp/hostpath_pv.
-			"--enable-hostpath-provisioner=true",
 			"--leader-elect=false",
 			// The defaults (20 QPS) make garbage collection lag behind e2e churn.
 			"--kube-api-qps=200", "--kube-api-burst=400",

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/hostpathprov"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
@@ -51,7 +52,7 @@ func (s Drain) Down(ctx context.Context) error {
 }
 
 // hostPathVolumes lists the directories behind the cluster's hostPath PVs (the hostpath
-// provisioner makes them under /tmp/hostpath_pv), to remove once nothing uses them.
+// provisioner makes them under hostpathprov.DefaultRoot), to remove once nothing uses them.
 func (c *Cluster) hostPathVolumes(ctx context.Context) []string {
 	cs, err := kube.Clientset(c.KubeconfigPath())
 	if err != nil {
@@ -63,7 +64,7 @@ func (c *Cluster) hostPathVolumes(ctx context.Context) []string {
 	}
 	var out []string
 	for _, pv := range pvs.Items {
-		if hp := pv.Spec.HostPath; hp != nil && strings.HasPrefix(filepath.Clean(hp.Path), "/tmp/hostpath_pv/") {
+		if hp := pv.Spec.HostPath; hp != nil && strings.HasPrefix(filepath.Clean(hp.Path), hostpathprov.DefaultRoot+"/") {
 			out = append(out, filepath.Clean(hp.Path))
 		}
 	}

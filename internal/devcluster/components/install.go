@@ -53,6 +53,9 @@ func (c *Cluster) install(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.replaceForeignStorageClass(ctx); err != nil {
+		return err
+	}
 	own, err := manifests.ReadFile("manifests/cluster.yaml")
 	if err != nil {
 		return err

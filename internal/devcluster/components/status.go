@@ -29,6 +29,7 @@ func Status(ctx context.Context, c *Cluster) ([]ComponentStatus, error) {
 		"kube-apiserver":           c.apiserver("").Ready,
 		"kube-controller-manager":  c.controllerManager("").Ready,
 		"kube-scheduler":           c.scheduler("").Ready,
+		hostPathProvisionerName:    c.hostPathProvisioner().Ready,
 		"containerd":               func(ctx context.Context) error { return c.ctr(ctx, "version") },
 		"kubelet":                  c.nodeReady(spec.NodeName),
 		"kube-proxy":               c.kubeProxyReady,
@@ -151,6 +152,6 @@ func (c *Cluster) deploymentStatus(ctx context.Context, name string) ComponentSt
 
 // ProcessNames lists every process the cluster may run, in start order.
 var ProcessNames = []string{
-	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
-	"kube-proxy", "cilium-agent", "kwok", "agent-sandbox-controller", "sandbox-router",
+	"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", hostPathProvisionerName,
+	"containerd", "kubelet", "kube-proxy", "cilium-agent", "kwok", "agent-sandbox-controller", "sandbox-router",
 }

@@ -34,6 +34,7 @@ func (c *Cluster) Steps() []step.Step {
 		{c: c, name: "kube-apiserver", build: func() (proc.Component, error) { return c.apiserver(c.Bin), nil }},
 		{c: c, name: "kube-controller-manager", build: func() (proc.Component, error) { return c.controllerManager(c.Bin), nil }},
 		{c: c, name: "kube-scheduler", build: func() (proc.Component, error) { return c.scheduler(c.Bin), nil }},
+		{c: c, name: hostPathProvisionerName, build: c.hostPathProvisionerStep},
 	}
 	install := &Install{c: c}
 	preflight := &Preflight{c: c, install: install}

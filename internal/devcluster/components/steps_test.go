@@ -76,6 +76,8 @@ func TestTheStepsRunInTheOrderTheirDependenciesNeed(t *testing.T) {
 	for _, pair := range [][2]string{
 		{"binaries", "pki"}, {"host-paths", "netns"}, {"netfilter", "bridge"}, {"sysctls", "bridge"},
 		{"bridge", "preflight"}, {"preflight", "etcd"}, {"etcd", "kube-apiserver"}, {"kube-apiserver", "containerd"},
+		// The PV provisioner talks to the API server and serves the class install applies.
+		{"kube-apiserver", "hostpath-provisioner"}, {"hostpath-provisioner", "agent-sandbox"},
 		{"containerd", "kubelet"}, {"kubelet", "cilium-agent"}, {"bpffs", "cilium-agent"},
 		// Down: our controllers and kwok stop, then Drain deletes pods while the kubelet and
 		// cilium-agent run, and stops the kubelet and containerd before cilium-agent goes.

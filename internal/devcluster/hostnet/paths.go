@@ -14,7 +14,7 @@ var HostPaths = []string{
 	"/var/run/netns",   // pod network namespaces (containerd)
 	"/var/lib/cni",     // libcni's result cache
 	"/run/containerd",  // shim sockets (containerd 1.6 puts them there whatever its state dir)
-	"/tmp/hostpath_pv", // kube-controller-manager's hostpath provisioner (fixed path)
+	"/tmp/hostpath_pv", // the PV provisioner's volumes (hostpathprov.DefaultRoot)
 	"/var/lib/kubelet", // kubelet keeps a few files at the default root regardless
 	"/var/log/pods",    // in case a component ignores our log dirs
 	"/var/log/containers",

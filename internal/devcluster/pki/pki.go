@@ -62,6 +62,8 @@ func CertSpecs() []CertSpec {
 		{Name: "controller", CN: spec.ControllerUser},
 		{Name: "webhook", CN: "agent-sandbox-webhook", Server: true, IPs: []string{"127.0.0.1"}, DNS: []string{"localhost"}},
 		{Name: "router", CN: spec.RouterUser},
+		// Bound to the built-in system:persistent-volume-provisioner role (manifests/cluster.yaml).
+		{Name: "hostpath-provisioner", CN: spec.HostPathProvisionerUser},
 	}
 }
 
@@ -101,7 +103,7 @@ func Ensure(c *spec.Config) error {
 		}
 	}
 	// One kubeconfig per identity; "admin" is also copied to the top-level kubeconfig.
-	for _, id := range []string{"admin", "kube-controller-manager", "kube-scheduler", "kubelet", "kwok", "controller", "router", "kube-proxy", "cilium"} {
+	for _, id := range []string{"admin", "kube-controller-manager", "kube-scheduler", "kubelet", "kwok", "controller", "router", "kube-proxy", "cilium", "hostpath-provisioner"} {
 		if err := writeKubeconfig(c, c.KubeconfigFor(id), id); err != nil {
 			return err
 		}

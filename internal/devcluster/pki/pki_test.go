@@ -40,6 +40,7 @@ func TestPKIIdentities(t *testing.T) {
 		{"admin", "agent-sandbox-dev-admin", "system:masters", x509.ExtKeyUsageClientAuth},
 		{"kubelet", "system:node:" + spec.NodeName, "system:nodes", x509.ExtKeyUsageClientAuth},
 		{"controller", spec.ControllerUser, "", x509.ExtKeyUsageClientAuth},
+		{"hostpath-provisioner", spec.HostPathProvisionerUser, "", x509.ExtKeyUsageClientAuth},
 		{"apiserver", "kube-apiserver", "", x509.ExtKeyUsageServerAuth},
 		{"kubelet-serving", spec.NodeName, "", x509.ExtKeyUsageServerAuth},
 	} {

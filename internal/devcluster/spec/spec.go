@@ -38,6 +38,8 @@ const (
 	RouterImage     = "agent-sandbox/router:dev"
 	ControllerUser  = "system:serviceaccount:" + SystemNS + ":agent-sandbox-controller"
 	RouterUser      = "system:serviceaccount:" + SystemNS + ":sandbox-router"
+	// HostPathProvisionerUser is the identity of devcluster's PV provisioner (a host process).
+	HostPathProvisionerUser = "agent-sandbox-dev:hostpath-provisioner"
 )
 
 // Ports on 127.0.0.1 (the API server and the kubelet listen on the bridge address). Non-standard
@@ -59,6 +61,7 @@ type Ports struct {
 	KubeProxyHealthz     int
 	KubeProxyMetrics     int
 	CiliumHealth         int // cilium-agent's /healthz
+	ProvisionerHealth    int // devcluster hostpath-provisioner's /healthz
 }
 
 // DefaultPorts are the ports the cluster uses unless a Config says otherwise.
@@ -79,6 +82,7 @@ var DefaultPorts = Ports{
 	KubeProxyHealthz:  30256,
 	KubeProxyMetrics:  30249,
 	CiliumHealth:      39879,
+	ProvisionerHealth: 30258,
 }
 
 // Config says where the cluster lives and what it runs.

@@ -1,0 +1,55 @@
+package components
+
+import (
+	"context"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/hostpathprov"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+)
+
+const hostPathProvisionerName = "hostpath-provisioner"
+
+// hostPathProvisioner is `devcluster hostpath-provisioner`: the default StorageClass's
+// provisioner, whose volumes are 0777 directories so that non-root sandboxes can write them.
+// It runs as its own identity, which the built-in system:persistent-volume-provisioner role
+// authorizes (manifests/cluster.yaml).
+func (c *Cluster) hostPathProvisioner() proc.Component {
+	health := spec.Loopback(c.Ports.ProvisionerHealth)
+	return proc.Component{
+		Name: hostPathProvisionerName, Exe: c.OurBin("devcluster"), Timeout: time.Minute,
+		Addrs: []string{health},
+		Args: []string{hostPathProvisionerName,
+			"--kubeconfig=" + c.KubeconfigFor(hostPathProvisionerName),
+			"--root=" + hostpathprov.DefaultRoot,
+			"--health-addr=" + health,
+		},
+		Ready: func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, "http://"+health+"/healthz", "ok") },
+	}
+}
+
+// hostPathProvisionerStep builds the component, first stopping a running provisioner whose
+// binary was rebuilt.
+func (c *Cluster) hostPathProvisionerStep() (proc.Component, error) {
+	if err := c.restartIfReplaced(hostPathProvisionerName); err != nil {
+		return proc.Component{}, err
+	}
+	return c.hostPathProvisioner(), nil
+}
+
+// replaceForeignStorageClass deletes the default StorageClass when another provisioner serves
+// it (kube-controller-manager's kubernetes.io/host-path, in state dirs of earlier versions);
+// install then applies ours.
+func (c *Cluster) replaceForeignStorageClass(ctx context.Context) error {
+	cs, err := kube.Clientset(c.KubeconfigPath())
+	if err != nil {
+		return err
+	}
+	old, err := hostpathprov.DeleteForeignClass(ctx, cs, spec.StorageClass)
+	if old != "" {
+		c.Progress("replaced StorageClass %s of provisioner %s with one of %s", spec.StorageClass, old, hostpathprov.Name)
+	}
+	return err
+}
