@@ -81,10 +81,20 @@ func localVolume(name, size string) agentsv1alpha1.PersistentVolumeClaimTemplate
 // mounted at /workspace/home.
 func createTemplate(t *testing.T, ns, name string, withHome bool) *extv1alpha1.SandboxTemplate {
 	t.Helper()
+	return applyTemplate(t, templateFor(ns, name, withHome))
+}
+
+// templateFor is createTemplate's template, for a test to change before applying it.
+func templateFor(ns, name string, withHome bool) *testwrap.TemplateWrapper {
 	w := testwrap.MakeTemplate(ns, name).Containers(runtimeContainer()).TerminationGracePeriod(5)
 	if withHome {
 		w.Volume(localVolume("home", "1Gi"), "/workspace/home")
 	}
+	return w
+}
+
+func applyTemplate(t *testing.T, w *testwrap.TemplateWrapper) *extv1alpha1.SandboxTemplate {
+	t.Helper()
 	tmpl := w.Obj()
 	if err := kube.Create(t.Context(), tmpl); err != nil {
 		t.Fatalf("creating template: %v", err)

@@ -40,6 +40,9 @@ func harnessSandbox(ns, name string, env map[string]string) *testwrap.SandboxWra
 	sb := testwrap.MakeSandbox(ns, name).Containers(corev1.Container{
 		Name: "runtime", Image: runtimeContainer().Image, ImagePullPolicy: corev1.PullNever,
 		Command: []string{"sleep", "infinity"},
+		// The harness's own image runs as root (it writes /mnt/workspaces); ours runs as uid
+		// 1000 unless the pod says otherwise, and a raw Sandbox is taken as written.
+		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)},
 	}).PodLabel(harnessLabel, name).TerminationGracePeriod(1)
 	for k, v := range env {
 		sb.Env(k, v)

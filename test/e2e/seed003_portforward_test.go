@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
@@ -54,7 +55,10 @@ func (l *lineTimes) Write(p []byte) (int, error) {
 func TestSeed003JobThroughPortForwardUnderTheWorkerRights(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "seed003pf")
-	createTemplate(t, ns, "coding-agent", false)
+	// kubectl port-forward does not reach a gVisor pod (docs/security.md): containerd dials the
+	// port in the pod's network namespace, where gVisor's own network stack has no socket. A
+	// template whose clients use it runs on the node's runtime.
+	applyTemplate(t, templateFor(ns, "coding-agent", false).RuntimeClass(ptr.To("")))
 	cli := sdkPortForwardAs(t, ns, asServiceAccount(t, ns, "orka-worker", seed003Role, nil))
 	name := sessionClaimName(ns, "pf-1", "coding-agent")
 
