@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
@@ -153,7 +154,12 @@ func TestASandboxIsIsolatedFromTheNodeAndOtherSandboxes(t *testing.T) {
 	attacker := sandboxes[0]
 	pod, err := podOf(t.Context(), ns, attacker.SandboxName())
 	mustf(t, err, "reading the sandbox's pod")
-	underGVisor := ptr.Deref(pod.Spec.RuntimeClassName, "") == "gvisor"
+	underGVisor := ptr.Deref(pod.Spec.RuntimeClassName, "") == spec.SandboxRuntimeGVisor
+	// The local cluster runs template pods on gVisor unless it was brought up on runc.
+	if os.Getenv(spec.SandboxRuntimeEnv) != spec.SandboxRuntimeRunc && !underGVisor {
+		t.Fatalf("the sandbox's pod runs under runtime class %q, want %s: the controller's default did not apply",
+			ptr.Deref(pod.Spec.RuntimeClassName, ""), spec.SandboxRuntimeGVisor)
+	}
 	var uts unix.Utsname
 	mustf(t, unix.Uname(&uts), "uname")
 	for _, tc := range isolationChecks(unix.ByteSliceToString(uts.Release[:])) {
