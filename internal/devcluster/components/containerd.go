@@ -217,6 +217,25 @@ func (c *Cluster) killTasks(ctx context.Context) error {
 // killShims ends containerd-shim processes serving our containerd (they outlive it by design).
 // They are found by the socket address on their command line, which is unique to our state dir.
 func (c *Cluster) killShims() {
+	for _, pid := range processesWhere(func(args []string) bool {
+		if !strings.Contains(args[0], "containerd-shim") {
+			return false
+		}
+		for i := range args {
+			if args[i] == "-address" && i+1 < len(args) && args[i+1] == c.ContainerdSock() {
+				return true
+			}
+		}
+		return false
+	}) {
+		c.Log.Info("killing leftover shim", "pid", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// processesWhere lists the processes whose command line (argv) match accepts.
+func processesWhere(match func(args []string) bool) []int {
+	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -227,15 +246,9 @@ func (c *Cluster) killShims() {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(string(cmdline), "\x00")
-		if !strings.Contains(args[0], "containerd-shim") {
-			continue
-		}
-		for i := range args {
-			if args[i] == "-address" && i+1 < len(args) && args[i+1] == c.ContainerdSock() {
-				c.Log.Info("killing leftover shim", "pid", pid)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
+		if match(strings.Split(string(cmdline), "\x00")) {
+			pids = append(pids, pid)
 		}
 	}
+	return pids
 }

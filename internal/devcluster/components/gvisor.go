@@ -157,27 +157,15 @@ func (c *Cluster) runscBinary() (string, error) {
 // runscProcesses are the runsc processes (runsc, runsc-sandbox, runsc-gofer) working on our
 // root: they carry --root=<root> on their command line.
 func runscProcesses(root string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
+	return processesWhere(func(args []string) bool {
 		if !strings.HasPrefix(filepath.Base(args[0]), "runsc") {
-			continue
+			return false
 		}
 		for _, a := range args[1:] {
 			if a == "--root="+root || strings.HasPrefix(a, "--root="+root+"/") {
-				pids = append(pids, pid)
-				break
+				return true
 			}
 		}
-	}
-	return pids
+		return false
+	})
 }
