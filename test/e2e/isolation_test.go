@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,11 +12,14 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
@@ -172,6 +177,47 @@ func TestASandboxIsIsolatedFromTheNodeAndOtherSandboxes(t *testing.T) {
 			if err := tc.expect(res); err != nil {
 				t.Errorf("%s: %v (exit %d, stderr %q)", tc.script, err, res.ExitCode, res.Stderr)
 			}
+		})
+	}
+}
+
+// The runAsNonRoot default meets images that run as root: the kubelet refuses to start them and
+// the Sandbox says why; a template that means it (runAsUser: 0) starts.
+func TestATemplateWhoseImageRunsAsRootIsNamedUnlessItSaysSo(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, "rootimage")
+	// The pause image has no USER: it runs as root.
+	rootImage := corev1.Container{Name: "app", Image: "docker.io/" + devcluster.PauseImage, ImagePullPolicy: corev1.PullNever}
+	cases := []struct {
+		name      string
+		podSC     *corev1.PodSecurityContext
+		wantReady bool
+	}{
+		{"a template that says nothing is refused, naming the reason", nil, false},
+		{"a template that runs as uid 0 on purpose starts", &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}, true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("root-%d", i)
+			tmpl := testwrap.MakeTemplate(ns, name).Containers(rootImage).PodSecurity(tc.podSC).TerminationGracePeriod(1).Obj()
+			mustf(t, kube.Create(t.Context(), tmpl), "creating template")
+			mustf(t, kube.Create(t.Context(), testwrap.MakeClaim(ns, name).Template(name).WarmPool("none").Obj()), "creating claim")
+			slow.EventuallyContext(t, "the Sandbox's Ready condition", func(ctx context.Context) error {
+				sb, err := sandboxOf(ctx, ns, name)
+				if err != nil {
+					return err
+				}
+				c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
+				switch {
+				case c == nil:
+					return errors.New("no Ready condition yet")
+				case tc.wantReady && c.Status != metav1.ConditionTrue:
+					return fmt.Errorf("Ready=%s (%s), want True", c.Status, c.Message)
+				case !tc.wantReady && !strings.Contains(c.Message, "runAsNonRoot"):
+					return fmt.Errorf("Ready=%s (%q), want a message naming runAsNonRoot", c.Status, c.Message)
+				}
+				return nil
+			})
 		})
 	}
 }

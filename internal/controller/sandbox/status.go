@@ -158,13 +158,28 @@ func notReadyDetail(pod *corev1.Pod) string {
 	return ": containers not ready: " + strings.Join(notReady, ", ") + waitingDetail(pod)
 }
 
+// waitingDetail names the first waiting container's reason and the kubelet's message, which
+// says what to change ("container has runAsNonRoot and image will run as root", a failed pull).
 func waitingDetail(pod *corev1.Pod) string {
 	for _, cs := range pod.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			if msg := truncateRunes(w.Message, maxWaitingMessage); msg != "" {
+				return fmt.Sprintf(" (container %s: %s: %s)", cs.Name, w.Reason, msg)
+			}
 			return fmt.Sprintf(" (container %s: %s)", cs.Name, w.Reason)
 		}
 	}
 	return ""
+}
+
+// maxWaitingMessage bounds the kubelet's message in the condition (pull errors can be long).
+const maxWaitingMessage = 256
+
+func truncateRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
 
 func detail(reason, message string) string {

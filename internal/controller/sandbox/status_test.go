@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,35 @@ func TestSameStatusIgnoresOnlyTransitionTimes(t *testing.T) {
 			}
 			if tc.a.Conditions[0].LastTransitionTime.IsZero() {
 				t.Error("sameStatus changed its argument's transition time")
+			}
+		})
+	}
+}
+
+func TestWaitingDetailNamesTheKubeletsReason(t *testing.T) {
+	waiting := func(reason, message string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "ok", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+			{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}},
+		}}}
+	}
+	long := strings.Repeat("é", maxWaitingMessage+10)
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"reason and message", waiting("CreateContainerConfigError", "container has runAsNonRoot and image will run as root"),
+			" (container app: CreateContainerConfigError: container has runAsNonRoot and image will run as root)"},
+		{"a reason alone", waiting("ContainerCreating", ""), " (container app: ContainerCreating)"},
+		{"a long message is cut", waiting("ErrImagePull", long),
+			" (container app: ErrImagePull: " + strings.Repeat("é", maxWaitingMessage) + "…)"},
+		{"nothing waits", &corev1.Pod{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := waitingDetail(tt.pod); got != tt.want {
+				t.Errorf("waitingDetail = %q, want %q", got, tt.want)
 			}
 		})
 	}
