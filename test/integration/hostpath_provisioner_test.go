@@ -74,7 +74,10 @@ func TestHostPathProvisionerServesAClaimAndCleansUp(t *testing.T) {
 	root := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- hostpathprov.Run(ctx, provisionerClient(t, cs, ns), hostpathprov.Options{Root: root}) }()
+	// Built here, not in the goroutine: building writes client-go's global scheme, which this
+	// goroutine's clientset reads next.
+	prov := hostpathprov.New(ctx, provisionerClient(t, cs, ns), hostpathprov.Options{Root: root})
+	go func() { done <- prov.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
