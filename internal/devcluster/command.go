@@ -26,13 +26,19 @@ one directory. Needs root. The first run builds Kubernetes from the Go module pr
 	}
 	cmd.PersistentFlags().StringVar(&cfg.Dir, "dir", DefaultDir(), "State directory of the cluster.")
 
+	cmd.AddCommand(upCommand(&cfg), downCommand(&cfg), statusCommand(&cfg), imagesCommand(&cfg), hostPathProvisionerCommand())
+	return cmd
+}
+
+// upCommand starts the cluster (or completes a running one) and prints its kubeconfig.
+func upCommand(cfg *Config) *cobra.Command {
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the cluster, or complete and reuse a running one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Out = cmd.ErrOrStderr()
-			cl, err := Up(cmd.Context(), cfg)
+			cl, err := Up(cmd.Context(), *cfg)
 			if err != nil {
 				return err
 			}
@@ -44,7 +50,11 @@ one directory. Needs root. The first run builds Kubernetes from the Go module pr
 	up.Flags().StringVar(&cfg.RepoRoot, "source", "", "agent-sandbox source tree to build from (default: found from the working directory).")
 	up.Flags().BoolVar(&cfg.HostProcesses, "host-processes", false, "Run the controller and router as processes on this machine (fast iteration) instead of the Helm chart's Deployments.")
 	up.Flags().StringVar(&cfg.SandboxRuntime, "sandbox-runtime", "", "Runtime of the sandboxes' pods: gvisor (RuntimeClass gvisor) or runc (default: $SANDBOX_RUNTIME, else gvisor).")
+	return up
+}
 
+// downCommand stops the cluster and undoes its host changes.
+func downCommand(cfg *Config) *cobra.Command {
 	var purge bool
 	down := &cobra.Command{
 		Use:   "down",
@@ -52,25 +62,33 @@ one directory. Needs root. The first run builds Kubernetes from the Go module pr
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Out = cmd.ErrOrStderr()
-			return Down(cmd.Context(), cfg, purge)
+			return Down(cmd.Context(), *cfg, purge)
 		},
 	}
 	down.Flags().BoolVar(&purge, "purge", false, "Also remove the state directory (certificates, logs, binaries).")
+	return down
+}
 
-	status := &cobra.Command{
+// statusCommand reports each component.
+func statusCommand(cfg *Config) *cobra.Command {
+	return &cobra.Command{
 		Use:   "status",
 		Short: "Report each component of the cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Out = cmd.ErrOrStderr()
-			sts, err := Status(cmd.Context(), cfg)
+			sts, err := Status(cmd.Context(), *cfg)
 			if err != nil {
 				return err
 			}
-			PrintStatus(cmd.OutOrStdout(), sts, cfg)
+			PrintStatus(cmd.OutOrStdout(), sts, *cfg)
 			return nil
 		},
 	}
+}
+
+// imagesCommand writes our images as docker-archive tars for other clusters.
+func imagesCommand(cfg *Config) *cobra.Command {
 	var imagesDir string
 	imagesCmd := &cobra.Command{
 		Use:   "images",
@@ -81,7 +99,7 @@ image-archive or ctr images import, or push them with skopeo copy docker-archive
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Out = cmd.ErrOrStderr()
-			paths, err := WriteImages(cmd.Context(), cfg, imagesDir)
+			paths, err := WriteImages(cmd.Context(), *cfg, imagesDir)
 			if err != nil {
 				return err
 			}
@@ -93,8 +111,7 @@ image-archive or ctr images import, or push them with skopeo copy docker-archive
 	}
 	imagesCmd.Flags().StringVar(&imagesDir, "out", "", "Folder for the archives (default: bin/images of the source tree).")
 	imagesCmd.Flags().StringVar(&cfg.RepoRoot, "source", "", "agent-sandbox source tree to build from (default: found from the working directory).")
-	cmd.AddCommand(up, down, status, imagesCmd, hostPathProvisionerCommand())
-	return cmd
+	return imagesCmd
 }
 
 // hostPathProvisionerCommand runs the cluster's PV provisioner; `up` starts it as a host
