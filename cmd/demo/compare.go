@@ -109,11 +109,11 @@ func (d *demo) measureRound(ctx context.Context, rt *runtimeUnderTest) error {
 		return err
 	}
 	record("exec round trip", rtt)
-	if took, err := writeAndRead(ctx, warm); err != nil {
+	took, err := writeAndRead(ctx, warm)
+	if err != nil {
 		return err
-	} else {
-		record("10 MiB write + read", took)
 	}
+	record("10 MiB write + read", took)
 
 	start = time.Now()
 	cold, err := d.cli.Create(ctx, rt.template, sdk.WithWarmPool("none"))

@@ -188,6 +188,8 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		Router:   opts.Router,
 	})
 	podRules := templates.PodRules()
+	// One builder for warm and cold Sandboxes, so both are made the same.
+	builder := blueprint.Builder{PodRules: podRules, RuntimeClassName: opts.DefaultRuntimeClass}
 	peers := networkPeers(mgr.GetAPIReader(), opts, templates.Router())
 	if err := sandbox.New(mgr.GetClient(), mgr.GetAPIReader(), sandbox.Options{
 		Recorder:      mgr.GetEventRecorderFor("sandbox-controller"),
@@ -206,18 +208,17 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 	if err := sandboxwarmpool.New(mgr.GetClient(), sandboxwarmpool.Options{
 		Recorder:           mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
 		Gate:               pacer.NewGate(claims, opts.RefillMaxHold),
-		Blueprint:          blueprint.Builder{PodRules: podRules, RuntimeClassName: opts.DefaultRuntimeClass},
+		Blueprint:          builder,
 		MemberReadyTimeout: opts.MemberReadyTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}
 	if err := sandboxclaim.New(mgr.GetClient(), mgr.GetAPIReader(), sandboxclaim.Options{
-		Recorder:         mgr.GetEventRecorderFor("sandboxclaim-controller"),
-		Pacer:            claims,
-		Workers:          opts.ClaimWorkers,
-		PodRules:         podRules,
-		RuntimeClassName: opts.DefaultRuntimeClass,
-		TracerProvider:   opts.TracerProvider,
+		Recorder:       mgr.GetEventRecorderFor("sandboxclaim-controller"),
+		Pacer:          claims,
+		Workers:        opts.ClaimWorkers,
+		Blueprint:      builder,
+		TracerProvider: opts.TracerProvider,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}

@@ -35,7 +35,7 @@ func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1alpha1.Sand
 	if err != nil {
 		return nil, launch{}, err
 	}
-	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata, r.podRules); err != nil {
+	if err := validatePodMetadata(claim.Spec.AdditionalPodMetadata, r.blueprint.PodRules); err != nil {
 		return nil, launch{}, err
 	}
 	// Validate env against the template before touching any warm sandbox.

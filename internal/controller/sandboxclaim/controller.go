@@ -29,7 +29,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
@@ -47,11 +46,10 @@ type Options struct {
 	Pacer *pacer.Pacer
 	// Workers bounds parallel reconciles (default DefaultWorkers).
 	Workers int
-	// PodRules refuse claim pod metadata that is reserved or poses as the router, and filter
-	// the template's.
-	PodRules podmeta.Rules
-	// RuntimeClassName is the runtime class of pods made from templates that name none.
-	RuntimeClassName string
+	// Blueprint builds cold Sandboxes from templates (pod metadata rules, default runtime
+	// class); its pod rules also refuse claim pod metadata that is reserved or poses as the
+	// router.
+	Blueprint blueprint.Builder
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
 	// TracerProvider traces claims as they start (tracing.go); nil or the no-op provider: off.
@@ -66,7 +64,6 @@ type Reconciler struct {
 	queue     *warmqueue.Queue
 	pacer     *pacer.Pacer
 	workers   int
-	podRules  podmeta.Rules
 	blueprint blueprint.Builder
 	clock     clock.PassiveClock
 	tracer    trace.Tracer // nil: tracing off
@@ -88,7 +85,7 @@ type Reconciler struct {
 func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: opts.Recorder, queue: opts.Queue, pacer: opts.Pacer,
-		workers: opts.Workers, podRules: opts.PodRules, blueprint: blueprint.Builder{PodRules: opts.PodRules, RuntimeClassName: opts.RuntimeClassName}, clock: opts.Clock,
+		workers: opts.Workers, blueprint: opts.Blueprint, clock: opts.Clock,
 		tracer: tracing.Tracer(opts.TracerProvider, "controller/sandboxclaim"),
 	}
 	if r.recorder == nil {
