@@ -70,9 +70,13 @@ type isolationCheck struct {
 }
 
 func isolationChecks(nodeKernel string) []isolationCheck {
+	// refused: the attempt ran and failed; a missing or unrunnable tool (126, 127) proves nothing.
 	refused := func(res *sdk.Result) error {
-		if res.ExitCode == 0 {
+		switch res.ExitCode {
+		case 0:
 			return fmt.Errorf("it succeeded (stdout %q)", res.Stdout)
+		case 126, 127:
+			return fmt.Errorf("the tool did not run (exit %d): the check proves nothing", res.ExitCode)
 		}
 		return nil
 	}
