@@ -169,7 +169,13 @@ func repoRoot() (string, error) {
 // Kubeconfig writes a kubeconfig for a new user of the API server (in system:masters) and
 // returns its path; the user's name is what the audit log records for its requests.
 func (e *Env) Kubeconfig(user string) (string, error) {
-	u, err := e.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	return e.UserKubeconfig(user, "system:masters")
+}
+
+// UserKubeconfig writes a kubeconfig for a new user in the given groups (none: only the
+// rights bound to the user's name) and returns its path.
+func (e *Env) UserKubeconfig(user string, groups ...string) (string, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
 	if err != nil {
 		return "", fmt.Errorf("creating user %s: %w", user, err)
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/hostpathprov"
@@ -42,9 +43,9 @@ func createClass(t *testing.T, cs kubernetes.Interface, sc *storagev1.StorageCla
 	})
 }
 
-// provisionerClient is a client with exactly the rights the dev cluster grants the provisioner:
-// the built-in system:persistent-volume-provisioner role.
-func provisionerClient(t *testing.T, cs kubernetes.Interface, ns string) kubernetes.Interface {
+// provisionerKubeconfig is a kubeconfig with exactly the rights the dev cluster grants the
+// provisioner: the built-in system:persistent-volume-provisioner role.
+func provisionerKubeconfig(t *testing.T, cs kubernetes.Interface, ns string) string {
 	t.Helper()
 	user := "hostpath-provisioner-" + ns
 	crb := &rbacv1.ClusterRoleBinding{
@@ -58,9 +59,35 @@ func provisionerClient(t *testing.T, cs kubernetes.Interface, ns string) kuberne
 	t.Cleanup(func() {
 		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
 	})
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	return kubernetes.NewForConfigOrDie(cfg)
+	path, err := env.UserKubeconfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startProvisioner runs `devcluster hostpath-provisioner` as its own process, as the dev cluster
+// does (in this process, the library's constructor would write client-go's global scheme while
+// other goroutines read it), and stops it with SIGTERM at cleanup, expecting a clean exit.
+func startProvisioner(t *testing.T, kubeconfig, root string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "devcluster")
+	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin,
+		"github.com/agent-sandbox/agent-sandbox/cmd/devcluster").CombinedOutput(); err != nil {
+		t.Fatalf("building devcluster: %v\n%s", err, out)
+	}
+	var logs testwrap.SyncBuffer
+	cmd := exec.Command(bin, "hostpath-provisioner", "--kubeconfig", kubeconfig, "--root", root)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("the provisioner ended with %v; its log:\n%s", err, logs.String())
+		}
+	})
 }
 
 // A claim of a class of agent-sandbox.dev/hostpath binds to a PV whose directory any uid can
@@ -72,18 +99,7 @@ func TestHostPathProvisionerServesAClaimAndCleansUp(t *testing.T) {
 	createClass(t, cs, storageClass(class, hostpathprov.Name))
 
 	root := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	// Built here, not in the goroutine: building writes client-go's global scheme, which this
-	// goroutine's clientset reads next.
-	prov := hostpathprov.New(ctx, provisionerClient(t, cs, ns), hostpathprov.Options{Root: root})
-	go func() { done <- prov.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the provisioner ended with %v", err)
-		}
-	})
+	startProvisioner(t, provisionerKubeconfig(t, cs, ns), root)
 
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "home", Namespace: ns},

@@ -22,40 +22,24 @@ type Options struct {
 
 // Run provisions and deletes the volumes of StorageClasses whose provisioner is Name until ctx
 // ends, then waits for its workers. Leader election is off: one process serves the cluster.
+// The library's constructor registers the core kinds in client-go's global scheme (a write
+// racing with any goroutine decoding with it), so Run belongs in a process of its own: the
+// `devcluster hostpath-provisioner` subcommand.
 func Run(ctx context.Context, cs kubernetes.Interface, opts Options) error {
-	return New(ctx, cs, opts).Run(ctx)
-}
-
-// Controller is a provisioner ready to run.
-type Controller struct {
-	pc      *controller.ProvisionController
-	workers *sync.WaitGroup
-	health  net.Listener
-}
-
-// New builds the provisioner. The library's constructor registers the core kinds in client-go's
-// global scheme (a write): call New before other goroutines of the process decode with that
-// scheme, as the subcommand does first thing and a test does on its own goroutine.
-func New(ctx context.Context, cs kubernetes.Interface, opts Options) *Controller {
 	if opts.Root == "" {
 		opts.Root = DefaultRoot
 	}
-	c := &Controller{workers: &sync.WaitGroup{}, health: opts.Health}
-	c.pc = controller.NewProvisionController(ctx, cs, Name, &Provisioner{Root: opts.Root}, controller.LeaderElection(false))
-	c.pc.ControllerWaitGroup(c.workers)
-	return c
-}
-
-// Run serves until ctx ends, then waits for the workers and stops the health server.
-func (c *Controller) Run(ctx context.Context) error {
+	var workers sync.WaitGroup
+	pc := controller.NewProvisionController(ctx, cs, Name, &Provisioner{Root: opts.Root}, controller.LeaderElection(false))
+	pc.ControllerWaitGroup(&workers)
 	serveErr := make(chan error, 1)
 	var srv *http.Server
-	if c.health != nil {
-		srv = healthServer(c.pc)
-		go func() { serveErr <- srv.Serve(c.health) }()
+	if opts.Health != nil {
+		srv = healthServer(pc)
+		go func() { serveErr <- srv.Serve(opts.Health) }()
 	}
-	c.pc.Run(ctx)
-	c.workers.Wait()
+	pc.Run(ctx)
+	workers.Wait()
 	if srv == nil {
 		return nil
 	}
