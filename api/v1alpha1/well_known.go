@@ -116,3 +116,7 @@ func (s *Sandbox) EffectiveShutdownPolicy() ShutdownPolicy {
 	}
 	return *s.Spec.ShutdownPolicy
 }
+
+// PristineGeneration is a Sandbox's metadata.generation until its spec is first changed: a warm
+// pool member still at it is exactly what its pool made.
+const PristineGeneration int64 = 1

@@ -197,6 +197,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 		Workers:       opts.SandboxWorkers,
 		Gate:          pacer.NewGate(claims, opts.RefillMaxHold),
 		PodRules:      podRules,
+		Hardening:     builder,
 		Peers:         &peers,
 		Activity:      opts.Activity,
 	}).SetupWithManager(mgr); err != nil {

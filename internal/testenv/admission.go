@@ -41,6 +41,16 @@ var admissionProbes = map[string]func(sb *unstructured.Unstructured){
 	"agent-sandbox-host-access": func(sb *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(sb.Object, true, "spec", "podTemplate", "spec", "hostNetwork")
 	},
+	"agent-sandbox-pod-security": func(sb *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(sb.Object, "probe", "spec", "podTemplate", "spec", "runtimeClassName")
+		_ = unstructured.SetNestedField(sb.Object, int64(0), "spec", "podTemplate", "spec", "securityContext", "runAsUser")
+	},
+	"agent-sandbox-references": func(sb *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(sb.Object, []any{map[string]any{"name": "s", "secret": map[string]any{"secretName": "probe"}}},
+			"spec", "podTemplate", "spec", "volumes")
+	},
+	// agent-sandbox-frozen judges only updates of claimed and pooled Sandboxes; it is created
+	// with the others and enforced from the same moment.
 }
 
 // admissionPolicyFiles are the manifests of config/admission (policies and bindings).

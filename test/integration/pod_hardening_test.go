@@ -3,12 +3,12 @@ package integration
 import (
 	"context"
 	"errors"
-	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,23 +53,41 @@ func TestTemplatePodsPassPodSecurityRestricted(t *testing.T) {
 	}
 }
 
-// A raw Sandbox keeps its pod spec as written: in a restricted namespace the API server refuses
-// its unhardened pod, and the Sandbox says why.
-func TestRawSandboxPodsAreNotHardened(t *testing.T) {
+// A raw Sandbox's pod is hardened like a template's: in a restricted namespace the API server
+// admits it, on the installation's default runtime class, non-root, without capabilities or
+// escalation. One that runs as root on purpose keeps root, without capabilities.
+func TestRawSandboxPodsAreHardened(t *testing.T) {
 	ns := newRestrictedNamespace(t)
-	mustCreateObj(t, testwrap.MakeSandbox(ns, "raw").Obj())
-	testwrap.Eventually(t, "Ready=False/ReconcilerError naming PodSecurity", func() error {
-		c := meta.FindStatusCondition(getSandbox(t, ns, "raw").Status.Conditions, agentsv1alpha1.SandboxConditionReady)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != agentsv1alpha1.ReasonReconcilerError {
-			return fmt.Errorf("Ready condition %+v, want False/%s", c, agentsv1alpha1.ReasonReconcilerError)
-		}
-		if !strings.Contains(c.Message, "PodSecurity") {
-			return fmt.Errorf("message %q does not name PodSecurity", c.Message)
-		}
-		return nil
-	})
-	if err := exists(podOf(ns, "raw"), false)(); err != nil {
-		t.Error(err)
+	cases := []struct {
+		name        string
+		sandbox     *testwrap.SandboxWrapper
+		wantNonRoot bool
+	}{
+		{"a raw Sandbox that says nothing", testwrap.MakeSandbox(ns, "raw"), true},
+		{"a raw Sandbox that runs as root", testwrap.MakeSandbox(ns, "root").PodSecurity(&corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := tc.sandbox.Obj()
+			mustCreateObj(t, sb)
+			pod := waitForPod(t, ns, sb.Name)
+			if got := ptr.Deref(pod.Spec.RuntimeClassName, "<none>"); got != defaultRuntimeClass {
+				t.Errorf("pod runtimeClassName %s, want the default %s", got, defaultRuntimeClass)
+			}
+			sc := pod.Spec.SecurityContext
+			if sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod securityContext %+v, want seccomp RuntimeDefault", sc)
+			}
+			if sc != nil && ptr.Deref(sc.RunAsNonRoot, false) != tc.wantNonRoot {
+				t.Errorf("pod runAsNonRoot %v, want %v", sc.RunAsNonRoot, tc.wantNonRoot)
+			}
+			for _, c := range pod.Spec.Containers {
+				csc := c.SecurityContext
+				if csc == nil || ptr.Deref(csc.AllowPrivilegeEscalation, true) || csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") {
+					t.Errorf("container %s securityContext %+v, want no escalation and drop ALL", c.Name, csc)
+				}
+			}
+		})
 	}
 }
 

@@ -92,6 +92,9 @@ const (
 	EventMemberNotReady = "MemberNotReady"
 	// EventSandboxCreateFailed: creating a warm member failed.
 	EventSandboxCreateFailed = "SandboxCreateFailed"
+	// ReasonMembersEdited: members whose spec was changed after the pool made them were
+	// replaced (no claim adopts them).
+	ReasonMembersEdited = "MembersEdited"
 )
 
 // Event reasons of a SandboxTemplate.

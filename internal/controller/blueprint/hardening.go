@@ -108,3 +108,16 @@ func addsSysAdmin(caps *corev1.Capabilities) bool {
 	}
 	return slices.Contains(caps.Add, "SYS_ADMIN") || slices.Contains(caps.Add, "CAP_SYS_ADMIN")
 }
+
+// HardenPod applies, at the moment a Sandbox's pod is made, the same defaults as a template's
+// pod gets: every Sandbox's pod is hardened, not only the ones built from a template, and a
+// Sandbox edited after it was made gets them again. fromTemplate says the Sandbox was built by
+// a Builder, which already chose its runtime class (nil there means the node's default runtime,
+// asked for with runtimeClassName: ""); a raw Sandbox without one gets the installation's
+// default, as a template's pod does.
+func (b Builder) HardenPod(spec *corev1.PodSpec, fromTemplate bool) {
+	harden(spec)
+	if !fromTemplate {
+		b.applyRuntimeClass(spec)
+	}
+}

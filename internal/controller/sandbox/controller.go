@@ -25,6 +25,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -46,6 +47,9 @@ type Options struct {
 	Gate *pacer.Gate
 	// PodRules keep the router's identifying labels off sandbox pods.
 	PodRules podmeta.Rules
+	// Hardening gives every pod the secure defaults and, to a raw Sandbox's, the default
+	// runtime class (blueprint.Builder.HardenPod).
+	Hardening blueprint.Builder
 	// Peers are the router, cluster DNS and allowed link-local ranges every Sandbox's
 	// NetworkPolicy names (default egress.DefaultPeers()).
 	Peers *egress.Peers
@@ -68,6 +72,7 @@ type Reconciler struct {
 	workers       int
 	gate          *pacer.Gate
 	podRules      podmeta.Rules
+	hardening     blueprint.Builder
 	peers         egress.Peers
 	clock         clock.PassiveClock
 	activity      ActivitySource
@@ -89,7 +94,7 @@ type Reconciler struct {
 func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: opts.Recorder, clusterDomain: opts.ClusterDomain,
-		workers: opts.Workers, gate: opts.Gate, podRules: opts.PodRules, clock: opts.Clock, activity: opts.Activity,
+		workers: opts.Workers, gate: opts.Gate, podRules: opts.PodRules, hardening: opts.Hardening, clock: opts.Clock, activity: opts.Activity,
 	}
 	if r.recorder == nil {
 		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)

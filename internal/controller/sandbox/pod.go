@@ -18,6 +18,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -81,7 +82,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		return mine.DeepCopy(), false, 0, nil
 	}
 
-	pod, refused := buildPod(sb, r.podRules)
+	pod, refused := buildPod(sb, r.podRules, r.hardening)
 	if err := controllerutil.SetControllerReference(sb, pod, r.client.Scheme()); err != nil {
 		return nil, false, 0, err
 	}
@@ -151,7 +152,7 @@ func (r *Reconciler) warnRefused(sb *agentsv1alpha1.Sandbox, refused []string) {
 	}
 }
 
-func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (*corev1.Pod, []string) {
+func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules, hardening blueprint.Builder) (*corev1.Pod, []string) {
 	labels, annotations, refused := podMetadata(sb, rules)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -163,6 +164,9 @@ func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (*corev1.Pod, []s
 		Spec: *sb.Spec.PodTemplate.Spec.DeepCopy(),
 	}
 	withClaimVolumes(&pod.Spec, sb)
+	// Hardened on every pod made, so neither a raw Sandbox nor one edited since it was made from
+	// its template escapes the defaults (a template's Sandbox has them already).
+	hardening.HardenPod(&pod.Spec, sb.Annotations[extv1alpha1.TemplateRefAnnotation] != "")
 	// automountServiceAccountToken is left as the Sandbox says: the contract defaults it to false
 	// only for pods made from a SandboxTemplate (blueprint does that), and a raw Sandbox keeps
 	// Kubernetes' default, as upstream's does.

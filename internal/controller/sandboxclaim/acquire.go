@@ -160,10 +160,12 @@ func (r *Reconciler) acceptFor(ctx context.Context, claim *extv1alpha1.SandboxCl
 	}
 }
 
-// adoptable: an unclaimed, ready pool member.
+// adoptable: an unclaimed, ready pool member whose spec is still the one its pool made
+// (generation 1: no spec write since the create, by anyone), so a member edited before its
+// adoption is never handed to someone else; its pool replaces it.
 func adoptable(sb *agentsv1alpha1.Sandbox) bool {
 	owner := metav1.GetControllerOf(sb)
-	return sb.DeletionTimestamp.IsZero() && owner != nil &&
+	return sb.DeletionTimestamp.IsZero() && owner != nil && sb.Generation == agentsv1alpha1.PristineGeneration &&
 		owner.Kind == "SandboxWarmPool" && owner.APIVersion == extv1alpha1.GroupVersion.String() &&
 		meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady) &&
 		len(sb.Status.PodIPs) > 0

@@ -132,6 +132,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	m := classify(pool, members, tmpl, r.blueprint, r.expect)
 
 	var errs []error
+	if len(m.edited) > 0 {
+		log.FromContext(ctx).V(2).Info("replacing members whose spec was changed after the pool made them", "sandboxes", klog.KObjSlice(m.edited))
+		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersEdited,
+			"%d warm sandboxes were changed after the pool made them; they are replaced, never handed out", len(m.edited))
+		errs = append(errs, r.deleteMembers(ctx, pool, m.edited))
+		m = classify(pool, members, tmpl, r.blueprint, r.expect)
+	}
 	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
 		log.FromContext(ctx).V(2).Info("replacing members built from an older template (Recreate)", "sandboxes", klog.KObjSlice(m.stale))
 		errs = append(errs, r.deleteMembers(ctx, pool, m.stale))

@@ -23,6 +23,7 @@ import (
 type membership struct {
 	active  []*agentsv1alpha1.Sandbox // not being deleted
 	stale   []*agentsv1alpha1.Sandbox // active, built from an older template revision
+	edited  []*agentsv1alpha1.Sandbox // active, spec changed since the pool made it
 	ready   int
 	pending int // creates issued but not yet in the cache
 }
@@ -63,6 +64,11 @@ func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbo
 		m.active = append(m.active, sb)
 		if isReady(sb) {
 			m.ready++
+		}
+		if sb.Generation > agentsv1alpha1.PristineGeneration {
+			// Edited since the pool made it: no claim adopts it (whatever the update strategy),
+			// so it is replaced.
+			m.edited = append(m.edited, sb)
 		}
 		if tmpl != nil && isStale(sb, pool, hash) {
 			m.stale = append(m.stale, sb)
