@@ -15,6 +15,7 @@ type webhookFlags struct {
 	host, certDir, certName, keyName   string
 	port                               int
 	namespace, serviceName, secretName string
+	maxRequestBytes                    int64
 }
 
 func bindWebhookFlags(fs *flag.FlagSet) *webhookFlags {
@@ -30,6 +31,7 @@ func bindWebhookFlags(fs *flag.FlagSet) *webhookFlags {
 	fs.StringVar(&w.namespace, "webhook-namespace", "", "Namespace of the webhook Service and Secret (default: the controller pod's namespace).")
 	fs.StringVar(&w.serviceName, "webhook-service-name", "agent-sandbox-webhook-service", "Name of the webhook Service; the certificate is issued for <name>.<namespace>.svc.")
 	fs.StringVar(&w.secretName, "webhook-secret-name", "agent-sandbox-webhook-certs", "Secret holding the webhook's CA and serving certificate (--manage-webhook-certs).")
+	fs.Int64Var(&w.maxRequestBytes, "webhook-max-request-bytes", conversion.DefaultMaxRequestBytes, "Largest conversion request body accepted (larger: 413). The API server converts a v1beta1 LIST served from its watch cache in one request; the default holds about 8,000 Sandboxes.")
 	return w
 }
 
@@ -38,7 +40,11 @@ func (w *webhookFlags) options() (*conversion.Options, error) {
 	if !w.enable {
 		return nil, nil
 	}
-	opts := &conversion.Options{Host: w.host, Port: w.port, CertDir: w.certDir, CertName: w.certName, KeyName: w.keyName}
+	if w.maxRequestBytes <= 0 {
+		return nil, errors.New("--webhook-max-request-bytes must be positive")
+	}
+	opts := &conversion.Options{Host: w.host, Port: w.port, CertDir: w.certDir, CertName: w.certName, KeyName: w.keyName,
+		MaxRequestBytes: w.maxRequestBytes}
 	ns := w.namespace
 	if ns == "" {
 		ns = podNamespace()

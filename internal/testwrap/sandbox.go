@@ -43,6 +43,12 @@ func (w *SandboxWrapper) Clone() *SandboxWrapper {
 	return (&SandboxWrapper{obj: *w.obj.DeepCopy()}).bind()
 }
 
+// Generation sets metadata.generation, as the API server does on each spec change (1 at create).
+func (w *SandboxWrapper) Generation(n int64) *SandboxWrapper {
+	w.obj.Generation = n
+	return w
+}
+
 // Replicas sets spec.replicas (0 pauses the Sandbox).
 func (w *SandboxWrapper) Replicas(n int32) *SandboxWrapper {
 	w.obj.Spec.Replicas = ptr.To(n)

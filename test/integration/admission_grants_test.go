@@ -151,7 +151,9 @@ func TestASandboxRunsRestrictedUnlessItsNamespaceOptsOut(t *testing.T) {
 	ids := identitiesIn(t, ns)
 	const optOut = " in this namespace; a cluster admin allows it by labelling the namespace agents.x-k8s.io/pod-security=baseline"
 	rootOnRunc := podSpecFragment(`{runtimeClassName: runc, securityContext: {runAsUser: 0}}`)
-	container := func(sc string) string { return podSpecFragment(`{containers: [{name: runtime, image: runtime:1, securityContext: ` + sc + `}]}`) }
+	container := func(sc string) string {
+		return podSpecFragment(`{containers: [{name: runtime, image: runtime:1, securityContext: ` + sc + `}]}`)
+	}
 	cases := []admissionCase{
 		{name: "root on the node's kernel", as: asTenant, create: rootOnRunc, policy: podSecurityPolicy,
 			want: "spec.podTemplate.spec.securityContext.runAsUser: root runs only on the installation's default runtime class (leave runtimeClassName unset, not runc)" + optOut},

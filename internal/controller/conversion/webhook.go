@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -54,7 +55,16 @@ type Options struct {
 	Service *ServiceRef
 	// CRDs whose conversion this webhook serves; the four of ours when empty (tests use others).
 	CRDs []string
+	// MaxRequestBytes bounds a ConversionReview's body (DefaultMaxRequestBytes when 0): a larger
+	// one is refused with 413 before it is read, so no caller can make the process hold an
+	// arbitrary body in memory.
+	MaxRequestBytes int64
 }
+
+// DefaultMaxRequestBytes is the default bound of a conversion request. The API server converts
+// the items of a v1beta1 LIST served from its watch cache in one request: 32 MiB holds about
+// 8,000 Sandboxes of 4 KiB; paginated lists (kubectl, client-go's 500 per page) stay far below.
+const DefaultMaxRequestBytes int64 = 32 << 20
 
 // CertRotation names what the controller's own certificate management touches.
 type CertRotation struct {
@@ -75,7 +85,11 @@ func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 	// feed controller_runtime_webhook_* (requests by code, latency, in flight) as its own would,
 	// for dashboards and alerts written for controller-runtime webhooks.
 	hooks := webhook.NewServer(webhook.Options{})
-	hooks.Register(Path, conversion.NewWebhookHandler(mgr.GetScheme()))
+	limit := opts.MaxRequestBytes
+	if limit <= 0 {
+		limit = DefaultMaxRequestBytes
+	}
+	hooks.Register(Path, boundedBody(conversion.NewWebhookHandler(mgr.GetScheme()), limit))
 	server := NewServer(opts.Host, opts.Port, opts.CertDir, opts.CertName, opts.KeyName, hooks.WebhookMux())
 	ready := make(chan struct{})
 	if opts.CertRotation != nil {
@@ -164,3 +178,17 @@ wait:
 
 // NeedLeaderElection is false: the API server may call any replica behind the Service.
 func (g *gatedServer) NeedLeaderElection() bool { return false }
+
+// boundedBody refuses a request whose declared length passes limit with 413, and cuts off one
+// that sends more than it declared (or declares nothing) at limit: the decoder then fails on the
+// truncated body and the handler answers with an error.
+func boundedBody(next http.Handler, limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			http.Error(w, fmt.Sprintf("a conversion request may hold at most %d bytes", limit), http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		next.ServeHTTP(w, r)
+	})
+}

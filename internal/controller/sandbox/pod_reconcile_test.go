@@ -47,8 +47,14 @@ func TestPodIsMadeFromThePodTemplate(t *testing.T) {
 	if got := pod.Annotations["example.com/note"]; got != "hi" {
 		t.Errorf("pod annotation example.com/note = %q, want the template's \"hi\"", got)
 	}
-	if d := cmp.Diff(sb.Spec.PodTemplate.Spec.Containers, pod.Spec.Containers); d != "" {
-		t.Errorf("pod containers (-template +pod):\n%s", d)
+	// The template's containers, with the hardening every sandbox pod gets where it says nothing.
+	wantContainers := sb.DeepCopy().Spec.PodTemplate.Spec.Containers
+	for i := range wantContainers {
+		wantContainers[i].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	}
+	if d := cmp.Diff(wantContainers, pod.Spec.Containers); d != "" {
+		t.Errorf("pod containers (-template, hardened +pod):\n%s", d)
 	}
 	wantVolumes := []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PVCName("home", testSB)}}}}

@@ -4,9 +4,13 @@ import (
 	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
 )
 
@@ -71,5 +75,43 @@ func TestWithoutForeignReservedKeepsTheSandboxLabelTheControllerWants(t *testing
 	got := r.withoutForeignReserved(labels, podIdentityLabels(sb))
 	if got[agentsv1alpha1.SandboxPodLabel] != "true" {
 		t.Errorf("withoutForeignReserved dropped %s: %v", agentsv1alpha1.SandboxPodLabel, got)
+	}
+}
+
+// Every sandbox pod is hardened where its spec says nothing, a raw Sandbox's included, and a
+// raw Sandbox runs on the installation's default runtime class; a template's Sandbox keeps the
+// class its builder chose (none: the node's default, asked for with runtimeClassName: "").
+func TestEverySandboxPodIsHardened(t *testing.T) {
+	hardening := blueprint.Builder{RuntimeClassName: "gvisor"}
+	cases := []struct {
+		name             string
+		annotations      map[string]string
+		runtimeClass     *string
+		wantRuntimeClass string
+	}{
+		{name: "a raw Sandbox gets the default runtime class", wantRuntimeClass: "gvisor"},
+		{name: "a raw Sandbox keeps its own class", runtimeClass: ptr.To("kata"), wantRuntimeClass: "kata"},
+		{name: "a template's Sandbox on the node's default runtime stays there",
+			annotations: map[string]string{extv1alpha1.TemplateRefAnnotation: "tmpl"}, wantRuntimeClass: "<none>"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1", Annotations: tc.annotations}}
+			sb.Spec.PodTemplate.Spec.RuntimeClassName = tc.runtimeClass
+			sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "runtime", Image: "runtime:1"}}
+			pod, _ := buildPod(sb, podmeta.Rules{}, hardening)
+			if got := ptr.Deref(pod.Spec.RuntimeClassName, "<none>"); got != tc.wantRuntimeClass {
+				t.Errorf("runtimeClassName %s, want %s", got, tc.wantRuntimeClass)
+			}
+			if sc := pod.Spec.SecurityContext; sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || sc.SeccompProfile == nil {
+				t.Errorf("pod securityContext %+v, want runAsNonRoot and a seccomp profile", sc)
+			}
+			if c := pod.Spec.Containers[0].SecurityContext; c == nil || ptr.Deref(c.AllowPrivilegeEscalation, true) || c.Capabilities == nil {
+				t.Errorf("container securityContext %+v, want no escalation and dropped capabilities", c)
+			}
+			if sb.Spec.PodTemplate.Spec.SecurityContext != nil {
+				t.Error("building the pod changed the Sandbox's own spec")
+			}
+		})
 	}
 }

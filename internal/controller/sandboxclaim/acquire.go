@@ -165,7 +165,7 @@ func (r *Reconciler) acceptFor(ctx context.Context, claim *extv1alpha1.SandboxCl
 // adoption is never handed to someone else; its pool replaces it.
 func adoptable(sb *agentsv1alpha1.Sandbox) bool {
 	owner := metav1.GetControllerOf(sb)
-	return sb.DeletionTimestamp.IsZero() && owner != nil && sb.Generation == agentsv1alpha1.PristineGeneration &&
+	return sb.DeletionTimestamp.IsZero() && owner != nil && sb.Generation <= agentsv1alpha1.PristineGeneration &&
 		owner.Kind == "SandboxWarmPool" && owner.APIVersion == extv1alpha1.GroupVersion.String() &&
 		meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady) &&
 		len(sb.Status.PodIPs) > 0

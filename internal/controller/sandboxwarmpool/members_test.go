@@ -87,17 +87,22 @@ func TestClassify(t *testing.T) {
 		wantActive []string
 		wantStale  []string
 		wantReady  int
+		wantEdited []string
 	}{
 		{"fresh members, ready counted", []agentsv1alpha1.Sandbox{built(pool, tmpl, "a", true), built(pool, tmpl, "b", false)}, tmpl,
-			[]string{"a", "b"}, nil, 1},
+			[]string{"a", "b"}, nil, 1, nil},
 		{"a member being deleted is not active", []agentsv1alpha1.Sandbox{built(pool, tmpl, "a", true), deleting}, tmpl,
-			[]string{"a"}, nil, 1},
+			[]string{"a"}, nil, 1, nil},
 		{"members of an older pod spec are stale", []agentsv1alpha1.Sandbox{built(pool, tmpl, "old", true), built(pool, edited, "new", false)}, edited,
-			[]string{"old", "new"}, []string{"old"}, 1},
+			[]string{"old", "new"}, []string{"old"}, 1, nil},
 		{"members of another template are stale", []agentsv1alpha1.Sandbox{built(pool, other, "node", true)}, tmpl,
-			[]string{"node"}, []string{"node"}, 1},
+			[]string{"node"}, []string{"node"}, 1, nil},
 		{"without the template nothing is stale", []agentsv1alpha1.Sandbox{built(pool, other, "node", true)}, nil,
-			[]string{"node"}, nil, 1},
+			[]string{"node"}, nil, 1, nil},
+		{"a member whose spec changed since the pool made it is edited", []agentsv1alpha1.Sandbox{built(pool, tmpl, "a", true), generation(built(pool, tmpl, "b", true), 2)}, tmpl,
+			[]string{"a", "b"}, nil, 2, []string{"b"}},
+		{"an edited member is edited without the template too", []agentsv1alpha1.Sandbox{generation(built(pool, tmpl, "b", true), 3)}, nil,
+			[]string{"b"}, nil, 1, []string{"b"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,11 +113,19 @@ func TestClassify(t *testing.T) {
 			if d := cmp.Diff(tc.wantStale, names(m.stale)); d != "" {
 				t.Errorf("stale (-want +got):\n%s", d)
 			}
+			if d := cmp.Diff(tc.wantEdited, names(m.edited)); d != "" {
+				t.Errorf("edited (-want +got):\n%s", d)
+			}
 			if m.ready != tc.wantReady || m.pending != 0 {
 				t.Errorf("ready %d pending %d, want %d and 0", m.ready, m.pending, tc.wantReady)
 			}
 		})
 	}
+}
+
+func generation(sb agentsv1alpha1.Sandbox, n int64) agentsv1alpha1.Sandbox {
+	sb.Generation = n
+	return sb
 }
 
 // The writes this controller made but the cache does not show yet still count.
