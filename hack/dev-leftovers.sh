@@ -43,6 +43,9 @@ for bin in iptables ip6tables iptables-legacy ip6tables-legacy; do
 done
 grep -F " $dir/" /proc/self/mountinfo | while read -r l; do echo "leftover: mount $l"; done
 grep -qF " $dir/" /proc/self/mountinfo && found=1
+# The provisioner's nodev,nosuid bind mount of its volume root.
+grep -E ' /tmp/hostpath_pv ' /proc/self/mountinfo | while read -r l; do echo "leftover: mount $l"; done
+grep -qE ' /tmp/hostpath_pv ' /proc/self/mountinfo && found=1
 # Cilium: pins in bpffs, its runtime dir (API socket, state) and cgroup2 mount.
 for d in /sys/fs/bpf/cilium /sys/fs/bpf/tc/globals /var/run/cilium; do
   [[ -e "$d" ]] && report "cilium $d"

@@ -41,7 +41,7 @@ func (c *Cluster) Steps() []step.Step {
 	preflight.procs = append(append(preflight.procs, control...), node...)
 	steps := []step.Step{
 		Binaries{c}, PKI{c}, hostnet.StateDir{Env: env, Dir: c.Dir},
-		hostnet.Paths{Env: env}, hostnet.Netfilter{Env: env}, hostnet.Sysctls{Env: env}, hostnet.Netns{Env: env},
+		hostnet.Paths{Env: env}, hostnet.VolumeRoot{Env: env}, hostnet.Netfilter{Env: env}, hostnet.Sysctls{Env: env}, hostnet.Netns{Env: env},
 		hostnet.Bridge{Env: env}, hostnet.BPFFS{Env: env}, hostnet.CNICache{Env: env, Network: spec.CNINetwork},
 		CNIConfig{c}, preflight,
 	}

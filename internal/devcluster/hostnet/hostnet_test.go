@@ -72,6 +72,8 @@ var theSteps = []struct {
 		failUpOn: "mount " + NetnsDir},
 	{name: "bridge", step: func(f *hosttest.Fake, d string) step.Step { return Bridge{env(f, d)} },
 		whileUp: func(f *hosttest.Fake) {}, failUpOn: "ip addr add"},
+	{name: "volume-root", step: func(f *hosttest.Fake, d string) step.Step { return VolumeRoot{env(f, d)} },
+		whileUp: func(f *hosttest.Fake) {}, failUpOn: "mount " + VolumeRootPath},
 	{name: "bpffs", step: func(f *hosttest.Fake, d string) step.Step { return BPFFS{env(f, d)} },
 		whileUp: func(f *hosttest.Fake) {}, failUpOn: "mount " + BPFFSPath},
 	{name: "cni-cache", step: func(f *hosttest.Fake, d string) step.Step {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/host"
 )
@@ -116,4 +117,59 @@ func (s StateDir) Down(context.Context) error {
 		errs = append(errs, os.RemoveAll(filepath.Join(rec.Dir, d)))
 	}
 	return finish(s.Env, s.Name(), errors.Join(errs...))
+}
+
+// VolumeRootPath is where the dev cluster's provisioner makes its volumes
+// (hostpathprov.DefaultRoot; hostnet does not import the provisioner).
+const VolumeRootPath = "/tmp/hostpath_pv"
+
+// VolumeRoot bind-mounts VolumeRootPath onto itself with nodev and nosuid, so that a device node
+// or a setuid file a sandbox leaves in its volume is inert on the node (the volumes are 0777
+// directories of the host's filesystem). Down unmounts it only if Up mounted it.
+type VolumeRoot struct{ Env }
+
+type volumeRootRecord struct {
+	Mounted    bool `json:"mounted"`
+	CreatedDir bool `json:"createdDir"`
+}
+
+func (VolumeRoot) Name() string { return "volume-root" }
+
+func (s VolumeRoot) Up(context.Context) error {
+	if host.IsMountPoint(s.Host, VolumeRootPath, "") {
+		return nil
+	}
+	rec := volumeRootRecord{Mounted: true, CreatedDir: !s.Host.Exists(VolumeRootPath)}
+	if err := s.Store.Save(s.Name(), rec); err != nil {
+		return err
+	}
+	if err := s.Host.MkdirAll(VolumeRootPath); err != nil {
+		return err
+	}
+	if err := s.Host.Mount(VolumeRootPath, VolumeRootPath, "", syscall.MS_BIND); err != nil {
+		return fmt.Errorf("bind-mounting %s: %w", VolumeRootPath, err)
+	}
+	// A bind mount takes its flags only from a remount.
+	if err := s.Host.Mount("", VolumeRootPath, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_NODEV|syscall.MS_NOSUID); err != nil {
+		return fmt.Errorf("remounting %s nodev,nosuid: %w", VolumeRootPath, err)
+	}
+	return nil
+}
+
+func (s VolumeRoot) Down(context.Context) error {
+	rec, ok, err := load[volumeRootRecord](s.Env, s.Name())
+	if !ok || err != nil {
+		return err
+	}
+	if rec.Mounted && host.IsMountPoint(s.Host, VolumeRootPath, "") {
+		// Detached: a volume directory still open somewhere must not keep the host mounted.
+		if err := s.Host.Unmount(VolumeRootPath, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting %s: %w", VolumeRootPath, err)
+		}
+	}
+	if rec.CreatedDir && s.Host.Exists(VolumeRootPath) {
+		// Only while empty: the volumes are the Paths step's to remove.
+		_ = s.Host.Remove(VolumeRootPath)
+	}
+	return finish(s.Env, s.Name(), nil)
 }
