@@ -49,6 +49,10 @@ var admissionProbes = map[string]func(sb *unstructured.Unstructured){
 		_ = unstructured.SetNestedSlice(sb.Object, []any{map[string]any{"name": "s", "secret": map[string]any{"secretName": "probe"}}},
 			"spec", "podTemplate", "spec", "volumes")
 	},
+	"agent-sandbox-size": func(sb *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(sb.Object, []any{map[string]any{"name": "probe", "image": strings.Repeat("x", 300<<10)}},
+			"spec", "podTemplate", "spec", "containers")
+	},
 	// agent-sandbox-frozen judges only updates of claimed and pooled Sandboxes; it is created
 	// with the others and enforced from the same moment.
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,6 +25,7 @@ const (
 	referencesPolicy  = "agent-sandbox-references"
 	podSecurityPolicy = "agent-sandbox-pod-security"
 	frozenPolicy      = "agent-sandbox-frozen"
+	sizePolicy        = "agent-sandbox-size"
 	asReader          = "reader"          // agent-sandbox-user, and get on what the cases refer to
 	asTemplateWriter  = "template-writer" // may write SandboxTemplates, and nothing it refers to
 )
@@ -338,4 +340,25 @@ func waitForPoolMember(t *testing.T, ns, pool string) string {
 		return fmt.Errorf("no member yet among %d Sandboxes", len(list.Items))
 	})
 	return name
+}
+
+// One Sandbox cannot make every controller replica hold megabytes: a pod template's text is
+// bounded (the attack: 80 Sandboxes of 1 MiB grew two replicas' heaps by 165 MiB).
+func TestAPodTemplateIsBoundedInSize(t *testing.T) {
+	ns := newNamespace(t)
+	ids := identitiesIn(t, ns)
+	big := strings.Repeat("x", 300<<10)
+	env := func(value string) string {
+		return podSpecFragment(`{containers: [{name: runtime, image: runtime:1, env: [{name: BLOB, value: "` + value + `"}]}]}`)
+	}
+	tooLarge := func(n int) string {
+		return fmt.Sprintf("spec.podTemplate: its images, commands, arguments, env, working directories and pod labels and annotations hold %d bytes; "+
+			"at most 262144 (256 KiB) are allowed, as every controller replica keeps each Sandbox in memory; put large data in a volume", n)
+	}
+	runAdmissionCases(t, ns, ids, []admissionCase{
+		{name: "a 300 KiB env value", as: asTenant, create: env(big), policy: sizePolicy, want: tooLarge(len(big) + len("BLOB") + len("runtime:1"))},
+		{name: "a 300 KiB pod annotation, by a cluster admin", as: asAdmin, kind: "SandboxTemplate",
+			create: `spec: {podTemplate: {metadata: {annotations: {blob: "` + big + `"}}}}`, policy: sizePolicy, want: tooLarge(len(big) + len("blob") + len("runtime:1"))},
+		{name: "a 100 KiB env value", as: asTenant, create: env(big[:100<<10])},
+	})
 }

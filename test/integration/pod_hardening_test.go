@@ -64,13 +64,14 @@ func TestRawSandboxPodsAreHardened(t *testing.T) {
 		wantNonRoot bool
 	}{
 		{"a raw Sandbox that says nothing", testwrap.MakeSandbox(ns, "raw"), true},
-		{"a raw Sandbox that runs as root", testwrap.MakeSandbox(ns, "root").PodSecurity(&corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}), false},
+		// Pod Security "restricted" refuses root: this one runs in a namespace without it.
+		{"a raw Sandbox that runs as root", testwrap.MakeSandbox(newNamespace(t), "root").PodSecurity(&corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sb := tc.sandbox.Obj()
 			mustCreateObj(t, sb)
-			pod := waitForPod(t, ns, sb.Name)
+			pod := waitForPod(t, sb.Namespace, sb.Name)
 			if got := ptr.Deref(pod.Spec.RuntimeClassName, "<none>"); got != defaultRuntimeClass {
 				t.Errorf("pod runtimeClassName %s, want the default %s", got, defaultRuntimeClass)
 			}

@@ -11,8 +11,8 @@ import (
 
 // A warm member whose spec was changed after its pool made it (a backdoored command, here by a
 // cluster admin, whom admission lets through) is never handed to a claim, whatever the pool's
-// update strategy, and its pool replaces it. The deletion is held back so the edited member
-// stays a candidate while the claim is served.
+// update strategy. The pool's deletion of it is held back so that it stays a candidate while
+// the claim is served.
 func TestAWarmMemberEditedAfterItsPoolMadeItIsNeverHandedOut(t *testing.T) {
 	ns := newNamespace(t)
 	startFakeKubelet(t, ns)
@@ -22,11 +22,14 @@ func TestAWarmMemberEditedAfterItsPoolMadeItIsNeverHandedOut(t *testing.T) {
 	refuseSandboxDeletes(t, ns, edited)
 	mustPatch(t, testwrap.MakeSandbox(ns, edited).Obj(),
 		`{"spec":{"podTemplate":{"spec":{"containers":[{"name":"runtime","image":"sandbox-runtime:v1","command":["sh","-c","backdoor"]}]}}}}`)
-	testwrap.Eventually(t, "the pool starts a replacement beside the edited member", func() error {
-		if live := liveMembers(t, ns); len(live) < 2 || !live[edited] {
-			return fmt.Errorf("members %v, want the edited %s and a replacement", live, edited)
+	// The pool tries to replace it (its delete is held back); one more replica shows the
+	// controller's cache has the edit while the edited member is still a candidate.
+	patchPoolReplicas(t, testwrap.MakeWarmPool(ns, "pool").Obj(), 2)
+	testwrap.Eventually(t, "a fresh member ready beside the edited one", func() error {
+		if live := liveMembers(t, ns); len(live) != 2 || !live[edited] {
+			return fmt.Errorf("members %v, want the edited %s and a fresh one", live, edited)
 		}
-		return nil
+		return poolReady(t, ns, "pool", 2)()
 	})
 
 	mustCreateObj(t, testwrap.MakeClaim(ns, "c").Template("tpl").Obj())
@@ -37,5 +40,8 @@ func TestAWarmMemberEditedAfterItsPoolMadeItIsNeverHandedOut(t *testing.T) {
 	}
 	if cmd := getSandbox(t, ns, got).Spec.PodTemplate.Spec.Containers[0].Command; len(cmd) > 0 && cmd[len(cmd)-1] == "backdoor" {
 		t.Errorf("the claim's sandbox %s runs %v", got, cmd)
+	}
+	if sb := getSandbox(t, ns, edited); metav1.GetControllerOf(sb) == nil || metav1.GetControllerOf(sb).Kind != "SandboxWarmPool" {
+		t.Errorf("edited member %s owners %v, want still the pool's", edited, sb.OwnerReferences)
 	}
 }
