@@ -25,6 +25,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
@@ -116,7 +117,7 @@ func (fv *flagValues) apply(opts *manager.Options) error {
 			return fmt.Errorf("--router-url %q: want an http(s) URL such as http://sandbox-router-svc.agent-sandbox-system.svc:8080", *fv.routerURL)
 		}
 		opts.Activity = &sandbox.RouterActivity{URL: *fv.routerURL, TokenFile: *fv.routerTokenFile,
-			Client: &http.Client{Timeout: 2 * time.Second}}
+			Client: noredirect.Client(&http.Client{Timeout: 2 * time.Second})}
 	}
 	if opts.ScopedTokens, err = loadScopedSigner(*fv.scopedSecret); err != nil {
 		return fmt.Errorf("--scoped-token-secret-file: %w", err)

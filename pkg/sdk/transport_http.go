@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -27,7 +28,9 @@ type httpClients struct {
 }
 
 func newHTTPClients(o Options) *httpClients {
-	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	// A sandbox's redirect is its answer, never followed: it would carry the router token where
+	// untrusted code points (internal/noredirect).
+	noRedirect := noredirect.CheckRedirect
 	mk := func(protos *http.Protocols) *http.Transport {
 		return &http.Transport{
 			Proxy:                 nil, // pod IPs and the local port-forward are never behind a proxy
