@@ -196,7 +196,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	var pods *PodCache
 	var podInformers crcache.Cache
 	if o.identifiesPods() {
-		pods = NewPodCache(o.AllowLoopbackPodIP)
+		pods = NewPodCache(o.AllowLoopbackPodIP, o.ExcludedNamespaces()...)
+		log.Info("pods of these namespaces must send a token", "namespaces", o.ExcludedNamespaces())
 		if podInformers, err = pods.Attach(ctx, cfg, o.Namespace); err != nil {
 			return err
 		}

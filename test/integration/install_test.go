@@ -191,7 +191,8 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantRouterService(t, objs, tenant, "sandbox-router-svc")
-			wantRouterArgs(t, objs, tenant, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true")
+			wantRouterArgs(t, objs, tenant, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true",
+				"--identify-pods-exclude-namespaces=kube-system,kube-public,kube-node-lease")
 			return objs
 		}, map[string]int{"Deployment": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRoleBinding": 1, "Service": 1, "PodDisruptionBudget": 1}},
 	} {
@@ -213,7 +214,8 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			}
 			wantRouterService(t, objs, tc.ns, "sandbox-router-svc", "agent-sandbox-router")
 			if tc.name != "helm chart with a shared router token, one namespace routed" {
-				wantRouterArgs(t, objs, tc.ns, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true")
+				wantRouterArgs(t, objs, tc.ns, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true",
+					"--identify-pods-exclude-namespaces=kube-system,kube-public,kube-node-lease")
 			}
 			dryRunApply(t, objs)
 			dryRunPods(t, objs)

@@ -59,3 +59,37 @@ func TestRouterActivityNeverFollowsARedirect(t *testing.T) {
 		})
 	}
 }
+
+// TestRouterActivitySendsItsToken: the controller asks the router with its ServiceAccount token
+// (read from the file on every call), since a router never names a pod of the controller's
+// namespace by its address (--identify-pods-exclude-namespaces); no file, no header.
+func TestRouterActivitySendsItsToken(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("controller-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, file, wantAuth string
+	}{
+		{"token file", tokenFile, "Bearer controller-token"},
+		{"missing token file", filepath.Join(dir, "absent"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var gotAuth, gotID, gotNS string
+			router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				gotAuth, gotID, gotNS = r.Header.Get("Authorization"), r.Header.Get("X-Sandbox-ID"), r.Header.Get("X-Sandbox-Namespace")
+				_, _ = w.Write([]byte(`{"active":true,"runningProcesses":1}`))
+			}))
+			defer router.Close()
+			a := &RouterActivity{URL: router.URL + "/", TokenFile: tc.file, Client: &http.Client{Timeout: 2 * time.Second}}
+			act, err := a.Activity(context.Background(), "team-a", "sb")
+			if err != nil || !act.Active || act.RunningProcesses != 1 {
+				t.Fatalf("Activity = %+v, %v; want active with one process", act, err)
+			}
+			if gotAuth != tc.wantAuth || gotID != "sb" || gotNS != "team-a" {
+				t.Errorf("router saw Authorization %q, sandbox %s/%s; want %q, team-a/sb", gotAuth, gotNS, gotID, tc.wantAuth)
+			}
+		})
+	}
+}
