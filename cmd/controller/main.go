@@ -66,6 +66,7 @@ type flagValues struct {
 // values for apply.
 func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	fs.BoolVar(&opts.MetricsAuth, "metrics-auth", true, "Serve metrics only to callers the API server authenticates (TokenReview) and allows get on the non-resource URL /metrics (SubjectAccessReview; the ClusterRole agent-sandbox-metrics-reader grants it); false: to anyone who reaches the port (local debugging).")
 	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "Address to serve net/http/pprof on (off when empty).")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that only one replica reconciles (others are hot standbys); a new leader rebuilds its state from the API before it serves a claim.")

@@ -86,6 +86,9 @@ type Options struct {
 	ShutdownTimeout       time.Duration
 
 	AccessLog bool
+	// MetricsAuth serves /metrics only to callers the API server allows get on the non-resource
+	// URL /metrics (metricsauth.go); false: to anyone who reaches the probe port.
+	MetricsAuth bool
 	// TracerProvider is not a flag: cmd/router sets it from the OTEL_* environment
 	// (internal/tracing); nil traces nothing.
 	TracerProvider trace.TracerProvider
@@ -161,6 +164,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", o.MaxHeaderBytes, "Largest request header block accepted.")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "On SIGTERM, how long in-flight requests may take to finish.")
 	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log one line per proxied request.")
+	fs.BoolVar(&o.MetricsAuth, "metrics-auth", o.MetricsAuth, "Serve /metrics only to callers the API server authenticates (TokenReview) and allows get on the non-resource URL /metrics (SubjectAccessReview; the ClusterRole agent-sandbox-metrics-reader grants it); /healthz and /readyz stay open. false: to anyone who reaches the probe port (local debugging).")
 }
 
 // Validate reports the first inconsistent setting.

@@ -101,8 +101,9 @@ func instrument(m *Metrics, access bool, next http.Handler) http.Handler {
 }
 
 // probeHandler serves the router's own endpoints, kept off the proxy port so that they never
-// shadow a sandbox path.
-func probeHandler(ready func() bool, m *Metrics) http.Handler {
+// shadow a sandbox path. protect, when set, guards /metrics (--metrics-auth); the probes stay
+// open for the kubelet.
+func probeHandler(ready func() bool, m *Metrics, protect MetricsProtector) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeOK(w) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -113,9 +114,16 @@ func probeHandler(ready func() bool, m *Metrics) http.Handler {
 		writeOK(w)
 	})
 	if m != nil {
-		mux.Handle("GET /metrics", m.Handler())
+		var h http.Handler = m.Handler()
+		if protect != nil {
+			var err error
+			if h, err = protect(h); err != nil {
+				return nil, err
+			}
+		}
+		mux.Handle("GET /metrics", h)
 	}
-	return mux
+	return mux, nil
 }
 
 // RESTConfig loads the API client configuration: --kubeconfig, else $KUBECONFIG or
@@ -231,7 +239,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	ready := func() bool { return cache.HasSynced() && (pods == nil || pods.HasSynced()) && !stopping.Load() }
 	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog,
 		TracerProvider: o.TracerProvider})
-	servers := o.servers(handler, ready, metrics, log)
+	protect, err := o.metricsProtector(cfg, log)
+	if err != nil {
+		return err
+	}
+	servers, err := o.servers(handler, ready, metrics, protect, log)
+	if err != nil {
+		return err
+	}
 	listeners, err := listen(servers)
 	if err != nil {
 		return err
@@ -274,7 +289,7 @@ func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) Proxy
 }
 
 // servers are the proxy port's server and, with --probe-listen, the probe port's.
-func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, log *slog.Logger) []*http.Server {
+func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, protect MetricsProtector, log *slog.Logger) ([]*http.Server, error) {
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -290,10 +305,14 @@ func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metr
 		// No ReadTimeout/WriteTimeout: exec streams and WebSockets last as long as they last.
 	}}
 	if o.ProbeListen != "" {
-		servers = append(servers, &http.Server{Addr: o.ProbeListen, Handler: probeHandler(ready, metrics),
+		probes, err := probeHandler(ready, metrics, protect)
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, &http.Server{Addr: o.ProbeListen, Handler: probes,
 			ReadHeaderTimeout: 5 * time.Second, ErrorLog: errLog})
 	}
-	return servers
+	return servers, nil
 }
 
 // listen opens every server's port before any serves, so that a taken port fails the start,

@@ -52,7 +52,11 @@ func TestProbeEndpoints(t *testing.T) {
 	var mu sync.Mutex
 	ready := false
 	m := NewMetrics(inventory{"team-a": 3})
-	srv := httptest.NewServer(probeHandler(func() bool { mu.Lock(); defer mu.Unlock(); return ready }, m))
+	probes, err := probeHandler(func() bool { mu.Lock(); defer mu.Unlock(); return ready }, m, nil) // --metrics-auth=false
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(probes)
 	t.Cleanup(srv.Close)
 	client := h1Client(t)
 	get := func(path string) (int, string) {
