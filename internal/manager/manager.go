@@ -47,11 +47,11 @@ import (
 // Options configures the manager. The zero value is usable: no metrics or probe listeners,
 // no leader election.
 type Options struct {
-	MetricsAddr      string // "0" or "" disables
+	MetricsAddr string // "0" or "" disables
 	// MetricsAuth lets only callers the API server allows get on the non-resource URL /metrics
 	// read the metrics (TokenReview, then SubjectAccessReview; the ClusterRole
 	// agent-sandbox-metrics-reader grants it). Off: anyone who reaches the port reads them.
-	MetricsAuth bool
+	MetricsAuth      bool
 	ProbeAddr        string // "" disables
 	LeaderElection   bool
 	LeaderElectionID string
