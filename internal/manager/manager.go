@@ -161,7 +161,7 @@ func managerOptions(opts Options, scheme *runtime.Scheme) ctrl.Options {
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsOptions(metricsAddr, opts.MetricsAuth),
+		Metrics:                       MetricsServerOptions(metricsAddr, opts.MetricsAuth),
 		PprofBindAddress:              opts.PprofAddr,
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection && !opts.WebhookOnly,
@@ -184,11 +184,11 @@ func managerOptions(opts Options, scheme *runtime.Scheme) ctrl.Options {
 	return mgrOpts
 }
 
-// metricsOptions serve /metrics on addr; with auth, to callers the API server authenticates
+// MetricsServerOptions serve /metrics on addr; with auth, to callers the API server authenticates
 // (TokenReview) and allows get on the non-resource URL /metrics (SubjectAccessReview), as
 // controller-runtime's filter does. Metrics name every tenant's namespaces and claims. (The RBAC
 // markers of those reviews are in internal/controller/metrics.)
-func metricsOptions(addr string, auth bool) metricsserver.Options {
+func MetricsServerOptions(addr string, auth bool) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: addr}
 	if auth {
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization

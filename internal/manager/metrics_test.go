@@ -35,7 +35,7 @@ func TestControllerMetricsNeedAReaderToken(t *testing.T) {
 		{"no token, MetricsAuth off", "", false, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := serveMetrics(t, managerOptions(Options{MetricsAddr: "127.0.0.1:0", MetricsAuth: tc.auth}, nil).Metrics, cfg)
+			addr := serveMetrics(t, MetricsServerOptions("127.0.0.1:0", tc.auth), cfg)
 			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
 			if tc.token != "" {
 				req.Header.Set("Authorization", "Bearer "+tc.token)

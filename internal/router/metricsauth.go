@@ -16,11 +16,11 @@ import (
 // filter controller-runtime gives the controller's metrics server, so both answer alike. The
 // kubelet's /healthz and /readyz stay open and carry no metrics.
 
-// MetricsProtector wraps the /metrics handler.
-type MetricsProtector func(http.Handler) (http.Handler, error)
+// MetricsFilter wraps the /metrics handler.
+type MetricsFilter func(http.Handler) (http.Handler, error)
 
-// metricsProtector is --metrics-auth's filter over cfg; nil when off.
-func (o *Options) metricsProtector(cfg *rest.Config, log *slog.Logger) (MetricsProtector, error) {
+// MetricsProtector is --metrics-auth's filter over cfg; nil when off.
+func (o *Options) MetricsProtector(cfg *rest.Config, log *slog.Logger) (MetricsFilter, error) {
 	if !o.MetricsAuth {
 		if o.ProbeListen != "" {
 			log.Warn("--metrics-auth=false: anyone who reaches the probe port reads the metrics, which name every tenant's namespaces")

@@ -41,11 +41,11 @@ func TestRouterMetricsNeedAReaderToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
 			o.MetricsAuth = tc.metricsAuth
-			protect, err := o.metricsProtector(cfg, slog.New(slog.DiscardHandler))
+			protect, err := o.MetricsProtector(cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
-			probes, err := probeHandler(func() bool { return true }, m, protect)
+			probes, err := ProbeHandler(func() bool { return true }, m, protect)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -100,10 +100,10 @@ func instrument(m *Metrics, access bool, next http.Handler) http.Handler {
 	})
 }
 
-// probeHandler serves the router's own endpoints, kept off the proxy port so that they never
+// ProbeHandler serves the router's own endpoints, kept off the proxy port so that they never
 // shadow a sandbox path. protect, when set, guards /metrics (--metrics-auth); the probes stay
 // open for the kubelet.
-func probeHandler(ready func() bool, m *Metrics, protect MetricsProtector) (http.Handler, error) {
+func ProbeHandler(ready func() bool, m *Metrics, protect MetricsFilter) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeOK(w) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -239,7 +239,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	ready := func() bool { return cache.HasSynced() && (pods == nil || pods.HasSynced()) && !stopping.Load() }
 	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog,
 		TracerProvider: o.TracerProvider})
-	protect, err := o.metricsProtector(cfg, log)
+	protect, err := o.MetricsProtector(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -289,7 +289,7 @@ func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) Proxy
 }
 
 // servers are the proxy port's server and, with --probe-listen, the probe port's.
-func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, protect MetricsProtector, log *slog.Logger) ([]*http.Server, error) {
+func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, protect MetricsFilter, log *slog.Logger) ([]*http.Server, error) {
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -305,7 +305,7 @@ func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metr
 		// No ReadTimeout/WriteTimeout: exec streams and WebSockets last as long as they last.
 	}}
 	if o.ProbeListen != "" {
-		probes, err := probeHandler(ready, metrics, protect)
+		probes, err := ProbeHandler(ready, metrics, protect)
 		if err != nil {
 			return nil, err
 		}

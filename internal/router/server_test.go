@@ -52,7 +52,7 @@ func TestProbeEndpoints(t *testing.T) {
 	var mu sync.Mutex
 	ready := false
 	m := NewMetrics(inventory{"team-a": 3})
-	probes, err := probeHandler(func() bool { mu.Lock(); defer mu.Unlock(); return ready }, m, nil) // --metrics-auth=false
+	probes, err := ProbeHandler(func() bool { mu.Lock(); defer mu.Unlock(); return ready }, m, nil) // --metrics-auth=false
 	if err != nil {
 		t.Fatal(err)
 	}
