@@ -201,14 +201,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	var pods *PodCache
-	var podInformers crcache.Cache
-	if o.identifiesPods() {
-		pods = NewPodCache(o.AllowLoopbackPodIP, o.ExcludedNamespaces()...)
-		log.Info("pods of these namespaces must send a token", "namespaces", o.ExcludedNamespaces())
-		if podInformers, err = pods.Attach(ctx, cfg, o.Namespace); err != nil {
-			return err
-		}
+	pods, podInformers, err := o.podCache(ctx, cfg, log)
+	if err != nil {
+		return err
 	}
 	var identifier PodIdentifier
 	if pods != nil {
@@ -239,11 +234,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	ready := func() bool { return cache.HasSynced() && (pods == nil || pods.HasSynced()) && !stopping.Load() }
 	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog,
 		TracerProvider: o.TracerProvider})
-	protect, err := o.MetricsProtector(cfg, log)
-	if err != nil {
-		return err
-	}
-	servers, err := o.servers(handler, ready, metrics, protect, log)
+	servers, err := o.servers(handler, ready, metrics, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -280,6 +271,20 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	return g.Wait()
 }
 
+// podCache is --identify-pods' pod cache and its informers; nil, nil when off.
+func (o *Options) podCache(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*PodCache, crcache.Cache, error) {
+	if !o.identifiesPods() {
+		return nil, nil, nil
+	}
+	pods := NewPodCache(o.AllowLoopbackPodIP, o.ExcludedNamespaces()...)
+	log.Info("pods of these namespaces must send a token: never named by their address", "namespaces", o.ExcludedNamespaces())
+	informers, err := pods.Attach(ctx, cfg, o.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pods, informers, nil
+}
+
 // proxyOptions are the proxy's settings from the flags. The port rule is always on.
 func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) ProxyOptions {
 	return ProxyOptions{Resolver: res, Metrics: m, Logger: log,
@@ -288,8 +293,9 @@ func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) Proxy
 		TracerProvider: o.TracerProvider}
 }
 
-// servers are the proxy port's server and, with --probe-listen, the probe port's.
-func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, protect MetricsFilter, log *slog.Logger) ([]*http.Server, error) {
+// servers are the proxy port's server and, with --probe-listen, the probe port's (its /metrics
+// behind --metrics-auth's filter, which asks the API server at cfg).
+func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, cfg *rest.Config, log *slog.Logger) ([]*http.Server, error) {
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -305,6 +311,10 @@ func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metr
 		// No ReadTimeout/WriteTimeout: exec streams and WebSockets last as long as they last.
 	}}
 	if o.ProbeListen != "" {
+		protect, err := o.MetricsProtector(cfg, log)
+		if err != nil {
+			return nil, err
+		}
 		probes, err := ProbeHandler(ready, metrics, protect)
 		if err != nil {
 			return nil, err
