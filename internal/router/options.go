@@ -123,6 +123,7 @@ func DefaultOptions() Options {
 		MaxHeaderBytes:                1 << 20,
 		ShutdownTimeout:               30 * time.Second,
 		AccessLog:                     true,
+		MetricsAuth:                   true,
 		ResponseHeaderTimeout:         0,
 	}
 }

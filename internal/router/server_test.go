@@ -196,8 +196,9 @@ func TestOptions(t *testing.T) {
 // pod would get in).
 func TestDefaultsAuthorizeEveryRequest(t *testing.T) {
 	o := DefaultOptions()
-	if o.AuthMode != AuthModeTokenReview || !o.Authorize || !o.identifiesPods() {
-		t.Fatalf("defaults: auth %q, authorize %v, identify pods %v; want tokenreview, true, true", o.AuthMode, o.Authorize, o.identifiesPods())
+	if o.AuthMode != AuthModeTokenReview || !o.Authorize || !o.identifiesPods() || !o.MetricsAuth {
+		t.Fatalf("defaults: auth %q, authorize %v, identify pods %v, metrics auth %v; want tokenreview, true, true, true",
+			o.AuthMode, o.Authorize, o.identifiesPods(), o.MetricsAuth)
 	}
 	o.Authorize = false
 	if o.identifiesPods() {
