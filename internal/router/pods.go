@@ -22,14 +22,14 @@ type PodIdentifier interface {
 	Identify(addr netip.Addr) (*Identity, error)
 }
 
-// ErrNoPod: the address names no pod (unknown, the node, a host-network pod, a pod not running,
-// or two live pods).
+// ErrNoPod is the answer for an address that names no pod (unknown, the node, a host-network
+// pod, a pod not running, or two live pods).
 var ErrNoPod = errors.New("the address names no pod")
 
-// ExcludedPodError: the address is a pod's of a namespace that never gets a tokenless identity
-// (--identify-pods-exclude-namespaces): the system's own pods hold rights on every Sandbox (the
-// controller's ServiceAccount holds the router's held rights everywhere), so whoever spoofed such
-// a pod's address would reach every sandbox.
+// ExcludedPodError is the answer for the address of a pod of a namespace that never gets a
+// tokenless identity (--identify-pods-exclude-namespaces): the system's own pods hold rights on
+// every Sandbox (the controller's ServiceAccount holds the router's held rights everywhere), so
+// whoever spoofed such a pod's address would reach every sandbox.
 type ExcludedPodError struct{ Namespace string }
 
 func (e *ExcludedPodError) Error() string {

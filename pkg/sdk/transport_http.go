@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -29,8 +28,9 @@ type httpClients struct {
 
 func newHTTPClients(o Options) *httpClients {
 	// A sandbox's redirect is its answer, never followed: it would carry the router token where
-	// untrusted code points (internal/noredirect).
-	noRedirect := noredirect.CheckRedirect
+	// untrusted code points (as internal/noredirect does for the router and the controller; pkg/
+	// may not import internal/).
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	mk := func(protos *http.Protocols) *http.Transport {
 		return &http.Transport{
 			Proxy:                 nil, // pod IPs and the local port-forward are never behind a proxy
