@@ -25,6 +25,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
@@ -65,6 +66,7 @@ type flagValues struct {
 // values for apply.
 func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	fs.BoolVar(&opts.MetricsAuth, "metrics-auth", true, "Serve metrics only to callers the API server authenticates (TokenReview) and allows get on the non-resource URL /metrics (SubjectAccessReview; the ClusterRole agent-sandbox-metrics-reader grants it); false: to anyone who reaches the port (local debugging).")
 	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "Address to serve net/http/pprof on (off when empty).")
 	fs.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that only one replica reconciles (others are hot standbys); a new leader rebuilds its state from the API before it serves a claim.")
@@ -116,7 +118,7 @@ func (fv *flagValues) apply(opts *manager.Options) error {
 			return fmt.Errorf("--router-url %q: want an http(s) URL such as http://sandbox-router-svc.agent-sandbox-system.svc:8080", *fv.routerURL)
 		}
 		opts.Activity = &sandbox.RouterActivity{URL: *fv.routerURL, TokenFile: *fv.routerTokenFile,
-			Client: &http.Client{Timeout: 2 * time.Second}}
+			Client: noredirect.Client(&http.Client{Timeout: 2 * time.Second})}
 	}
 	if opts.ScopedTokens, err = loadScopedSigner(*fv.scopedSecret); err != nil {
 		return fmt.Errorf("--scoped-token-secret-file: %w", err)

@@ -32,6 +32,7 @@ func run(args []string, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	opts := router.DefaultOptions()
+	opts.OwnNamespace = router.PodNamespace()
 	opts.BindFlags(fs)
 	logOpts := logging.NewOptions(logging.FormatJSON)
 	logOpts.BindFlags(fs)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	extensionsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -46,7 +47,11 @@ import (
 // Options configures the manager. The zero value is usable: no metrics or probe listeners,
 // no leader election.
 type Options struct {
-	MetricsAddr      string // "0" or "" disables
+	MetricsAddr string // "0" or "" disables
+	// MetricsAuth lets only callers the API server allows get on the non-resource URL /metrics
+	// read the metrics (TokenReview, then SubjectAccessReview; the ClusterRole
+	// agent-sandbox-metrics-reader grants it). Off: anyone who reaches the port reads them.
+	MetricsAuth      bool
 	ProbeAddr        string // "" disables
 	LeaderElection   bool
 	LeaderElectionID string
@@ -156,7 +161,7 @@ func managerOptions(opts Options, scheme *runtime.Scheme) ctrl.Options {
 	}
 	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                       MetricsServerOptions(metricsAddr, opts.MetricsAuth),
 		PprofBindAddress:              opts.PprofAddr,
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection && !opts.WebhookOnly,
@@ -177,6 +182,18 @@ func managerOptions(opts Options, scheme *runtime.Scheme) ctrl.Options {
 		mgrOpts.Controller.SkipNameValidation = &skip
 	}
 	return mgrOpts
+}
+
+// MetricsServerOptions serve /metrics on addr; with auth, to callers the API server authenticates
+// (TokenReview) and allows get on the non-resource URL /metrics (SubjectAccessReview), as
+// controller-runtime's filter does. Metrics name every tenant's namespaces and claims. (The RBAC
+// markers of those reviews are in internal/controller/metrics.)
+func MetricsServerOptions(addr string, auth bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if auth {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
 
 // addReconcilers registers every reconciler, sharing the claim pacer and the pod metadata rules.

@@ -135,14 +135,17 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 		writeDetail(w, http.StatusUnauthorized, msg)
 		return nil, false
 	}
-	if len(r.Header["Authorization"]) == 0 {
-		if id, ok := podOf(r, o.Pods); ok {
+	if len(r.Header["Authorization"]) == 0 && o.Pods != nil {
+		id, err := podOf(r, o.Pods)
+		if err == nil {
 			return id, true
 		}
-		if o.Pods != nil {
-			return deny("No bearer token, and the connection comes from no pod the router can name "+
-				"(the node, a host-network pod, or outside the cluster): send a bearer token.", `Bearer realm="sandbox-router"`)
+		if ex := (*ExcludedPodError)(nil); errors.As(err, &ex) {
+			return deny("No bearer token, and the connection comes from a pod of namespace "+ex.Namespace+
+				", whose pods are never named by their address: they must send a bearer token.", `Bearer realm="sandbox-router"`)
 		}
+		return deny("No bearer token, and the connection comes from no pod the router can name "+
+			"(the node, a host-network pod, or outside the cluster): send a bearer token.", `Bearer realm="sandbox-router"`)
 	}
 	token, ok := bearerToken(r.Header)
 	if !ok {
@@ -165,13 +168,10 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 
 // podOf names the pod the connection comes from. Only the connection's own source address
 // counts: X-Forwarded-For and the like are written by the caller.
-func podOf(r *http.Request, pods PodIdentifier) (*Identity, bool) {
-	if pods == nil {
-		return nil, false
-	}
+func podOf(r *http.Request, pods PodIdentifier) (*Identity, error) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return nil, false
+		return nil, ErrNoPod
 	}
 	return pods.Identify(ap.Addr())
 }

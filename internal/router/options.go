@@ -47,7 +47,14 @@ type Options struct {
 	InsecureNoAuth bool
 	// IdentifyPods names tokenless callers by their source pod and accepts the rights they
 	// already hold (HeldRightsReviewer), in tokenreview mode with Authorize.
-	IdentifyPods   bool
+	IdentifyPods bool
+	// IdentifyPodsExcludeNamespaces (comma-separated): pods of these namespaces never get a
+	// tokenless identity; the router's own namespace (OwnNamespace) is added unless it is the
+	// --namespace it serves (a tenant router, whose callers live there).
+	IdentifyPodsExcludeNamespaces string
+	// OwnNamespace is the namespace of the router's pod (not a flag: cmd/router reads it with
+	// PodNamespace); "" outside a pod.
+	OwnNamespace   string
 	AuthzAllowTTL  time.Duration
 	AuthzDenyTTL   time.Duration
 	AuthzCacheSize int
@@ -79,6 +86,9 @@ type Options struct {
 	ShutdownTimeout       time.Duration
 
 	AccessLog bool
+	// MetricsAuth serves /metrics only to callers the API server allows get on the non-resource
+	// URL /metrics (metricsauth.go); false: to anyone who reaches the probe port.
+	MetricsAuth bool
 	// TracerProvider is not a flag: cmd/router sets it from the OTEL_* environment
 	// (internal/tracing); nil traces nothing.
 	TracerProvider trace.TracerProvider
@@ -87,32 +97,34 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		Listen:                ":8080",
-		ProbeListen:           ":8081",
-		KubeAPIQPS:            50,
-		KubeAPIBurst:          100,
-		AuthMode:              AuthModeTokenReview,
-		IdentifyPods:          true,
-		TokenReviewTTL:        30 * time.Second,
-		TokenReviewCacheSize:  2048,
-		Authorize:             true,
-		AuthzAllowTTL:         10 * time.Second,
-		AuthzDenyTTL:          2 * time.Second,
-		AuthzCacheSize:        4096,
-		StaleAuthTTL:          5 * time.Minute,
-		AllowedPorts:          slices.Clone(DefaultAllowedPorts),
-		UnclaimedWait:         2 * time.Second,
-		Wake:                  true,
-		WakeTimeout:           DefaultWakeTimeout,
-		ProxyTimeout:          DefaultProxyTimeout,
-		DialTimeout:           5 * time.Second,
-		DialRetries:           2,
-		ReadHeaderTimeout:     10 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		MaxHeaderBytes:        1 << 20,
-		ShutdownTimeout:       30 * time.Second,
-		AccessLog:             true,
-		ResponseHeaderTimeout: 0,
+		Listen:                        ":8080",
+		ProbeListen:                   ":8081",
+		KubeAPIQPS:                    50,
+		KubeAPIBurst:                  100,
+		AuthMode:                      AuthModeTokenReview,
+		IdentifyPods:                  true,
+		IdentifyPodsExcludeNamespaces: strings.Join(DefaultExcludedNamespaces, ","),
+		TokenReviewTTL:                30 * time.Second,
+		TokenReviewCacheSize:          2048,
+		Authorize:                     true,
+		AuthzAllowTTL:                 10 * time.Second,
+		AuthzDenyTTL:                  2 * time.Second,
+		AuthzCacheSize:                4096,
+		StaleAuthTTL:                  5 * time.Minute,
+		AllowedPorts:                  slices.Clone(DefaultAllowedPorts),
+		UnclaimedWait:                 2 * time.Second,
+		Wake:                          true,
+		WakeTimeout:                   DefaultWakeTimeout,
+		ProxyTimeout:                  DefaultProxyTimeout,
+		DialTimeout:                   5 * time.Second,
+		DialRetries:                   2,
+		ReadHeaderTimeout:             10 * time.Second,
+		IdleTimeout:                   120 * time.Second,
+		MaxHeaderBytes:                1 << 20,
+		ShutdownTimeout:               30 * time.Second,
+		AccessLog:                     true,
+		MetricsAuth:                   true,
+		ResponseHeaderTimeout:         0,
 	}
 }
 
@@ -134,6 +146,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.AllowAnonymous, "allow-anonymous", o.AllowAnonymous, "Removed: the router never authorizes system:anonymous. Setting it is an error.")
 	fs.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", o.InsecureNoAuth, "Allow --auth-mode none: every client that reaches the router may use every sandbox. Only with a loopback --listen.")
 	fs.BoolVar(&o.IdentifyPods, "identify-pods", o.IdentifyPods, "With --auth-mode tokenreview and --authorize, identify a request without a token as the ServiceAccount of the pod its connection comes from (source IP, from a pod watch; host-network pods and unknown IPs are refused), and let any caller in that may create sandboxes/proxy, patch or update the Sandbox, or create pods/portforward on its pod. Trust it only on a CNI that prevents source IP spoofing; ignored in the other modes.")
+	fs.StringVar(&o.IdentifyPodsExcludeNamespaces, "identify-pods-exclude-namespaces", o.IdentifyPodsExcludeNamespaces, "Comma-separated namespaces whose pods --identify-pods never names: a request of theirs without a token gets a 401 (send a token). The router's own namespace ($POD_NAMESPACE, else its service account's) is always added, unless it is the --namespace served: the system's pods hold rights on every Sandbox, and whoever spoofed their address would hold them too.")
 	fs.DurationVar(&o.AuthzAllowTTL, "authz-allow-ttl", o.AuthzAllowTTL, "How long an allowed SubjectAccessReview is cached.")
 	fs.DurationVar(&o.AuthzDenyTTL, "authz-deny-ttl", o.AuthzDenyTTL, "How long a denied SubjectAccessReview is cached.")
 	fs.IntVar(&o.AuthzCacheSize, "authz-cache-size", o.AuthzCacheSize, "Most SubjectAccessReview outcomes cached.")
@@ -152,6 +165,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxHeaderBytes, "max-header-bytes", o.MaxHeaderBytes, "Largest request header block accepted.")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "On SIGTERM, how long in-flight requests may take to finish.")
 	fs.BoolVar(&o.AccessLog, "access-log", o.AccessLog, "Log one line per proxied request.")
+	fs.BoolVar(&o.MetricsAuth, "metrics-auth", o.MetricsAuth, "Serve /metrics only to callers the API server authenticates (TokenReview) and allows get on the non-resource URL /metrics (SubjectAccessReview; the ClusterRole agent-sandbox-metrics-reader grants it); /healthz and /readyz stay open. false: to anyone who reaches the probe port (local debugging).")
 }
 
 // Validate reports the first inconsistent setting.
@@ -166,6 +180,11 @@ func (o *Options) Validate() error {
 	}
 	if o.Namespace != "" && !isDNS1123Label(o.Namespace) {
 		return fmt.Errorf("--namespace %q is not a valid namespace name", o.Namespace)
+	}
+	for _, ns := range splitList(o.IdentifyPodsExcludeNamespaces) {
+		if !isDNS1123Label(ns) {
+			return fmt.Errorf("--identify-pods-exclude-namespaces: %q is not a valid namespace name", ns)
+		}
 	}
 	if o.AuthMode == AuthModeTokenReview && o.TokenReviewCacheSize < 1 {
 		return errors.New("--tokenreview-cache-size must be at least 1")
@@ -201,9 +220,39 @@ func (o *Options) Validate() error {
 }
 
 // Audiences splits --tokenreview-audiences.
-func (o *Options) Audiences() []string {
+func (o *Options) Audiences() []string { return splitList(o.TokenReviewAudiences) }
+
+// ExcludedNamespaces are the namespaces whose pods --identify-pods never names: the flag's, and
+// the router's own namespace unless it is the one namespace the router serves.
+func (o *Options) ExcludedNamespaces() []string {
+	out := splitList(o.IdentifyPodsExcludeNamespaces)
+	if o.OwnNamespace != "" && o.OwnNamespace != o.Namespace && !slices.Contains(out, o.OwnNamespace) {
+		out = append(out, o.OwnNamespace)
+	}
+	return out
+}
+
+// serviceAccountNamespaceFile holds the namespace of the pod's service account, which is the
+// pod's own.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// PodNamespace is the namespace of the pod the router runs in: $POD_NAMESPACE (the Downward
+// API), else the service account's namespace file; "" outside a pod.
+func PodNamespace() string {
+	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
+	b, err := os.ReadFile(serviceAccountNamespaceFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(v string) []string {
 	var out []string
-	for _, a := range strings.Split(o.TokenReviewAudiences, ",") {
+	for _, a := range strings.Split(v, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			out = append(out, a)
 		}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -16,9 +17,28 @@ import (
 
 // PodIdentifier names the pod a connection comes from, by its source address.
 type PodIdentifier interface {
-	// Identify returns the ServiceAccount identity of the one live pod that owns addr, or false.
-	Identify(addr netip.Addr) (*Identity, bool)
+	// Identify returns the ServiceAccount identity of the one live pod that owns addr; else
+	// ErrNoPod, or an *ExcludedPodError for a pod of a namespace whose pods must send a token.
+	Identify(addr netip.Addr) (*Identity, error)
 }
+
+// ErrNoPod is the answer for an address that names no pod (unknown, the node, a host-network
+// pod, a pod not running, or two live pods).
+var ErrNoPod = errors.New("the address names no pod")
+
+// ExcludedPodError is the answer for the address of a pod of a namespace that never gets a
+// tokenless identity (--identify-pods-exclude-namespaces): the system's own pods hold rights on
+// every Sandbox (the controller's ServiceAccount holds the router's held rights everywhere), so
+// whoever spoofed such a pod's address would reach every sandbox.
+type ExcludedPodError struct{ Namespace string }
+
+func (e *ExcludedPodError) Error() string {
+	return "pods of namespace " + e.Namespace + " are never named by their address"
+}
+
+// DefaultExcludedNamespaces are the namespaces whose pods never get a tokenless identity, beside
+// the router's own namespace.
+var DefaultExcludedNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
 
 type podKey struct{ namespace, name string }
 
@@ -33,6 +53,8 @@ type PodCache struct {
 	// allowLoopback counts 127.0.0.0/8 and ::1 pod IPs (single-machine tests only). Otherwise a
 	// loopback source, such as a port-forward into the router's pod, never names a pod.
 	allowLoopback bool
+	// excluded: namespaces whose pods are never named (ExcludedPodError).
+	excluded map[string]bool
 
 	mu     sync.RWMutex
 	pods   map[podKey]podEntry
@@ -43,26 +65,35 @@ type PodCache struct {
 var _ toolscache.ResourceEventHandler = (*PodCache)(nil)
 var _ PodIdentifier = (*PodCache)(nil)
 
-// NewPodCache returns an empty cache; allowLoopback as in NewSandboxCache.
-func NewPodCache(allowLoopback bool) *PodCache {
-	return &PodCache{allowLoopback: allowLoopback, pods: make(map[podKey]podEntry), byIP: make(map[netip.Addr]map[podKey]struct{})}
+// NewPodCache returns an empty cache; allowLoopback as in NewSandboxCache. Pods of the
+// excluded namespaces are kept (their addresses still count as taken) but never named.
+func NewPodCache(allowLoopback bool, excludeNamespaces ...string) *PodCache {
+	c := &PodCache{allowLoopback: allowLoopback, excluded: make(map[string]bool, len(excludeNamespaces)),
+		pods: make(map[podKey]podEntry), byIP: make(map[netip.Addr]map[podKey]struct{})}
+	for _, ns := range excludeNamespaces {
+		c.excluded[ns] = true
+	}
+	return c
 }
 
 // Identify implements PodIdentifier. An address two live pods claim (a stale status during IP
 // reuse, or a spoofing attempt) names neither.
-func (c *PodCache) Identify(addr netip.Addr) (*Identity, bool) {
+func (c *PodCache) Identify(addr netip.Addr) (*Identity, error) {
 	addr = addr.Unmap()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	owners := c.byIP[addr]
 	if len(owners) != 1 {
-		return nil, false
+		return nil, ErrNoPod
 	}
 	for k := range owners {
+		if c.excluded[k.namespace] {
+			return nil, &ExcludedPodError{Namespace: k.namespace}
+		}
 		e := c.pods[k]
-		return podIdentity(k.namespace, e.serviceAccount, k.name), true
+		return podIdentity(k.namespace, e.serviceAccount, k.name), nil
 	}
-	return nil, false
+	return nil, ErrNoPod
 }
 
 // podIdentity is the user the API server gives the pod's ServiceAccount token.

@@ -83,12 +83,19 @@ const (
 	sbUpdate  = "update sandboxes.agents.x-k8s.io"
 	podPortFw = "create pods/portforward"
 	workerSA  = "system:serviceaccount:team:worker"
+	// controllerSA holds the held rights on every Sandbox, as the controller's ServiceAccount does.
+	controllerSA = "system:serviceaccount:agent-sandbox-system:agent-sandbox-controller"
+	systemNS     = "agent-sandbox-system" // the router's own namespace
 )
+
+// excludedNamespaces are a router's in agent-sandbox-system with the flag's default.
+var excludedNamespaces = append(append([]string(nil), DefaultExcludedNamespaces...), systemNS)
 
 // identityGuard is the guard of --auth-mode tokenreview --authorize --identify-pods over pods,
 // with the token "alice-token" belonging to alice, in front of a handler that answers 200.
 func identityGuard(sars *fakeSARs, pods *PodCache, clk clock.PassiveClock) http.Handler {
-	authn := NewTokenReviewAuthenticator(&fakeReviewer{users: map[string]string{"alice-token": "alice"}}, time.Minute, 0, 16)
+	authn := NewTokenReviewAuthenticator(&fakeReviewer{users: map[string]string{"alice-token": "alice", "controller-token": controllerSA}},
+		time.Minute, 0, 16)
 	g := GuardOptions{Authenticator: authn, Pods: pods, HeldRights: true,
 		Authorizer: newSandboxAuthorizer(&HeldRightsReviewer{Client: sars}, 10*time.Second, 2*time.Second, 0, 64, clk)}
 	return guard(g, NewMetrics(nil), slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -120,7 +127,14 @@ func TestIdentifyPodsDecisionTable(t *testing.T) {
 		testPod("team", "twin-b", "worker", "Running", false, "10.0.0.4"),
 		testPod("team", "starting", "worker", "Pending", false, "10.0.0.5"),
 		terminating(testPod("team", "leaving", "worker", "Running", false, "10.0.0.6")),
+		testPod(systemNS, "controller", "agent-sandbox-controller", "Running", false, "10.0.1.1"),
+		testPod("kube-system", "coredns", "coredns", "Running", false, "10.0.1.2"),
+		testPod("kube-node-lease", "p", "default", "Running", false, "10.0.1.3"),
+		testPod("kube-public", "p", "default", "Running", false, "10.0.1.4"),
 	}
+	controllerGrants := []string{sarKey(controllerSA, "patch", "sandboxes.agents.x-k8s.io", "team", "sb"),
+		sarKey("system:serviceaccount:kube-system:coredns", "create", "sandboxes/proxy.agents.x-k8s.io", "team", "sb")}
+	mustSendAToken := []string{"whose pods are never named by their address: they must send a bearer token"}
 	all := []string{sbProxy, sbPatch, sbUpdate, podPortFw}
 	tests := []struct {
 		name       string
@@ -172,10 +186,18 @@ func TestIdentifyPodsDecisionTable(t *testing.T) {
 			grants: []string{sarKey(workerSA, "create", "sandboxes/proxy.agents.x-k8s.io", "team", "sb")}, wantCode: 401},
 		{name: "API server unreachable fails closed", remote: "10.0.0.1:1", sarErr: errors.New("connection refused"),
 			wantCode: 503, wantAsked: all[:1]},
+		{name: "pod of the router's namespace (the controller) without a token is refused", remote: "10.0.1.1:1",
+			grants: controllerGrants, wantCode: 401, wantDetail: append([]string{"namespace " + systemNS}, mustSendAToken...)},
+		{name: "pod of kube-system without a token is refused", remote: "10.0.1.2:1",
+			grants: controllerGrants, wantCode: 401, wantDetail: append([]string{"namespace kube-system"}, mustSendAToken...)},
+		{name: "pod of kube-node-lease without a token is refused", remote: "10.0.1.3:1", wantCode: 401, wantDetail: mustSendAToken},
+		{name: "pod of kube-public without a token is refused", remote: "10.0.1.4:1", wantCode: 401, wantDetail: mustSendAToken},
+		{name: "pod of the router's namespace with its token is let in on its rights", remote: "10.0.1.1:1", token: "controller-token",
+			grants: controllerGrants, wantCode: 200, wantAsked: all[:2]},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cache := NewPodCache(false)
+			cache := NewPodCache(false, excludedNamespaces...)
 			for _, p := range pods {
 				cache.OnAdd(p.DeepCopy(), true)
 			}
@@ -268,9 +290,9 @@ func TestPodCacheFollowsPods(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.apply()
-		id, ok := c.Identify(ip)
+		id, err := c.Identify(ip)
 		got := ""
-		if ok {
+		if err == nil {
 			got = id.Pod
 		}
 		if got != s.wantPod {
@@ -286,8 +308,8 @@ func TestPodCacheLoopbackOnlyWhenAllowed(t *testing.T) {
 	for _, allow := range []bool{false, true} {
 		c := NewPodCache(allow)
 		c.OnAdd(testPod("a", "p", "sa", "Running", false, "127.0.0.1"), true)
-		if _, ok := c.Identify(netip.MustParseAddr("127.0.0.1")); ok != allow {
-			t.Errorf("allowLoopback=%v: loopback names a pod = %v", allow, ok)
+		if _, err := c.Identify(netip.MustParseAddr("127.0.0.1")); (err == nil) != allow {
+			t.Errorf("allowLoopback=%v: loopback names a pod: %v", allow, err)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
+	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -79,6 +80,7 @@ type Proxy struct {
 	resuming      sync.Map // cacheKey -> struct{}: a resume in flight
 	touched       sync.Map // cacheKey -> time.Time: last activity touch sent
 	touchClient   *http.Client
+	touchPort     uint16 // sandboxd's port, where activity notes go (DefaultPort; tests change it)
 	unclaimedWait time.Duration
 }
 
@@ -110,7 +112,10 @@ func NewProxy(o ProxyOptions) *Proxy {
 		waker: o.Waker, wakeTimeout: o.WakeTimeout}
 	p.h1 = newTransport(o, false)
 	p.h2c = newTransport(o, true)
-	p.touchClient = &http.Client{Transport: p.h1}
+	// A sandbox's answer to an activity note is never followed: a 3xx toward another pod would
+	// make the router, which every Sandbox's NetworkPolicy admits, act on another tenant's sandbox.
+	p.touchClient = noredirect.Client(&http.Client{Transport: p.h1})
+	p.touchPort = DefaultPort
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: tracedRewrite(o.TracerProvider, rewrite),
 		Transport: &retryTransport{h1: p.h1, h2c: p.h2c, resolver: o.Resolver, metrics: o.Metrics,

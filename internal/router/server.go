@@ -100,9 +100,10 @@ func instrument(m *Metrics, access bool, next http.Handler) http.Handler {
 	})
 }
 
-// probeHandler serves the router's own endpoints, kept off the proxy port so that they never
-// shadow a sandbox path.
-func probeHandler(ready func() bool, m *Metrics) http.Handler {
+// ProbeHandler serves the router's own endpoints, kept off the proxy port so that they never
+// shadow a sandbox path. protect, when set, guards /metrics (--metrics-auth); the probes stay
+// open for the kubelet.
+func ProbeHandler(ready func() bool, m *Metrics, protect MetricsFilter) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeOK(w) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -113,9 +114,16 @@ func probeHandler(ready func() bool, m *Metrics) http.Handler {
 		writeOK(w)
 	})
 	if m != nil {
-		mux.Handle("GET /metrics", m.Handler())
+		var h http.Handler = m.Handler()
+		if protect != nil {
+			var err error
+			if h, err = protect(h); err != nil {
+				return nil, err
+			}
+		}
+		mux.Handle("GET /metrics", h)
 	}
-	return mux
+	return mux, nil
 }
 
 // RESTConfig loads the API client configuration: --kubeconfig, else $KUBECONFIG or
@@ -193,13 +201,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	var pods *PodCache
-	var podInformers crcache.Cache
-	if o.identifiesPods() {
-		pods = NewPodCache(o.AllowLoopbackPodIP)
-		if podInformers, err = pods.Attach(ctx, cfg, o.Namespace); err != nil {
-			return err
-		}
+	pods, podInformers, err := o.podCache(ctx, cfg, log)
+	if err != nil {
+		return err
 	}
 	var identifier PodIdentifier
 	if pods != nil {
@@ -230,7 +234,10 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	ready := func() bool { return cache.HasSynced() && (pods == nil || pods.HasSynced()) && !stopping.Load() }
 	handler := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: metrics, Logger: log, AccessLog: o.AccessLog,
 		TracerProvider: o.TracerProvider})
-	servers := o.servers(handler, ready, metrics, log)
+	servers, err := o.servers(handler, ready, metrics, cfg, log)
+	if err != nil {
+		return err
+	}
 	listeners, err := listen(servers)
 	if err != nil {
 		return err
@@ -264,6 +271,20 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	return g.Wait()
 }
 
+// podCache is --identify-pods' pod cache and its informers; nil, nil when off.
+func (o *Options) podCache(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*PodCache, crcache.Cache, error) {
+	if !o.identifiesPods() {
+		return nil, nil, nil
+	}
+	pods := NewPodCache(o.AllowLoopbackPodIP, o.ExcludedNamespaces()...)
+	log.Info("pods of these namespaces must send a token: never named by their address", "namespaces", o.ExcludedNamespaces())
+	informers, err := pods.Attach(ctx, cfg, o.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pods, informers, nil
+}
+
 // proxyOptions are the proxy's settings from the flags. The port rule is always on.
 func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) ProxyOptions {
 	return ProxyOptions{Resolver: res, Metrics: m, Logger: log,
@@ -272,8 +293,9 @@ func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) Proxy
 		TracerProvider: o.TracerProvider}
 }
 
-// servers are the proxy port's server and, with --probe-listen, the probe port's.
-func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, log *slog.Logger) []*http.Server {
+// servers are the proxy port's server and, with --probe-listen, the probe port's (its /metrics
+// behind --metrics-auth's filter, which asks the API server at cfg).
+func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, cfg *rest.Config, log *slog.Logger) ([]*http.Server, error) {
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -289,10 +311,18 @@ func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metr
 		// No ReadTimeout/WriteTimeout: exec streams and WebSockets last as long as they last.
 	}}
 	if o.ProbeListen != "" {
-		servers = append(servers, &http.Server{Addr: o.ProbeListen, Handler: probeHandler(ready, metrics),
+		protect, err := o.MetricsProtector(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		probes, err := ProbeHandler(ready, metrics, protect)
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, &http.Server{Addr: o.ProbeListen, Handler: probes,
 			ReadHeaderTimeout: 5 * time.Second, ErrorLog: errLog})
 	}
-	return servers
+	return servers, nil
 }
 
 // listen opens every server's port before any serves, so that a taken port fails the start,

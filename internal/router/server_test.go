@@ -52,7 +52,11 @@ func TestProbeEndpoints(t *testing.T) {
 	var mu sync.Mutex
 	ready := false
 	m := NewMetrics(inventory{"team-a": 3})
-	srv := httptest.NewServer(probeHandler(func() bool { mu.Lock(); defer mu.Unlock(); return ready }, m))
+	probes, err := ProbeHandler(func() bool { mu.Lock(); defer mu.Unlock(); return ready }, m, nil) // --metrics-auth=false
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(probes)
 	t.Cleanup(srv.Close)
 	client := h1Client(t)
 	get := func(path string) (int, string) {
@@ -174,6 +178,7 @@ func TestOptions(t *testing.T) {
 		{"no auth beyond loopback", func(o *Options) { o.AuthMode = AuthModeNone; o.InsecureNoAuth = true }, "loopback only"},
 		{"no auth on a pod address", func(o *Options) { o.AuthMode = AuthModeNone; o.InsecureNoAuth = true; o.Listen = "10.0.0.1:8080" }, "loopback only"},
 		{"anonymous callers", func(o *Options) { o.AllowAnonymous = true }, "never authorizes system:anonymous"},
+		{"bad excluded namespace", func(o *Options) { o.IdentifyPodsExcludeNamespaces = "kube-system,Bad_NS" }, "--identify-pods-exclude-namespaces"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,8 +196,9 @@ func TestOptions(t *testing.T) {
 // pod would get in).
 func TestDefaultsAuthorizeEveryRequest(t *testing.T) {
 	o := DefaultOptions()
-	if o.AuthMode != AuthModeTokenReview || !o.Authorize || !o.identifiesPods() {
-		t.Fatalf("defaults: auth %q, authorize %v, identify pods %v; want tokenreview, true, true", o.AuthMode, o.Authorize, o.identifiesPods())
+	if o.AuthMode != AuthModeTokenReview || !o.Authorize || !o.identifiesPods() || !o.MetricsAuth {
+		t.Fatalf("defaults: auth %q, authorize %v, identify pods %v, metrics auth %v; want tokenreview, true, true, true",
+			o.AuthMode, o.Authorize, o.identifiesPods(), o.MetricsAuth)
 	}
 	o.Authorize = false
 	if o.identifiesPods() {
@@ -204,6 +210,51 @@ func TestDefaultsAuthorizeEveryRequest(t *testing.T) {
 		if err := o.Validate(); err != nil {
 			t.Errorf("--auth-mode none --insecure-no-auth --listen %s: %v, want accepted", listen, err)
 		}
+	}
+}
+
+// Whose pods are never named by their address: the flag's namespaces (kube-system, kube-public,
+// kube-node-lease by default) and the router's own, except where the router serves its own
+// namespace alone (a tenant router: its callers are that namespace's pods).
+func TestIdentifyPodsExcludedNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		own, namespace string
+		want           []string
+	}{
+		{"defaults, outside a pod", nil, "", "", []string{"kube-system", "kube-public", "kube-node-lease"}},
+		{"defaults, in agent-sandbox-system", nil, "agent-sandbox-system", "", []string{"kube-system", "kube-public", "kube-node-lease", "agent-sandbox-system"}},
+		{"a router of one other namespace", nil, "agent-sandbox-system", "team-a", []string{"kube-system", "kube-public", "kube-node-lease", "agent-sandbox-system"}},
+		{"a tenant router serving its own namespace", nil, "team-a", "team-a", []string{"kube-system", "kube-public", "kube-node-lease"}},
+		{"the flag replaces the list, the own namespace stays", []string{"--identify-pods-exclude-namespaces", " monitoring,, kube-system "}, "agent-sandbox-system", "",
+			[]string{"monitoring", "kube-system", "agent-sandbox-system"}},
+		{"the own namespace listed once", []string{"--identify-pods-exclude-namespaces", "agent-sandbox-system"}, "agent-sandbox-system", "", []string{"agent-sandbox-system"}},
+		{"empty flag: the own namespace alone", []string{"--identify-pods-exclude-namespaces", ""}, "agent-sandbox-system", "", []string{"agent-sandbox-system"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			o := DefaultOptions()
+			o.BindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			o.OwnNamespace, o.Namespace = tc.own, tc.namespace
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := o.ExcludedNamespaces(); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("excluded = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The router's own namespace comes from $POD_NAMESPACE (the chart sets it from the Downward API).
+func TestPodNamespaceFromTheEnvironment(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", " agent-sandbox-system\n")
+	if got := PodNamespace(); got != "agent-sandbox-system" {
+		t.Errorf("PodNamespace() = %q, want agent-sandbox-system", got)
 	}
 }
 

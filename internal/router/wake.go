@@ -166,13 +166,21 @@ func (p *Proxy) touch(t Target, route Route) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		url := "http://" + netip.AddrPortFrom(t.Addr, DefaultPort).String() + "/v1/activity"
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-		if err != nil {
-			return
-		}
-		if resp, err := p.touchClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
+		_, _ = p.sendTouch(ctx, netip.AddrPortFrom(t.Addr, p.touchPort))
 	}()
+}
+
+// sendTouch posts one activity note to sandboxd at addr and returns its status. A redirect is
+// the answer, never followed (touchClient).
+func (p *Proxy) sendTouch(ctx context.Context, addr netip.AddrPort) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr.String()+"/v1/activity", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := p.touchClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -27,6 +27,9 @@ type httpClients struct {
 }
 
 func newHTTPClients(o Options) *httpClients {
+	// A sandbox's redirect is its answer, never followed: it would carry the router token where
+	// untrusted code points (as internal/noredirect does for the router and the controller; pkg/
+	// may not import internal/).
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	mk := func(protos *http.Protocols) *http.Transport {
 		return &http.Transport{

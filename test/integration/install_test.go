@@ -191,14 +191,15 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantRouterService(t, objs, tenant, "sandbox-router-svc")
-			wantRouterArgs(t, objs, tenant, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true")
+			wantRouterArgs(t, objs, tenant, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true",
+				"--identify-pods-exclude-namespaces=kube-system,kube-public,kube-node-lease")
 			return objs
 		}, map[string]int{"Deployment": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRoleBinding": 1, "Service": 1, "PodDisruptionBudget": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			restrictedNamespace(t, tc.ns)
 			objs := tc.render(t, tc.ns)
-			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 5, "ClusterRoleBinding": 2, "Service": 4,
+			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 6, "ClusterRoleBinding": 2, "Service": 4,
 				"Secret": 1, "Role": 1, "RoleBinding": 1, // the conversion webhook's Service, certificate Secret and its Role
 				"ValidatingAdmissionPolicy": 7, "ValidatingAdmissionPolicyBinding": 7,
 				"PodDisruptionBudget": 2} // controller and router run two replicas each, one kept through drains
@@ -213,7 +214,8 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			}
 			wantRouterService(t, objs, tc.ns, "sandbox-router-svc", "agent-sandbox-router")
 			if tc.name != "helm chart with a shared router token, one namespace routed" {
-				wantRouterArgs(t, objs, tc.ns, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true")
+				wantRouterArgs(t, objs, tc.ns, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true",
+					"--identify-pods-exclude-namespaces=kube-system,kube-public,kube-node-lease")
 			}
 			dryRunApply(t, objs)
 			dryRunPods(t, objs)

@@ -12,6 +12,11 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/buildinfo"
 )
 
+// The metrics server serves only callers the API server allows get on /metrics (--metrics-auth):
+// it reviews the scraper's token and asks whether it may.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Values of the launch_type label.
 const (
 	LaunchWarm    = "warm"    // adopted from a warm pool

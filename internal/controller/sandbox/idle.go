@@ -19,6 +19,7 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
+	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -189,7 +190,9 @@ func wakeHint(sb *agentsv1alpha1.Sandbox) string {
 
 // RouterActivity asks sandboxd through the router: GET /v1/activity with the routing headers
 // and this process's ServiceAccount token (or none, where the router names the caller by its
-// pod).
+// pod). A redirect in the answer (the router passes a sandbox's 3xx through) is never followed,
+// whatever Client says: it would carry the token, and the controller's reach, where the sandbox
+// points.
 type RouterActivity struct {
 	URL       string // the router's base URL
 	TokenFile string // read on every call, as the kubelet rotates it; "" or missing: no token
@@ -209,11 +212,7 @@ func (a *RouterActivity) Activity(ctx context.Context, namespace, name string) (
 			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 		}
 	}
-	c := a.Client
-	if c == nil {
-		c = http.DefaultClient
-	}
-	resp, err := c.Do(req)
+	resp, err := noredirect.Client(a.Client).Do(req)
 	if err != nil {
 		return wire.Activity{}, err
 	}
