@@ -12,9 +12,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/kwoknode"
 )
 
-// KwokToleration lets a pod run on the simulated nodes.
-var KwokToleration = kwoknode.Toleration
-
 // startKwok runs kwok for the simulated nodes and registers them; kwok keeps them Ready and
 // moves their pods to Running with an IP, which is all a control-plane benchmark needs.
 func (e *Env) startKwok(nodes int) error {
@@ -45,9 +42,11 @@ func (e *Env) startKwok(nodes int) error {
 		}
 		// The API server taints new nodes not-ready; the node lifecycle controller, which we
 		// don't run (it would taint simulated nodes whose heartbeats lag under load), would
-		// lift it once kwok reports Ready. Keep only our own taint.
+		// lift it once kwok reports Ready. Our own taint goes too: this control plane has no
+		// real node to keep workloads on, and a toleration is node choice, which admission
+		// refuses in a namespace not opted in to host access (the benchmark's pods need none).
 		untainted := node.DeepCopy()
-		untainted.Spec.Taints = kwoknode.Taints()
+		untainted.Spec.Taints = nil
 		// A merge patch, not an update: kwok is writing the node's status at the same time.
 		if err := e.Client.Patch(ctx, untainted, client.MergeFrom(node)); err != nil {
 			return fmt.Errorf("untainting simulated node: %w", err)

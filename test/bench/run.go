@@ -284,8 +284,7 @@ func benchTemplate() *extv1alpha1.SandboxTemplate {
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: template,
 			Annotations: map[string]string{extv1alpha1.SandboxdContainerAnnotation: "runtime"}},
 		Spec: extv1alpha1.SandboxTemplateSpec{EnvVarsInjectionPolicy: extv1alpha1.EnvVarsInjectionPolicyAllowed, PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
-			Containers:  []corev1.Container{{Name: "runtime", Image: "agent-sandbox/runtime:bench", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
-			Tolerations: []corev1.Toleration{testenv.KwokToleration},
+			Containers: []corev1.Container{{Name: "runtime", Image: "agent-sandbox/runtime:bench", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
 		}}},
 	}
 }
