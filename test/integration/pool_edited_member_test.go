@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,16 +24,7 @@ func TestAWarmMemberEditedAfterItsPoolMadeItIsNeverHandedOut(t *testing.T) {
 	// The pool tries to replace it (its delete is held back); one more replica shows the
 	// controller's cache has the edit while the edited member is still a candidate.
 	patchPoolReplicas(t, testwrap.MakeWarmPool(ns, "pool").Obj(), 2)
-	testwrap.Eventually(t, "a fresh member ready beside the edited one", func() error {
-		if live := liveMembers(t, ns); len(live) != 2 || !live[edited] {
-			return fmt.Errorf("members %v, want the edited %s and a fresh one", live, edited)
-		}
-		return poolReady(t, ns, "pool", 2)()
-	})
-
-	mustCreateObj(t, testwrap.MakeClaim(ns, "c").Template("tpl").Obj())
-	testwrap.Eventually(t, "claim Ready", claimReadyIs(t, ns, "c", metav1.ConditionTrue, ""))
-	got := getClaim(t, ns, "c").Status.SandboxStatus.Name
+	got := claimBeside(t, ns, "pool", edited)
 	if got == edited {
 		t.Fatalf("the claim got the member %s whose spec was changed after its pool made it", got)
 	}

@@ -72,17 +72,7 @@ func TestRecreatePoolNeverHandsAStaleMemberToAClaim(t *testing.T) {
 	// A fresh member built from the edit shows that the controller's cache has the edit (the
 	// claim controller reads templates from the same cache) while the stale one is still there.
 	patchPoolReplicas(t, pool, 2)
-	testwrap.Eventually(t, "a fresh member ready beside the stale one", func() error {
-		live := liveMembers(t, ns)
-		if len(live) != 2 || !live[stale] {
-			return fmt.Errorf("members %v, want the stale %s and one fresh", live, stale)
-		}
-		return poolReady(t, ns, "pool", 2)()
-	})
-
-	mustCreateObj(t, testwrap.MakeClaim(ns, "c").Template("tpl").Obj())
-	testwrap.Eventually(t, "claim Ready", claimReadyIs(t, ns, "c", metav1.ConditionTrue, ""))
-	got := getClaim(t, ns, "c").Status.SandboxStatus.Name
+	got := claimBeside(t, ns, "pool", stale)
 	if got == stale {
 		t.Fatalf("the claim got the stale member %s of a Recreate pool", got)
 	}
@@ -137,4 +127,19 @@ func refuseSandboxDeletes(t *testing.T, ns, probe string) {
 		}
 		return fmt.Errorf("dry-run delete: %v, want the test policy's refusal", err)
 	})
+}
+
+// claimBeside waits until the pool has one fresh ready member beside the kept one (whose
+// deletion is held back), then claims from template tpl and returns the Sandbox it got.
+func claimBeside(t *testing.T, ns, pool, kept string) string {
+	t.Helper()
+	testwrap.Eventually(t, "a fresh member ready beside "+kept, func() error {
+		if live := liveMembers(t, ns); len(live) != 2 || !live[kept] {
+			return fmt.Errorf("members %v, want %s and one fresh", live, kept)
+		}
+		return poolReady(t, ns, pool, 2)()
+	})
+	mustCreateObj(t, testwrap.MakeClaim(ns, "c").Template("tpl").Obj())
+	testwrap.Eventually(t, "claim Ready", claimReadyIs(t, ns, "c", metav1.ConditionTrue, ""))
+	return getClaim(t, ns, "c").Status.SandboxStatus.Name
 }
