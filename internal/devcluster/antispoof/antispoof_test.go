@@ -189,7 +189,7 @@ func TestVerify(t *testing.T) {
 		{"rules as ADD left them", ours, listingJSON(chain, fp, n), ""},
 		{"no table", "", "", "veth veth1234 leads to chain \"\""},
 		{"a rule missing", ours, listingJSON(chain, fp, n-1), "holds " + strconv.Itoa(n-1) + " rules"},
-		{"rules of another address", ours, listingJSON(chain, "agent-sandbox antispoof veth1234 02:00:00:00:00:01 10.244.0.6", n), "is for"},
+		{"rules of another address", ours, listingJSON(chain, port("10.244.0.6").fingerprint(), n), "is for"},
 		{"veth leads elsewhere", ours, listingJSON("pod-other", fp, n), "leads to chain \"pod-other\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

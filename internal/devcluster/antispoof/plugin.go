@@ -14,8 +14,9 @@ import (
 // PluginType is the plugin's name in a conflist and in the CNI bin dir.
 const PluginType = "agent-sandbox-antispoof"
 
-// Versions are the CNI spec versions the plugin speaks; CHECK exists from 0.4.0.
-var Versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+// Versions are the CNI spec versions the plugin speaks; CHECK exists from 0.4.0. Not 1.1.0:
+// its GC and STATUS are not implemented (a pod's chain goes with its DEL, the rest with `down`).
+var Versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0")
 
 // Conf is the plugin's entry in the conflist.
 type Conf struct {

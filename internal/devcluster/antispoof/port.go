@@ -7,6 +7,8 @@
 package antispoof
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -87,11 +89,13 @@ func (p Port) split() (v4, v6 []netip.Addr) {
 	return v4, v6
 }
 
-// fingerprint says what the rules allow; CHECK compares it with the chain's comment.
+// fingerprint says what the rules allow; CHECK compares it with the chain's comment. Hashed:
+// nft keeps comments to 128 bytes, and a pod may have several IPv6 addresses.
 func (p Port) fingerprint() string {
-	s := "agent-sandbox antispoof " + p.Veth + " " + p.MAC.String()
+	s := p.Veth + " " + p.MAC.String()
 	for _, a := range p.IPs {
 		s += " " + a.String()
 	}
-	return s
+	sum := sha256.Sum256([]byte(s))
+	return "agent-sandbox antispoof " + p.Veth + " " + hex.EncodeToString(sum[:6])
 }
