@@ -9,13 +9,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 //go:embed testdata/spoof.py
 var spoofScript string
+
+// fenceWait bounds the wait for a fence: it travels a bridge on this machine.
+var fenceWait = testwrap.Wait{Timeout: 20 * time.Second, Interval: 200 * time.Millisecond}
 
 // nobodysMAC is owned by no interface: the bridge floods frames sent to it to every port.
 const nobodysMAC = "02:5b:ad:00:00:01"
@@ -69,8 +75,8 @@ func TestAPodWithNetRawCannotSendAsAnotherPod(t *testing.T) {
 			podOut(t, ns, "attacker", "python3", "-c", spoofScript, "send", tc.kind, listenerMAC, tc.ethSrc, tc.srcIP, ip["listener"],
 				sport, tc.sha, ownMAC, ip["attacker"], fence)
 			var seen []string
-			fenceLine := "RST " + ip["attacker"] + " " + fence
-			slow.Eventually(t, "the fence from the attacker's own address reached the listener", func() error {
+			fenceLine := "FENCE " + ip["attacker"] + " " + fence
+			fenceWait.Eventually(t, "the fence from the attacker's own address reached the listener", func() error {
 				seen = strings.Split(strings.TrimSpace(podOut(t, ns, "listener", "cat", "/tmp/seen")), "\n")
 				if !slices.Contains(seen, fenceLine) {
 					return fmt.Errorf("listener saw %q", seen)
