@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lists anything of the local dev cluster still on this machine after `devcluster down`: processes
 # (kube-proxy, cilium-agent, CoreDNS and gVisor's included), runsc's state, the pod bridge, veths and Cilium's links, pod
-# network namespaces, KUBE-*/CNI-*/CILIUM_*/SBXDEV-* iptables chains, Cilium's BPF pins and
+# network namespaces, KUBE-*/CNI-*/CILIUM_*/SBXDEV-* iptables chains, the anti-spoofing CNI
+# plugin's nft table, Cilium's BPF pins and
 # runtime dir, mounts under the state dir, host dirs and cgroups the cluster creates; prints the
 # sysctls the cluster changes and whether bpffs is mounted. Exits 1 if any leftover is found, 0
 # (printing "clean") otherwise.
@@ -41,6 +42,10 @@ for bin in iptables ip6tables iptables-legacy ip6tables-legacy; do
     [[ -n "$chains" ]] && report "$bin -t $t chains: $(echo $chains)"
   done
 done
+# The anti-spoofing CNI plugin's table (internal/devcluster/antispoof); `down` deletes it.
+if command -v nft >/dev/null && nft list tables bridge 2>/dev/null | grep -qx 'table bridge agent-sandbox-antispoof'; then
+  report "nft table bridge agent-sandbox-antispoof"
+fi
 grep -F " $dir/" /proc/self/mountinfo | while read -r l; do echo "leftover: mount $l"; done
 grep -qF " $dir/" /proc/self/mountinfo && found=1
 # The provisioner's nodev,nosuid bind mount of its volume root.

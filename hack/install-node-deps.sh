@@ -15,7 +15,8 @@ declare -A want=(
   [containernetworking-plugins]=/usr/lib/cni/bridge
   [busybox-static]=/bin/busybox
   [iptables]=/usr/sbin/iptables
-  # nft removes the empty nft tables iptables-nft leaves behind (Cilium's `ip raw`) on `devcluster down`.
+  # nft: the anti-spoofing CNI plugin (cmd/cni-antispoof) writes each pod's rules with it, and
+  # `devcluster down` removes its table and the empty ones iptables-nft leaves (Cilium's `ip raw`).
   [nftables]=/usr/sbin/nft
   [conntrack]=/usr/sbin/conntrack
   [socat]=/usr/bin/socat

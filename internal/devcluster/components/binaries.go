@@ -74,8 +74,9 @@ func (c *Cluster) ensureNodeDeps(ctx context.Context) error {
 
 // Our own programs, built from the working tree; the binary is named after the package's
 // folder. Static, so that sandboxd and pause run in images with nothing but busybox.
-// devcluster runs the cluster's PV provisioner (devcluster hostpath-provisioner).
-var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd", "./internal/images/pause", "./cmd/devcluster"}
+// devcluster runs the cluster's PV provisioner (devcluster hostpath-provisioner); cni-antispoof
+// is the pod network's anti-spoofing CNI plugin (linkCNIPlugins).
+var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd", "./internal/images/pause", "./cmd/devcluster", "./cmd/cni-antispoof"}
 
 // buildOurs builds our binaries into bin/ in one go invocation (incremental: an unchanged tree
 // costs seconds). A binary that changed is renamed into place, so a running old one is not
@@ -85,7 +86,7 @@ func (c *Cluster) buildOurs(ctx context.Context) error {
 	if err := os.MkdirAll(newDir, 0o755); err != nil {
 		return err
 	}
-	c.Progress("building controller, router, sandboxd, pause and devcluster from %s", c.RepoRoot)
+	c.Progress("building controller, router, sandboxd, pause, devcluster and cni-antispoof from %s", c.RepoRoot)
 	args := append([]string{"build", "-trimpath", "-o", newDir + "/"}, ourPackages...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = c.RepoRoot

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/antispoof"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/hostpathprov"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
@@ -71,7 +72,7 @@ func TestGeneratedConfigs(t *testing.T) {
 			} `json:"ipam"`
 		} `json:"plugins"`
 	}
-	if err := json.Unmarshal(data, &cni); err != nil || len(cni.Plugins) != 2 {
+	if err := json.Unmarshal(data, &cni); err != nil || len(cni.Plugins) != 3 {
 		t.Fatalf("CNI config: %v %s", err, data)
 	}
 	// Pods route through the bridge (ClusterIPs, this machine) and are never masqueraded.
@@ -79,8 +80,15 @@ func TestGeneratedConfigs(t *testing.T) {
 		len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0]["dst"] != "0.0.0.0/0" {
 		t.Fatalf("CNI bridge plugin %+v", p)
 	}
-	// Cilium, chained after the bridge, is what enforces NetworkPolicy.
-	if p := cni.Plugins[1]; p.Type != "cilium-cni" || p.Chaining != "generic-veth" {
+	// Anti-spoofing guards the pod's bridge port right after the bridge made it (issue 37).
+	if p := cni.Plugins[1]; p.Type != antispoof.PluginType {
+		t.Fatalf("anti-spoofing plugin %+v", p)
+	}
+	if target, err := os.Readlink(filepath.Join(c.CNIBinDir(), antispoof.PluginType)); err != nil || target != c.Path("bin", "cni-antispoof") {
+		t.Errorf("%s link: %q %v", antispoof.PluginType, target, err)
+	}
+	// Cilium, chained after them, is what enforces NetworkPolicy.
+	if p := cni.Plugins[2]; p.Type != "cilium-cni" || p.Chaining != "generic-veth" {
 		t.Fatalf("chained CNI plugin %+v", p)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/antispoof"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
@@ -13,7 +14,11 @@ func (c *Cluster) linkCNIPlugins(ciliumDir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	links := map[string]string{"cilium-cni": filepath.Join(ciliumDir, "cilium-cni")}
+	links := map[string]string{
+		"cilium-cni": filepath.Join(ciliumDir, "cilium-cni"),
+		// Our anti-spoofing plugin, built with our other binaries (buildOurs).
+		antispoof.PluginType: c.Path("bin", "cni-antispoof"),
+	}
 	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
 		links[p] = filepath.Join("/usr/lib/cni", p)
 	}
@@ -31,9 +36,13 @@ func (c *Cluster) linkCNIPlugins(ciliumDir string) error {
 }
 
 // writeCNIConfig writes the network containerd's CRI plugin sets up for each pod: the bridge
-// plugin on our bridge with host-local IPAM keeping its leases in the state dir, then cilium-cni
-// chained (generic-veth) to make the pod a Cilium endpoint that policies apply to. containerd
-// adds the loopback plugin for the pod's lo by itself.
+// plugin on our bridge with host-local IPAM keeping its leases in the state dir; our
+// anti-spoofing plugin, which lets the pod's bridge port pass only frames from the pod's own
+// MAC, IPs and ARP sender (the router names tokenless callers by source IP; issue 37); then
+// cilium-cni chained (generic-veth) to make the pod a Cilium endpoint that policies apply to.
+// Anti-spoofing comes right after the bridge, so the port is guarded before anything else
+// runs, and reads the bridge plugin's own result. containerd adds the loopback plugin for the
+// pod's lo by itself.
 func (c *Cluster) writeCNIConfig(ciliumDir string) error {
 	if err := c.linkCNIPlugins(ciliumDir); err != nil {
 		return err
@@ -56,7 +65,7 @@ func (c *Cluster) writeCNIConfig(ciliumDir string) error {
 				// The pods' default route, through the gateway on the bridge (isGateway).
 				"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
 			},
-		}, map[string]any{"type": "cilium-cni", "chaining-mode": "generic-veth"}},
+		}, map[string]any{"type": antispoof.PluginType}, map[string]any{"type": "cilium-cni", "chaining-mode": "generic-veth"}},
 	}
 	dir := c.Path("cni", "net.d")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -60,6 +60,8 @@ var theSteps = []struct {
 			f.AddChain("iptables/nat", "PREROUTING", "-m\x00comment\x00--comment\x00kubernetes service portals\x00-j\x00KUBE-SERVICES")
 			f.AddChain("iptables/raw", "CILIUM_PRE_raw")
 			f.AddNftTable("ip raw")
+			// The anti-spoofing plugin's table, with a pod's chain that no DEL removed.
+			f.AddNftTable(AntispoofTable, "iifname vmap @ports", "ether saddr != 02:00:00:00:00:01 drop")
 		},
 		failUpOn: "iptables -w -t filter -I FORWARD"},
 	{name: "sysctls", step: func(f *hosttest.Fake, d string) step.Step { return Sysctls{env(f, d)} },

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/antispoof"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/host"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
@@ -33,8 +34,9 @@ func IsOurChain(ch string) bool {
 
 // Netfilter records the iptables chains and nft tables there were, then adds GuardChain. Down
 // removes every chain with our prefixes that was not there before (kube-proxy's, the kubelet's,
-// the CNI plugins', Cilium's, ours) with the rules that jump to them, and the nft tables that
-// appeared and hold no rule (iptables-nft leaves Cilium's `ip raw` behind).
+// the CNI plugins', Cilium's, ours) with the rules that jump to them, the anti-spoofing
+// plugin's nft table (AntispoofTable) with whatever pod chains it still holds, and the nft
+// tables that appeared and hold no rule (iptables-nft leaves Cilium's `ip raw` behind).
 type Netfilter struct{ Env }
 
 type netfilterRecord struct {
@@ -73,7 +75,7 @@ func (s Netfilter) Down(context.Context) error {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 		}
 	}
-	errs = append(errs, removeEmptyNftTables(s.Host, rec.NftTables))
+	errs = append(errs, removeAntispoofTable(s.Host), removeEmptyNftTables(s.Host, rec.NftTables))
 	return finish(s.Env, s.Name(), errors.Join(errs...))
 }
 
@@ -237,6 +239,20 @@ func nftTables(h host.Host) []string {
 		}
 	}
 	return tables
+}
+
+// AntispoofTable is the nft table ("family name") of our anti-spoofing CNI plugin
+// (internal/devcluster/antispoof); only that plugin writes it.
+var AntispoofTable = antispoof.Family + " " + antispoof.Table
+
+// removeAntispoofTable deletes the plugin's table: the pods are gone, and a pod's DEL leaves the
+// table's skeleton behind.
+func removeAntispoofTable(h host.Host) error {
+	if !slices.Contains(nftTables(h), AntispoofTable) {
+		return nil
+	}
+	_, err := h.Run("nft", "delete", "table", antispoof.Family, antispoof.Table)
+	return err
 }
 
 // removeEmptyNftTables deletes the nft tables that were not there before and hold no rules.
