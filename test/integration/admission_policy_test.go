@@ -63,6 +63,9 @@ type admissionCase struct {
 	// policy and want: the policy that refuses the request and its message, in which $SANDBOX
 	// stands for namespace/name; both empty when the request is allowed.
 	policy, want string
+	// orPolicy and orWant: a second policy that refuses the same request. The API server
+	// reports the first refusal, and the order of policies is not fixed.
+	orPolicy, orWant string
 }
 
 // actAs returns a client that acts as service account sa of ns, as its token would.
@@ -245,13 +248,20 @@ func checkAdmission(t *testing.T, c admissionCase, obj *unstructured.Unstructure
 	if obj.GetKind() == "SandboxTemplate" {
 		resource = "sandboxtemplates.extensions.agents.x-k8s.io"
 	}
-	want := fmt.Sprintf("%s %q is forbidden: ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", resource,
-		obj.GetName(), c.policy, c.policy, strings.ReplaceAll(c.want, "$SANDBOX", obj.GetNamespace()+"/"+obj.GetName()))
+	refusal := func(policy, msg string) string {
+		return fmt.Sprintf("%s %q is forbidden: ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", resource,
+			obj.GetName(), policy, policy, strings.ReplaceAll(msg, "$SANDBOX", obj.GetNamespace()+"/"+obj.GetName()))
+	}
+	want := refusal(c.policy, c.want)
 	var se apierrors.APIStatus
 	if err == nil || !errors.As(err, &se) {
 		t.Fatalf("%s: got %v, want 403 Forbidden %q", c.as, err, want)
 	}
-	if st := se.Status(); st.Code != 403 || st.Reason != metav1.StatusReasonForbidden || st.Message != want {
+	st := se.Status()
+	if c.orPolicy != "" && st.Message == refusal(c.orPolicy, c.orWant) {
+		return
+	}
+	if st.Code != 403 || st.Reason != metav1.StatusReasonForbidden || st.Message != want {
 		t.Fatalf("%s: got %d %s %q\nwant 403 Forbidden %q", c.as, st.Code, st.Reason, st.Message, want)
 	}
 }
@@ -409,14 +419,16 @@ func TestSandboxOwnershipNeedsTheOwnershipRight(t *testing.T) {
 			patch: `{"metadata":{"labels":{"` + extv1alpha1.ClaimUIDLabel + `":null}}}`, policy: ownershipPolicy, want: controllerLabelRefusal(extv1alpha1.ClaimUIDLabel)},
 		admissionCase{name: "tenant takes its claim's pod out of the template's policy", as: asTenant, target: "mine",
 			patch:  `{"spec":{"podTemplate":{"metadata":{"labels":{"` + extv1alpha1.TemplateRefHashLabel + `":null}}}}}`,
-			policy: ownershipPolicy, want: podLabelRefusal(extv1alpha1.TemplateRefHashLabel)},
+			policy: ownershipPolicy, want: podLabelRefusal(extv1alpha1.TemplateRefHashLabel),
+			orPolicy: frozenPolicy, orWant: frozenClaimRefusal("mine", "SandboxClaim/mine")},
 		admissionCase{name: "tenant changes the claim-uid label", as: asTenant, target: "mine",
 			patch: `{"metadata":{"labels":{"` + extv1alpha1.ClaimUIDLabel + `":"other"}}}`, policy: ownershipPolicy, want: controllerLabelRefusal(extv1alpha1.ClaimUIDLabel)},
 		admissionCase{name: "tenant marks its claim's Sandbox a pool member in v1beta1", as: asTenant, version: "v1beta1", target: "mine",
 			patch: `{"metadata":{"labels":{"` + extv1alpha1.WarmPoolLabel + `":"x"}}}`, policy: ownershipPolicy, want: controllerLabelRefusal(extv1alpha1.WarmPoolLabel)},
 		admissionCase{name: "tenant changes the template pod label", as: asTenant, target: "mine",
 			patch:  `{"spec":{"podTemplate":{"metadata":{"labels":{"` + extv1alpha1.TemplateRefHashLabel + `":"other"}}}}}`,
-			policy: ownershipPolicy, want: podLabelRefusal(extv1alpha1.TemplateRefHashLabel)},
+			policy: ownershipPolicy, want: podLabelRefusal(extv1alpha1.TemplateRefHashLabel),
+			orPolicy: frozenPolicy, orWant: frozenClaimRefusal("mine", "SandboxClaim/mine")},
 		admissionCase{name: "controller changes the claim-uid label", as: asController, target: "mine",
 			patch: `{"metadata":{"labels":{"` + extv1alpha1.ClaimUIDLabel + `":"other"}}}`},
 		// A warm claim's env goes to sandboxd through the Sandbox's session-env annotation: a
