@@ -8,11 +8,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	v1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
@@ -56,15 +55,20 @@ func TestAPISandboxAttacksOnTheNode(t *testing.T) {
 	})
 
 	t.Run("the conversion webhook is closed to pods; the API server still converts", func(t *testing.T) {
+		// A pod without a NetworkPolicy of its own: a sandbox's egress policy would stop it
+		// before the webhook's does, proving nothing.
+		mustf(t, kube.Create(ctx, clientPod(ns, "plain", "default")), "creating a plain pod")
+		waitPodReady(t, ns, "plain")
 		pods := &corev1.PodList{}
 		mustf(t, kube.List(ctx, pods, client.InNamespace("agent-sandbox-system"), client.MatchingLabels{"app": "agent-sandbox-controller"}), "listing controller pods")
 		if len(pods.Items) == 0 {
 			t.Fatal("no controller pod")
 		}
-		expectReach(t, ns, "root", "the conversion webhook", pods.Items[0].Status.PodIP, 9443, false)
-		beta := &v1beta1.Sandbox{}
+		expectReach(t, ns, "plain", "the conversion webhook", pods.Items[0].Status.PodIP, 9443, false)
+		expectReach(t, ns, "plain", "the controller's metrics port (the policy leaves it open)", pods.Items[0].Status.PodIP, 8080, true)
+		beta := &unstructured.Unstructured{}
+		beta.SetAPIVersion("agents.x-k8s.io/v1beta1")
+		beta.SetKind("Sandbox")
 		mustf(t, a.Get(ctx, client.ObjectKey{Namespace: ns, Name: "root"}, beta), "tenant reading its sandbox in v1beta1 (converted by the webhook)")
-		alpha := &agentsv1alpha1.Sandbox{}
-		mustf(t, a.Get(ctx, client.ObjectKey{Namespace: ns, Name: "root"}, alpha), "tenant reading its sandbox in v1alpha1")
 	})
 }

@@ -172,6 +172,8 @@ func TestASandboxRunsRestrictedUnlessItsNamespaceOptsOut(t *testing.T) {
 			want: "spec.podTemplate.spec.securityContext.runAsUser: root runs only on the installation's default runtime class (leave runtimeClassName unset, not )" + optOut},
 		// Controls.
 		{name: "root on the default runtime class", as: asTenant, create: podSpecFragment(`{securityContext: {runAsUser: 0}}`)},
+		{name: "the controller's Sandbox of a root template, with the default class filled in", as: asController,
+			create: podSpecFragment(`{runtimeClassName: gvisor, securityContext: {runAsUser: 0}}`)},
 		{name: "non-root on the node's kernel", as: asTenant, create: podSpecFragment(`{runtimeClassName: runc, securityContext: {runAsUser: 1000}}`)},
 		{name: "capabilities dropped", as: asTenant, create: container(`{capabilities: {drop: [ALL]}, allowPrivilegeEscalation: false}`)},
 	}
