@@ -55,8 +55,9 @@ func TestAPISandboxAttacksOnTheNode(t *testing.T) {
 	})
 
 	t.Run("the conversion webhook is closed to pods; the API server still converts", func(t *testing.T) {
-		// A pod without a NetworkPolicy of its own: a sandbox's egress policy would stop it
-		// before the webhook's does, proving nothing.
+		// A pod without a NetworkPolicy of its own, so that only the webhook's policy can stop it
+		// (a raw gVisor sandbox's connections to the system's Services timed out on this cluster
+		// whatever the port, which would prove nothing).
 		mustf(t, kube.Create(ctx, clientPod(ns, "plain", "default")), "creating a plain pod")
 		waitPodReady(t, ns, "plain")
 		pods := &corev1.PodList{}

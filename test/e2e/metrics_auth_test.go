@@ -19,8 +19,8 @@ import (
 
 // TestTenantCannotReadRouterOrControllerMetrics: the metrics of the router and the controller
 // name every tenant's namespaces and traffic. A pod of the tenant's namespace with no
-// NetworkPolicy around it (a sandbox's own egress policy already keeps it from the system's
-// pods on Cilium, so it would prove nothing) fetches them from their Services and is refused:
+// NetworkPolicy around it (from a raw gVisor sandbox the connection timed out whatever the
+// token, which says nothing about the filter) fetches them from their Services and is refused:
 // 401 without a token, 403 with the tenant's own token. The control is the same fetch with the
 // token of an identity bound to the ClusterRole agent-sandbox-metrics-reader, which gets the
 // series: the refusals are the filter's, not an unreachable port. The request is written with nc,
