@@ -79,7 +79,8 @@ func serviceAddr(t *testing.T, name string, port int) string {
 }
 
 // httpGetFromPod sends GET path to addr from the pod with nc (HTTP/1.0, so the server closes the
-// connection) and returns the answer, status line first; bearer is sent when not empty.
+// connection when it has answered) and returns the answer, status line first; bearer is sent
+// when not empty.
 func httpGetFromPod(t *testing.T, ns, pod, addr, path, bearer string) string {
 	t.Helper()
 	host, port, _ := strings.Cut(addr, ":")
@@ -87,7 +88,9 @@ func httpGetFromPod(t *testing.T, ns, pod, addr, path, bearer string) string {
 	if bearer != "" {
 		req += "Authorization: Bearer " + bearer + "\\r\\n"
 	}
-	return podOut(t, ns, pod, "sh", "-c", "printf '"+req+"\\r\\n' | nc -w 10 "+host+" "+port)
+	// stdin stays open a moment after the request: nc's end of input would close the connection's
+	// write side, which cancels the request's context (and its TokenReview) in a Go server.
+	return podOut(t, ns, pod, "sh", "-c", "(printf '"+req+"\\r\\n'; sleep 3) | nc -w 10 "+host+" "+port)
 }
 
 // metricsReaderToken is a token of a ServiceAccount of ns bound to agent-sandbox-metrics-reader,
