@@ -113,8 +113,10 @@ func TestAttacksByTenants(t *testing.T) {
 			sb := &agentsv1alpha1.Sandbox{}
 			mustf(t, a.Get(ctx, client.ObjectKey{Namespace: nsA, Name: name}, sb), "reading %s", name)
 			patch := client.MergeFrom(sb.DeepCopy())
-			sb.Annotations = map[string]string{agentsv1alpha1.EgressAnnotation: agentsv1alpha1.EgressRestricted,
-				agentsv1alpha1.EgressCIDRsAnnotation: "169.254.169.254/32,10.96.0.10/32"}
+			// Added beside the Sandbox's own annotations: replacing them would also remove the
+			// controller's template-ref annotation, which another policy refuses.
+			metav1.SetMetaDataAnnotation(&sb.ObjectMeta, agentsv1alpha1.EgressAnnotation, agentsv1alpha1.EgressRestricted)
+			metav1.SetMetaDataAnnotation(&sb.ObjectMeta, agentsv1alpha1.EgressCIDRsAnnotation, "169.254.169.254/32,10.96.0.10/32")
 			refusedWith(t, "tenant annotating "+name+" restricted", a.Patch(ctx, sb, patch), "sandboxes/network")
 		}
 		refusedWith(t, "tenant creating a raw sandbox with its own egress mode",
