@@ -133,10 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var errs []error
 	if len(m.edited) > 0 {
-		log.FromContext(ctx).V(2).Info("replacing members whose spec was changed after the pool made them", "sandboxes", klog.KObjSlice(m.edited))
-		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersEdited,
-			"%d warm sandboxes were changed after the pool made them; they are replaced, never handed out", len(m.edited))
-		errs = append(errs, r.deleteMembers(ctx, pool, m.edited))
+		errs = append(errs, r.replaceEdited(ctx, pool, m.edited))
 		m = classify(pool, members, tmpl, r.blueprint, r.expect)
 	}
 	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
@@ -224,4 +221,13 @@ func (r *Reconciler) poolsOfTemplate(ctx context.Context, o client.Object) []rec
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
 	}
 	return reqs
+}
+
+// replaceEdited deletes members whose spec was changed after the pool made them: no claim adopts
+// them, so they would only hold a place in the pool.
+func (r *Reconciler) replaceEdited(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, edited []*agentsv1alpha1.Sandbox) error {
+	log.FromContext(ctx).V(2).Info("replacing members whose spec was changed after the pool made them", "sandboxes", klog.KObjSlice(edited))
+	r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersEdited,
+		"%d warm sandboxes were changed after the pool made them; they are replaced, never handed out", len(edited))
+	return r.deleteMembers(ctx, pool, edited)
 }
