@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
-	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
-	egresspolicy "github.com/agent-sandbox/agent-sandbox/internal/egress"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
 	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )

@@ -32,15 +32,15 @@ import (
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	ctrlmetrics "github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/routertoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxwarmpool"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
-	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
@@ -67,8 +67,8 @@ type Options struct {
 	Router sandboxtemplate.RouterPeer
 	// Network names the cluster DNS and the link-local prefixes admins open in every Sandbox's
 	// NetworkPolicy; its router fields are taken from Router. Zero DNS fields take
-	// egress.DefaultPeers'; no DNSServiceIPs: the kube-dns Service's, looked up at start.
-	Network egress.Peers
+	// egresspolicy.DefaultPeers'; no DNSServiceIPs: the kube-dns Service's, looked up at start.
+	Network egresspolicy.Peers
 	// MemberReadyTimeout is how long a warm pool member may stay not Ready before it is
 	// replaced (default sandboxwarmpool.DefaultMemberReadyTimeout).
 	MemberReadyTimeout time.Duration

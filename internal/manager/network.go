@@ -11,8 +11,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 )
 
 // kubeDNSService is the conventional name of the cluster DNS Service.
@@ -21,8 +21,8 @@ const kubeDNSService = "kube-dns"
 // networkPeers completes opts.Network for the Sandbox controller: the router exactly as the
 // templates' policies name it, the defaults for DNS, and the DNS Service's addresses when none
 // were given (a policy may see a Service address before it is translated to a DNS pod's).
-func networkPeers(api client.Reader, opts Options, router sandboxtemplate.RouterPeer) egress.Peers {
-	def := egress.DefaultPeers()
+func networkPeers(api client.Reader, opts Options, router sandboxtemplate.RouterPeer) egresspolicy.Peers {
+	def := egresspolicy.DefaultPeers()
 	p := opts.Network
 	p.RouterNamespace, p.RouterPodLabels = router.Namespace, router.PodLabels
 	if p.DNSNamespace == "" {

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxtemplate"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
 )
 
 func kubeDNS(ns string, ips ...string) *corev1.Service {
@@ -40,10 +40,10 @@ func addrs(ss ...string) []netip.Addr {
 // translated), looked up once unless the admin named them.
 func TestNetworkPeers(t *testing.T) {
 	router := sandboxtemplate.RouterPeer{Namespace: "gw", PodLabels: map[string]string{"role": "gateway"}}
-	def := egress.DefaultPeers()
+	def := egresspolicy.DefaultPeers()
 	tests := []struct {
 		name        string
-		network     egress.Peers
+		network     egresspolicy.Peers
 		objs        []client.Object
 		wantDNSNS   string
 		wantIPs     []netip.Addr
@@ -58,11 +58,11 @@ func TestNetworkPeers(t *testing.T) {
 			objs:      []client.Object{kubeDNS("kube-system", "None")},
 			wantDNSNS: "kube-system", wantLookups: 1},
 		{name: "looked up in the DNS namespace the admin named",
-			network:   egress.Peers{DNSNamespace: "dns"},
+			network:   egresspolicy.Peers{DNSNamespace: "dns"},
 			objs:      []client.Object{kubeDNS("kube-system", "10.96.0.10"), kubeDNS("dns", "10.100.0.53")},
 			wantDNSNS: "dns", wantIPs: addrs("10.100.0.53"), wantLookups: 1},
 		{name: "addresses the admin named are not looked up",
-			network:   egress.Peers{DNSServiceIPs: addrs("10.0.0.53")},
+			network:   egresspolicy.Peers{DNSServiceIPs: addrs("10.0.0.53")},
 			objs:      []client.Object{kubeDNS("kube-system", "10.96.0.10")},
 			wantDNSNS: "kube-system", wantIPs: addrs("10.0.0.53")},
 	}
@@ -76,7 +76,7 @@ func TestNetworkPeers(t *testing.T) {
 				},
 			})
 			got := networkPeers(api, Options{Network: tt.network}, router)
-			want := egress.Peers{RouterNamespace: "gw", RouterPodLabels: router.PodLabels,
+			want := egresspolicy.Peers{RouterNamespace: "gw", RouterPodLabels: router.PodLabels,
 				DNSNamespace: tt.wantDNSNS, DNSPodLabels: def.DNSPodLabels, DNSServiceIPs: tt.wantIPs}
 			if d := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
 				t.Errorf("peers (-want +got):\n%s", d)

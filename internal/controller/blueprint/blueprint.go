@@ -15,7 +15,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
 
 // Public resolvers used when a template's secure-default NetworkPolicy blocks cluster DNS.

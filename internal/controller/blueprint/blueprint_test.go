@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 

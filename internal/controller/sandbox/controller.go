@@ -23,10 +23,10 @@ import (
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
-	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
-	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
 
 // DefaultClusterDomain is the DNS domain used in status.serviceFQDN unless configured.
@@ -51,8 +51,8 @@ type Options struct {
 	// runtime class (blueprint.Builder.HardenPod).
 	Hardening blueprint.Builder
 	// Peers are the router, cluster DNS and allowed link-local ranges every Sandbox's
-	// NetworkPolicy names (default egress.DefaultPeers()).
-	Peers *egress.Peers
+	// NetworkPolicy names (default egresspolicy.DefaultPeers()).
+	Peers *egresspolicy.Peers
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
 	// Activity reports what sandboxd sees, for the idle pause (nil: no Sandbox is paused for
@@ -73,7 +73,7 @@ type Reconciler struct {
 	gate          *pacer.Gate
 	podRules      podmeta.Rules
 	hardening     blueprint.Builder
-	peers         egress.Peers
+	peers         egresspolicy.Peers
 	clock         clock.PassiveClock
 	activity      ActivitySource
 	// watchedSince: when each Sandbox was first seen eligible for the idle pause (idle.go).
@@ -108,7 +108,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
-	r.peers = egress.DefaultPeers()
+	r.peers = egresspolicy.DefaultPeers()
 	if opts.Peers != nil {
 		r.peers = *opts.Peers
 	}

@@ -19,7 +19,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
 
 // Pod annotations recording which template keys the controller put on the pod, so that keys

@@ -21,7 +21,7 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/warmqueue"
 )
 
 // maxAdoptAttempts bounds how many warm candidates one reconcile tries before a cold start.

@@ -26,11 +26,11 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
-	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
-	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/warmqueue"
 	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
 // DefaultWorkers is how many claims are reconciled in parallel unless Options say otherwise.

@@ -12,7 +12,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/warmqueue"
 )
 
 // warmQueueFeeder keeps the warm queue equal to the set of adoptable Sandboxes as watch events

@@ -14,9 +14,9 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/warmqueue"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
-	"github.com/agent-sandbox/agent-sandbox/internal/warmqueue"
 )
 
 // The Reconcile tests run the reconciler on a fake API server (fakeapi): the reconciler reads

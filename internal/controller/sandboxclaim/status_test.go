@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 )
 
 func TestCatchUpStatusStartsFromTheLastWrite(t *testing.T) {

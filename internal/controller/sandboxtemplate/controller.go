@@ -22,8 +22,8 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/egress"
-	"github.com/agent-sandbox/agent-sandbox/internal/podmeta"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
 
 // RouterPeer identifies the sandbox router's pods, the only ingress the secure default allows.
@@ -33,7 +33,7 @@ type RouterPeer struct {
 }
 
 // DefaultRouterPeer is where `config/` deploys the router (the Sandbox policies' default too).
-var DefaultRouterPeer = RouterPeer{Namespace: egress.DefaultPeers().RouterNamespace, PodLabels: egress.DefaultPeers().RouterPodLabels}
+var DefaultRouterPeer = RouterPeer{Namespace: egresspolicy.DefaultPeers().RouterNamespace, PodLabels: egresspolicy.DefaultPeers().RouterPodLabels}
 
 // Reconciler keeps the template's NetworkPolicy.
 type Reconciler struct {

@@ -25,7 +25,7 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
-	"github.com/agent-sandbox/agent-sandbox/internal/pacer"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
 )
 
 // trickleBatch bounds a refill that goes through while claims are still being served.

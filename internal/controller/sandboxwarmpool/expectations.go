@@ -5,7 +5,7 @@ import (
 	"k8s.io/utils/clock"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/expectations"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 )
 
 // memberWrites remember the creates and deletes a pool issued until the cache shows them, so a

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/images"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
 )
 
 const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so the kubelet) uses

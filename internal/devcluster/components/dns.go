@@ -11,9 +11,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/images"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
-	"github.com/agent-sandbox/agent-sandbox/internal/images"
 )
 
 // Cluster DNS: CoreDNS as a Deployment in kube-system behind the kube-dns Service at

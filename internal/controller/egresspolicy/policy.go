@@ -1,8 +1,8 @@
-// Package egress builds the NetworkPolicy that enforces a Sandbox's egress mode and the pods it
+// Package egresspolicy builds the NetworkPolicy that enforces a Sandbox's egress mode and the pods it
 // admits. The Sandbox and SandboxTemplate controllers use it; what a Sandbox may ask for (the
 // modes, their annotations and how they parse) is the public pkg/egress, which the SDK and sbx
 // share with the controller.
-package egress
+package egresspolicy
 
 import (
 	"fmt"

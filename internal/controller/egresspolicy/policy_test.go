@@ -1,4 +1,4 @@
-package egress
+package egresspolicy
 
 import (
 	"encoding/json"
