@@ -23,6 +23,9 @@ func main() {
 
 // run returns the exit code: 0 on a clean stop or --help, 2 on bad flags, 1 on failure.
 func run(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check-network" {
+		return checkNetwork(args[1:], os.Stdout, stderr)
+	}
 	// An own FlagSet: client libraries register flags (--kubeconfig) on flag.CommandLine.
 	fs := flag.NewFlagSet("sandbox-router", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -113,6 +113,51 @@ func restrictedNamespace(t *testing.T, ns string) {
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
 }
 
+// systemNamespace creates ns with config/manager/namespace.yaml's Pod Security labels: enforce
+// privileged, for the router's check-network init container (NET_RAW), restricted audited and
+// warned; it is deleted afterwards.
+func systemNamespace(t *testing.T, ns string) {
+	t.Helper()
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "privileged",
+		"pod-security.kubernetes.io/audit":   "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+	}}}
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating namespace %s: %v", ns, err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+}
+
+// wantNetworkCheck checks whether the router Deployment in ns starts with the check-network
+// init container, and that the container holds NET_RAW and nothing more.
+func wantNetworkCheck(t *testing.T, objs []*unstructured.Unstructured, ns string, want bool) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" || o.GetName() != "sandbox-router" || o.GetNamespace() != ns {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+			t.Fatal(err)
+		}
+		inits := d.Spec.Template.Spec.InitContainers
+		if got := len(inits) == 1 && inits[0].Name == "check-network"; got != want {
+			t.Fatalf("router in %s has the check-network init container: %v, want %v (%v)", ns, got, want, inits)
+		}
+		if !want {
+			return
+		}
+		sc := inits[0].SecurityContext
+		if sc == nil || sc.Capabilities == nil || fmt.Sprint(sc.Capabilities.Add) != "[NET_RAW]" || fmt.Sprint(sc.Capabilities.Drop) != "[ALL]" ||
+			sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || fmt.Sprint(inits[0].Args) != "[check-network]" {
+			t.Errorf("check-network: args %v, securityContext %+v; want [check-network], NET_RAW added, ALL dropped, no escalation", inits[0].Args, sc)
+		}
+		return
+	}
+	t.Fatalf("no router Deployment in %s", ns)
+}
+
 // dryRunApply server-side applies every object without persisting it (service accounts are
 // persisted: pods name them, and admission looks them up). Namespaces are created beforehand.
 func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) {
@@ -186,10 +231,13 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		{"helm chart with a router in a tenant namespace", "it-helm-tenant-router", func(t *testing.T, ns string) []*unstructured.Unstructured {
 			tenant := ns + "-tenant"
 			restrictedNamespace(t, tenant)
-			objs, err := helmTemplate(t, ns, "router.tenantNamespaces={"+tenant+"}", "router.auth.mode=tokenreview")
+			// A tenant namespace enforcing restricted forbids the check's NET_RAW: its router
+			// goes without (the system router checks the same network).
+			objs, err := helmTemplate(t, ns, "router.tenantNamespaces={"+tenant+"}", "router.auth.mode=tokenreview", "router.auth.checkNetwork=false")
 			if err != nil {
 				t.Fatal(err)
 			}
+			wantNetworkCheck(t, objs, tenant, false)
 			wantRouterService(t, objs, tenant, "sandbox-router-svc")
 			wantRouterArgs(t, objs, tenant, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true",
 				"--identify-pods-exclude-namespaces=kube-system,kube-public,kube-node-lease")
@@ -197,7 +245,7 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		}, map[string]int{"Deployment": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "ClusterRoleBinding": 1, "Service": 1, "PodDisruptionBudget": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			restrictedNamespace(t, tc.ns)
+			systemNamespace(t, tc.ns)
 			objs := tc.render(t, tc.ns)
 			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 6, "ClusterRoleBinding": 2, "Service": 4,
 				"Secret": 1, "Role": 1, "RoleBinding": 1, // the conversion webhook's Service, certificate Secret and its Role
@@ -213,10 +261,12 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 				}
 			}
 			wantRouterService(t, objs, tc.ns, "sandbox-router-svc", "agent-sandbox-router")
-			if tc.name != "helm chart with a shared router token, one namespace routed" {
+			identifies := tc.name != "helm chart with a shared router token, one namespace routed"
+			if identifies {
 				wantRouterArgs(t, objs, tc.ns, "--auth-mode=tokenreview", "--authorize=true", "--identify-pods=true",
 					"--identify-pods-exclude-namespaces=kube-system,kube-public,kube-node-lease")
 			}
+			wantNetworkCheck(t, objs, tc.ns, identifies && tc.name != "helm chart with a router in a tenant namespace")
 			dryRunApply(t, objs)
 			dryRunPods(t, objs)
 		})

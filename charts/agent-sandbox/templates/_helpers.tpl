@@ -114,3 +114,28 @@ env:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The router pod's init container that refuses to start a router naming tokenless callers by
+their pod (auth.identifyPods) on a network that lets a pod forge its source address. Root with
+NET_RAW alone (raw frames), nothing else; the router container itself stays restricted. */}}
+{{- define "agent-sandbox.routerNetworkCheck" -}}
+{{- $r := .router -}}
+{{- if and $r.auth.identifyPods $r.auth.checkNetwork }}
+initContainers:
+- name: check-network
+  image: {{ include "agent-sandbox.image" (dict "image" $r.image "chart" .root.Chart) }}
+  imagePullPolicy: {{ $r.image.pullPolicy }}
+  args: [check-network]
+  securityContext:
+    runAsNonRoot: false
+    runAsUser: 0
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    capabilities:
+      drop: ["ALL"]
+      add: ["NET_RAW"]
+  resources:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {memory: 64Mi}
+{{- end }}
+{{- end -}}
