@@ -213,14 +213,14 @@ func (l *lab) prevResult(p labPod) *current.Result {
 	return res
 }
 
-func buildPlugin(t *testing.T) string {
+func buildPlugin(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	sh(t, "go", "build", "-o", filepath.Join(dir, PluginType), "github.com/agent-sandbox/agent-sandbox/cmd/cni-antispoof")
 	return filepath.Join(dir, PluginType)
 }
 
-func tableExists(t *testing.T) bool {
+func tableExists(t testing.TB) bool {
 	return strings.Contains(sh(t, "nft", "list", "tables", Family), "table "+Family+" "+Table+"\n")
 }
 

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/agent-sandbox/agent-sandbox/internal/router/netcheck"
 )
 
@@ -91,12 +89,7 @@ func probeIn(p labPod) (netcheck.Result, error) {
 	done := make(chan out, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		h, err := netns.GetFromPath(p.nsPath())
-		if err == nil {
-			defer h.Close()
-			err = netns.Set(h)
-		}
-		if err != nil {
+		if err := enterNetns(p.nsPath()); err != nil {
 			done <- out{err: err}
 			return
 		}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +37,7 @@ type lab struct {
 
 // needRoot skips unless the test can change the host's network: root, ip, nft, and a kernel
 // with bridges and nf_tables' bridge family.
-func needRoot(t *testing.T) {
+func needRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a bridge, network namespaces and nftables rules")
@@ -53,7 +52,7 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func sh(t *testing.T, args ...string) string {
+func sh(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
@@ -64,7 +63,7 @@ func sh(t *testing.T, args ...string) string {
 
 // newLab builds the bridge and the router (.1), victim (.2) and attacker (.3); t.Cleanup
 // removes all of it (deleting a namespace deletes its veth pair).
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	id := hex.EncodeToString(suffix)
@@ -88,7 +87,7 @@ func newLab(t *testing.T) *lab {
 	return l
 }
 
-func linkMAC(t *testing.T, ns string) net.HardwareAddr {
+func linkMAC(t testing.TB, ns string) net.HardwareAddr {
 	t.Helper()
 	var links []struct {
 		Address string `json:"address"`
@@ -158,13 +157,7 @@ func inNetns(path string, fn func() (int, error)) (int, error) {
 	done := make(chan result)
 	go func() {
 		runtime.LockOSThread()
-		h, err := netns.GetFromPath(path)
-		if err != nil {
-			done <- result{-1, err}
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
+		if err := enterNetns(path); err != nil {
 			done <- result{-1, fmt.Errorf("setns %s: %w", path, err)}
 			return
 		}
