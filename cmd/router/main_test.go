@@ -36,6 +36,9 @@ func TestRunFlags(t *testing.T) {
 		{"no auth needs the insecure flag", []string{"--auth-mode", "none"}, 2, "it needs --insecure-no-auth"},
 		{"no auth listens on loopback only", []string{"--auth-mode", "none", "--insecure-no-auth"}, 2, "loopback only"},
 		{"anonymous callers are gone", []string{"--allow-anonymous"}, 2, "never authorizes system:anonymous"},
+		{"check-network's help", []string{"check-network", "--help"}, 0, "forged source"},
+		{"check-network with a bad flag", []string{"check-network", "--bogus"}, 2, "flag provided but not defined"},
+		{"check-network without a verdict refuses", []string{"check-network", "--interface", "nonexistent0", "--timeout", "1s"}, 1, "Refusing: --identify-pods is safe only where"},
 		{"no cluster", []string{"--kubeconfig", "/nonexistent/kubeconfig", "--listen", "127.0.0.1:0", "--probe-listen", ""}, 1, "kubeconfig"},
 	}
 	for _, tt := range tests {
