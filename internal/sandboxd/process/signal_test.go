@@ -84,6 +84,16 @@ func TestTimeoutEndsAStoppedCommand(t *testing.T) {
 	}
 }
 
+// A positive timeout too short to count in nanoseconds still times the command out, rather than
+// leaving it without any limit.
+func TestATimeoutUnderANanosecondStillTimesOut(t *testing.T) {
+	r := newRunner(t)
+	done, _ := run(context.Background(), r, buildSpec(t, r, &wire.ExecRequest{Argv: []string{"sleep", "1000"}, TimeoutSeconds: 1e-10}), false, newOutput())
+	if res := receive(t, done, "the end of a command with a 0.1 ns timeout"); !res.TimedOut || res.ExitCode != 124 {
+		t.Fatalf("result %+v, want timed out with exit code 124", res)
+	}
+}
+
 // A cancelled context (the client went away) kills the command and its group; that is not a
 // timeout.
 func TestCancelKillsTheGroup(t *testing.T) {

@@ -3,6 +3,7 @@ package process_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -140,6 +141,16 @@ func TestBuildSpec(t *testing.T) {
 		{"request timeout", wire.ExecRequest{Command: "true", TimeoutSeconds: 1.5}, func(t *testing.T, sp *process.Spec) {
 			if sp.Timeout != 1500*time.Millisecond {
 				t.Errorf("timeout %s, want 1.5s", sp.Timeout)
+			}
+		}},
+		{"a positive timeout under a nanosecond still bounds the run", wire.ExecRequest{Command: "true", TimeoutSeconds: 1e-10}, func(t *testing.T, sp *process.Spec) {
+			if sp.Timeout <= 0 {
+				t.Errorf("timeout %s, want a positive one (0 or less means no limit)", sp.Timeout)
+			}
+		}},
+		{"a timeout beyond the longest duration is the longest", wire.ExecRequest{Command: "true", TimeoutSeconds: 1e12}, func(t *testing.T, sp *process.Spec) {
+			if sp.Timeout != math.MaxInt64 {
+				t.Errorf("timeout %s, want the longest duration", sp.Timeout)
 			}
 		}},
 		{"a lower output cap", wire.ExecRequest{Command: "true", MaxOutputBytes: 10}, func(t *testing.T, sp *process.Spec) {
