@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/router/access/accesstest"

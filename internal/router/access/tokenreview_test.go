@@ -7,7 +7,6 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
