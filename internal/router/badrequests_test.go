@@ -21,6 +21,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -149,7 +150,7 @@ func newBadRequestRig(t *testing.T) *badRequestRig {
 			"default/pool-member": &ResolveError{Kind: ErrUnclaimed, Namespace: "default", Name: "pool-member"},
 		},
 	}
-	tokenAuth, err := NewStaticTokenAuthenticator(badRequestToken)
+	tokenAuth, err := access.NewStaticTokenAuthenticator(badRequestToken)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access/accesstest"
 )
 
 // The benchmarks send one small GET at a time, so ns/op is a round-trip latency; the difference
@@ -90,8 +93,8 @@ func BenchmarkViaRouterH2C(b *testing.B) {
 // BenchmarkPodIdentityCacheHit compares a tokenless request named by its source pod, with the
 // decision cached (what --identify-pods adds on every request after the first), to auth none.
 func BenchmarkPodIdentityCacheHit(b *testing.B) {
-	pods := NewPodCache(true)
-	pods.OnAdd(testPod("default", "client", "worker", "Running", false, "127.0.0.1"), true)
+	pods := access.NewPodCache(true)
+	pods.OnAdd(accesstest.Pod("default", "client", "worker", "Running", false, "127.0.0.1"), true)
 	sars := &fakeSARs{grants: map[string]bool{
 		sarKey("system:serviceaccount:default:worker", "create", "sandboxes/proxy.agents.x-k8s.io", "default", "sb"): true}}
 	guards := []struct {
@@ -100,8 +103,8 @@ func BenchmarkPodIdentityCacheHit(b *testing.B) {
 	}{
 		{"none", GuardOptions{}},
 		{"pod-identity", GuardOptions{
-			Authenticator: NewTokenReviewAuthenticator(&fakeReviewer{}, time.Minute, 0, 16),
-			Authorizer:    NewSandboxAuthorizer(&HeldRightsReviewer{Client: sars}, time.Hour, time.Hour, 0, 64),
+			Authenticator: access.NewTokenReviewAuthenticator(&accesstest.TokenReviewer{}, time.Minute, 0, 16),
+			Authorizer:    access.NewSandboxAuthorizer(&access.HeldRightsReviewer{Client: sars}, time.Hour, time.Hour, 0, 64),
 			Pods:          pods, HeldRights: true}},
 	}
 	for _, g := range guards {

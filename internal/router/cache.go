@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,16 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/watch"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -230,19 +228,6 @@ func (c *SandboxCache) HasSynced() bool {
 	return f == nil || (*f)()
 }
 
-// deletedKey names the object of a delete event, the object itself or the tombstone of a delete
-// the watch missed.
-func deletedKey(obj any) (namespace, name string, ok bool) {
-	switch o := obj.(type) {
-	case toolscache.DeletedFinalStateUnknown:
-		ns, n, err := toolscache.SplitMetaNamespaceKey(o.Key)
-		return ns, n, err == nil
-	case metav1.Object:
-		return o.GetNamespace(), o.GetName(), true
-	}
-	return "", "", false
-}
-
 // OnAdd implements toolscache.ResourceEventHandler.
 func (c *SandboxCache) OnAdd(obj any, _ bool) { c.upsert(obj) }
 
@@ -251,7 +236,7 @@ func (c *SandboxCache) OnUpdate(_, newObj any) { c.upsert(newObj) }
 
 // OnDelete implements toolscache.ResourceEventHandler. A missed delete arrives as a tombstone.
 func (c *SandboxCache) OnDelete(obj any) {
-	ns, name, ok := deletedKey(obj)
+	ns, name, ok := watch.DeletedKey(obj)
 	if !ok {
 		return
 	}
@@ -430,40 +415,10 @@ func slimSandbox(obj any) (any, error) {
 // "") and returns the informer cache, which the caller runs with Start. HasSynced turns true once
 // the initial list has been handled. It fails when the API has no Sandbox kind.
 func (c *SandboxCache) Attach(ctx context.Context, cfg *rest.Config, namespace string) (crcache.Cache, error) {
-	informers, synced, err := attachInformer(ctx, cfg, namespace, &v1alpha1.Sandbox{}, v1alpha1.AddToScheme, slimSandbox, c)
+	informers, synced, err := watch.Attach(ctx, cfg, namespace, &v1alpha1.Sandbox{}, v1alpha1.AddToScheme, slimSandbox, c)
 	if err != nil {
 		return nil, err
 	}
 	c.synced.Store(&synced)
 	return informers, nil
-}
-
-// attachInformer makes an informer cache over obj's kind (all namespaces when namespace is ""),
-// keeping only what transform leaves of each object, and registers handler on it. It returns
-// the cache, which the caller runs with Start, and whether the handler has seen the initial list.
-func attachInformer(ctx context.Context, cfg *rest.Config, namespace string, obj client.Object,
-	addToScheme func(*runtime.Scheme) error, transform toolscache.TransformFunc,
-	handler toolscache.ResourceEventHandler) (crcache.Cache, func() bool, error) {
-	scheme := runtime.NewScheme()
-	if err := addToScheme(scheme); err != nil {
-		return nil, nil, err
-	}
-	opts := crcache.Options{Scheme: scheme, ByObject: map[client.Object]crcache.ByObject{obj: {Transform: transform}}}
-	if namespace != "" {
-		opts.DefaultNamespaces = map[string]crcache.Config{namespace: {}}
-	}
-	kind := reflect.TypeOf(obj).Elem().Name()
-	informers, err := crcache.New(cfg, opts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating %s cache: %w", kind, err)
-	}
-	inf, err := informers.GetInformer(ctx, obj)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating %s informer: %w", kind, err)
-	}
-	reg, err := inf.AddEventHandler(handler)
-	if err != nil {
-		return nil, nil, fmt.Errorf("registering %s event handler: %w", kind, err)
-	}
-	return informers, reg.HasSynced, nil
 }

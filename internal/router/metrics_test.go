@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 )
 
 // inventory is a Sandbox cache of fixed size per namespace.
@@ -69,13 +71,13 @@ func TestMetricsRequestCode(t *testing.T) {
 
 func TestMetricsAuthzDecisions(t *testing.T) {
 	port := authUpstream(t)
-	a, err := NewStaticTokenAuthenticator("s3cret")
+	a, err := access.NewStaticTokenAuthenticator("s3cret")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name         string
-		authn        Authenticator
+		authn        access.Authenticator
 		token        string
 		wantDecision string // "" when no decision is counted
 		wantStage    string // "" when no review failed
@@ -117,6 +119,6 @@ func TestMetricsAuthzDecisions(t *testing.T) {
 // failingAuthenticator cannot reach its TokenReview.
 type failingAuthenticator struct{}
 
-func (failingAuthenticator) Authenticate(context.Context, string) (*Identity, error) {
+func (failingAuthenticator) Authenticate(context.Context, string) (*access.Identity, error) {
 	return nil, errors.New("the API server is unreachable")
 }

@@ -13,7 +13,15 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
+)
+
+// Auth modes of the proxy port.
+const (
+	AuthModeNone        = "none"
+	AuthModeToken       = "token"
+	AuthModeTokenReview = "tokenreview"
 )
 
 // EnvAuthToken is read for the shared token when --auth-token-file is not set.
@@ -46,7 +54,7 @@ type Options struct {
 	AllowAnonymous bool // removed; kept so that setting it fails with a reason
 	InsecureNoAuth bool
 	// IdentifyPods names tokenless callers by their source pod and accepts the rights they
-	// already hold (HeldRightsReviewer), in tokenreview mode with Authorize.
+	// already hold (access.HeldRightsReviewer), in tokenreview mode with Authorize.
 	IdentifyPods bool
 	// IdentifyPodsExcludeNamespaces (comma-separated): pods of these namespaces never get a
 	// tokenless identity; the router's own namespace (OwnNamespace) is added unless it is the
@@ -103,7 +111,7 @@ func DefaultOptions() Options {
 		KubeAPIBurst:                  100,
 		AuthMode:                      AuthModeTokenReview,
 		IdentifyPods:                  true,
-		IdentifyPodsExcludeNamespaces: strings.Join(DefaultExcludedNamespaces, ","),
+		IdentifyPodsExcludeNamespaces: strings.Join(access.DefaultExcludedNamespaces, ","),
 		TokenReviewTTL:                30 * time.Second,
 		TokenReviewCacheSize:          2048,
 		Authorize:                     true,
@@ -142,7 +150,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TokenReviewTTL, "tokenreview-ttl", o.TokenReviewTTL, "How long a TokenReview outcome is cached.")
 	fs.IntVar(&o.TokenReviewCacheSize, "tokenreview-cache-size", o.TokenReviewCacheSize, "Most TokenReview outcomes cached.")
 	fs.StringVar(&o.TokenReviewAudiences, "tokenreview-audiences", o.TokenReviewAudiences, "Comma-separated audiences a token must be valid for; empty: the API server's.")
-	fs.BoolVar(&o.Authorize, "authorize", o.Authorize, "With --auth-mode tokenreview, let a caller reach a sandbox only when the API server allows it "+ProxyVerb+" on "+ProxyResource+"/"+ProxySubresource+" of that Sandbox (SubjectAccessReview).")
+	fs.BoolVar(&o.Authorize, "authorize", o.Authorize, "With --auth-mode tokenreview, let a caller reach a sandbox only when the API server allows it "+access.ProxyVerb+" on "+access.ProxyResource+"/"+access.ProxySubresource+" of that Sandbox (SubjectAccessReview).")
 	fs.BoolVar(&o.AllowAnonymous, "allow-anonymous", o.AllowAnonymous, "Removed: the router never authorizes system:anonymous. Setting it is an error.")
 	fs.BoolVar(&o.InsecureNoAuth, "insecure-no-auth", o.InsecureNoAuth, "Allow --auth-mode none: every client that reaches the router may use every sandbox. Only with a loopback --listen.")
 	fs.BoolVar(&o.IdentifyPods, "identify-pods", o.IdentifyPods, "With --auth-mode tokenreview and --authorize, identify a request without a token as the ServiceAccount of the pod its connection comes from (source IP, from a pod watch; host-network pods and unknown IPs are refused), and let any caller in that may create sandboxes/proxy, patch or update the Sandbox, or create pods/portforward on its pod. Trust it only on a CNI that prevents source IP spoofing; ignored in the other modes.")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
@@ -279,7 +280,7 @@ func (r *idleReader) Read(p []byte) (int, error) {
 // shouldWait: the Sandbox wakes on request and is paused or starting, and nothing admit checks
 // on a known Sandbox would refuse the request anyway (a scoped token for an earlier Sandbox of
 // the name, an undeclared port): such a request must not wake anything.
-func (p *Proxy) shouldWait(scope *ScopedClaims, route Route, t Target, err error) bool {
+func (p *Proxy) shouldWait(scope *scopedtoken.Claims, route Route, t Target, err error) bool {
 	var re *ResolveError
 	return p.waker != nil && t.Wakes && errors.As(err, &re) && errors.Is(re.Kind, ErrNotReady) && waitsForWake(re.Reason) &&
 		(scope == nil || types.UID(scope.UID) == t.UID) && p.portAllowed(t, route.Port)
@@ -324,7 +325,7 @@ type refusal struct {
 // from the one about the caller (a scoped token for an earlier Sandbox of the name learns
 // nothing of this one) to the permanent refusals, then the port, then readiness, so a request
 // that can never succeed is not told to retry.
-func (p *Proxy) admit(ctx context.Context, scope *ScopedClaims, route Route, t Target, err error) *refusal {
+func (p *Proxy) admit(ctx context.Context, scope *scopedtoken.Claims, route Route, t Target, err error) *refusal {
 	var re *ResolveError
 	if err != nil && !errors.As(err, &re) {
 		logging.FromContext(ctx, p.log).Error("resolving sandbox", "route", route.Namespace+"/"+route.Name, "err", err)

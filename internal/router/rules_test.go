@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
@@ -284,7 +285,7 @@ func TestScopedTokenBindsTheSandboxUID(t *testing.T) {
 	pending.Status.Conditions[0].Status, pending.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonPodPending
 	cache.OnAdd(routable("sb", "uid-now", port), true)
 	cache.OnAdd(pending, true)
-	guard := GuardOptions{Authenticator: NewScopedTokenAuthenticator(signer, nil), Authorizer: NewSandboxAuthorizer(nil, 0, 0, 0, 1)}
+	guard := GuardOptions{Authenticator: access.NewScopedTokenAuthenticator(signer, nil), Authorizer: access.NewSandboxAuthorizer(nil, 0, 0, 0, 1)}
 	router := newRulesRouter(t, cache, ProxyOptions{}, guard)
 	exp := time.Now().Add(time.Hour).Unix()
 	mint := func(name, uid string) string {

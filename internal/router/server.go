@@ -22,6 +22,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 )
 
 // HandlerOptions assemble the proxy port's handler.
@@ -143,7 +144,7 @@ func (o *Options) RESTConfig() (*rest.Config, error) {
 
 // guard builds the proxy port's authentication and authorization from the flags; pods is the
 // pod cache of --identify-pods, or nil.
-func (o *Options) guard(cfg *rest.Config, pods PodIdentifier, log *slog.Logger) (GuardOptions, error) {
+func (o *Options) guard(cfg *rest.Config, pods access.PodIdentifier, log *slog.Logger) (GuardOptions, error) {
 	var g GuardOptions
 	switch o.AuthMode {
 	case AuthModeToken:
@@ -151,32 +152,32 @@ func (o *Options) guard(cfg *rest.Config, pods PodIdentifier, log *slog.Logger) 
 		if err != nil {
 			return g, err
 		}
-		if g.Authenticator, err = NewStaticTokenAuthenticator(t); err != nil {
+		if g.Authenticator, err = access.NewStaticTokenAuthenticator(t); err != nil {
 			return g, err
 		}
-		g.Authorizer = NewSandboxAuthorizer(nil, 0, 0, 0, 1)
+		g.Authorizer = access.NewSandboxAuthorizer(nil, 0, 0, 0, 1)
 	case AuthModeTokenReview:
 		authn, err := authnv1client.NewForConfig(cfg)
 		if err != nil {
 			return g, err
 		}
-		g.Authenticator = NewTokenReviewAuthenticator(&KubeTokenReviewer{Client: authn.TokenReviews(), Audiences: o.Audiences()},
+		g.Authenticator = access.NewTokenReviewAuthenticator(&access.KubeTokenReviewer{Client: authn.TokenReviews(), Audiences: o.Audiences()},
 			o.TokenReviewTTL, o.StaleAuthTTL, o.TokenReviewCacheSize)
-		var reviewer AccessReviewer
+		var reviewer access.SandboxReviewer
 		if o.Authorize {
 			authz, err := authzv1client.NewForConfig(cfg)
 			if err != nil {
 				return g, err
 			}
-			reviewer = &KubeAccessReviewer{Client: authz.SubjectAccessReviews()}
+			reviewer = &access.KubeSandboxReviewer{Client: authz.SubjectAccessReviews()}
 			if pods != nil {
-				reviewer = &HeldRightsReviewer{Client: authz.SubjectAccessReviews()}
+				reviewer = &access.HeldRightsReviewer{Client: authz.SubjectAccessReviews()}
 				g.Pods, g.HeldRights = pods, true
 			}
 		} else {
 			log.Warn("--authorize=false: any authenticated caller can use every sandbox")
 		}
-		g.Authorizer = NewSandboxAuthorizer(reviewer, o.AuthzAllowTTL, o.AuthzDenyTTL, o.StaleAuthTTL, o.AuthzCacheSize)
+		g.Authorizer = access.NewSandboxAuthorizer(reviewer, o.AuthzAllowTTL, o.AuthzDenyTTL, o.StaleAuthTTL, o.AuthzCacheSize)
 	default:
 		log.Warn("--auth-mode none: any client that can reach the router can use every sandbox; use tokenreview outside development")
 		return g, nil
@@ -186,7 +187,7 @@ func (o *Options) guard(cfg *rest.Config, pods PodIdentifier, log *slog.Logger) 
 		if err != nil {
 			return g, err
 		}
-		g.Authenticator = NewScopedTokenAuthenticator(signer, g.Authenticator)
+		g.Authenticator = access.NewScopedTokenAuthenticator(signer, g.Authenticator)
 	}
 	return g, nil
 }
@@ -205,7 +206,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	var identifier PodIdentifier
+	var identifier access.PodIdentifier
 	if pods != nil {
 		identifier = pods
 	}
@@ -272,11 +273,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 }
 
 // podCache is --identify-pods' pod cache and its informers; nil, nil when off.
-func (o *Options) podCache(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*PodCache, crcache.Cache, error) {
+func (o *Options) podCache(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*access.PodCache, crcache.Cache, error) {
 	if !o.identifiesPods() {
 		return nil, nil, nil
 	}
-	pods := NewPodCache(o.AllowLoopbackPodIP, o.ExcludedNamespaces()...)
+	pods := access.NewPodCache(o.AllowLoopbackPodIP, o.ExcludedNamespaces()...)
 	log.Info("pods of these namespaces must send a token: never named by their address", "namespaces", o.ExcludedNamespaces())
 	informers, err := pods.Attach(ctx, cfg, o.Namespace)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 )
 
 func TestHealthShortcut(t *testing.T) {
@@ -109,7 +111,7 @@ func TestAccessLogOmitsToken(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	a, _ := NewStaticTokenAuthenticator("very-secret-token")
+	a, _ := access.NewStaticTokenAuthenticator("very-secret-token")
 	h := NewHandler(HandlerOptions{
 		Proxy:     NewProxy(ProxyOptions{Resolver: &stubResolver{}}),
 		Guard:     GuardOptions{Authenticator: a},

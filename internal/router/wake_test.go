@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
 // pausedSandbox is ns/sb paused by its idle timeout, waking on request.
@@ -90,10 +92,10 @@ func TestFiftyRequestsToAPausedSandboxResumeItOnceAndAreAllAnswered(t *testing.T
 func TestWakeOnRequestAnswersWithoutResumingWhereItMustNot(t *testing.T) {
 	_, port := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	deny := GuardOptions{
-		Authenticator: authnFunc(func(context.Context, string) (*Identity, error) {
-			return &Identity{User: authnv1.UserInfo{Username: "mallory"}}, nil
+		Authenticator: authnFunc(func(context.Context, string) (*access.Identity, error) {
+			return &access.Identity{User: authnv1.UserInfo{Username: "mallory"}}, nil
 		}),
-		Authorizer: authzFunc(func(context.Context, *Identity, Route) (bool, error) { return false, nil }),
+		Authorizer: authzFunc(func(context.Context, *access.Identity, string, string) (bool, error) { return false, nil }),
 	}
 	tests := []struct {
 		name       string
@@ -164,16 +166,16 @@ func TestARequestWaitsForAWokenSandboxUpToItsBound(t *testing.T) {
 	}
 }
 
-type authnFunc func(context.Context, string) (*Identity, error)
+type authnFunc func(context.Context, string) (*access.Identity, error)
 
-func (f authnFunc) Authenticate(ctx context.Context, token string) (*Identity, error) {
+func (f authnFunc) Authenticate(ctx context.Context, token string) (*access.Identity, error) {
 	return f(ctx, token)
 }
 
-type authzFunc func(context.Context, *Identity, Route) (bool, error)
+type authzFunc func(context.Context, *access.Identity, string, string) (bool, error)
 
-func (f authzFunc) Authorize(ctx context.Context, id *Identity, r Route) (bool, error) {
-	return f(ctx, id, r)
+func (f authzFunc) Authorize(ctx context.Context, id *access.Identity, namespace, name string) (bool, error) {
+	return f(ctx, id, namespace, name)
 }
 
 // A request held while its Sandbox wakes goes on in whatever protocol it came in: HTTP/1.1,
@@ -251,14 +253,14 @@ func TestOnlyARequestThatWouldBeForwardedWakesTheSandbox(t *testing.T) {
 	notReady := &ResolveError{Kind: ErrNotReady, Namespace: "default", Name: "sb", Reason: v1alpha1.ReasonIdlePaused}
 	tests := []struct {
 		name  string
-		scope *ScopedClaims
+		scope *scopedtoken.Claims
 		port  uint16
 		want  bool
 	}{
 		{"sandboxd's port", nil, DefaultPort, true},
 		{"a declared port", nil, 3000, true},
-		{"a scoped token for this Sandbox", &ScopedClaims{UID: "uid-now"}, DefaultPort, true},
-		{"a scoped token for an earlier Sandbox of the name", &ScopedClaims{UID: "uid-before"}, DefaultPort, false},
+		{"a scoped token for this Sandbox", &scopedtoken.Claims{UID: "uid-now"}, DefaultPort, true},
+		{"a scoped token for an earlier Sandbox of the name", &scopedtoken.Claims{UID: "uid-before"}, DefaultPort, false},
 		{"an undeclared port", nil, 6443, false},
 	}
 	for _, tc := range tests {

@@ -25,6 +25,7 @@ import (
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	ctrlmetrics "github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -274,14 +275,14 @@ func closedLocalPort(t *testing.T) int32 {
 // refuses the rest.
 type tokenAuthenticator struct{}
 
-func (tokenAuthenticator) Authenticate(_ context.Context, token string) (*router.Identity, error) {
+func (tokenAuthenticator) Authenticate(_ context.Context, token string) (*access.Identity, error) {
 	switch token {
 	case "good":
-		return &router.Identity{}, nil
+		return &access.Identity{}, nil
 	case "unavailable":
 		return nil, errors.New("the API server is unreachable")
 	}
-	return nil, router.ErrUnauthenticated
+	return nil, access.ErrUnauthenticated
 }
 
 // acceptingWaker resumes nothing but says it did.

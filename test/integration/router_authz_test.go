@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 )
 
 // shippedClientRole creates the named ClusterRole from config/rbac/client_roles.yaml (the
@@ -76,7 +77,7 @@ func TestRouterAuthorizesCallersWithTheAPIServer(t *testing.T) {
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: allowed, Name: "agent"}}},
 		// A binding that opens one sandbox to system:unauthenticated: the router never uses it.
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "public-proxy"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{router.ProxyGroup}, Resources: []string{"sandboxes/proxy"},
+			APIGroups: []string{access.ProxyGroup}, Resources: []string{"sandboxes/proxy"},
 			Verbs: []string{"create"}, ResourceNames: []string{"public"},
 		}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "public-proxy"},
@@ -92,8 +93,8 @@ func TestRouterAuthorizesCallersWithTheAPIServer(t *testing.T) {
 	proxy := router.NewProxy(router.ProxyOptions{Resolver: everywhere{}})
 	t.Cleanup(proxy.Close)
 	front := httptest.NewServer(router.NewHandler(router.HandlerOptions{Proxy: proxy, Guard: router.GuardOptions{
-		Authenticator: router.NewTokenReviewAuthenticator(&router.KubeTokenReviewer{Client: cs.AuthenticationV1().TokenReviews()}, time.Minute, 0, 16),
-		Authorizer:    router.NewSandboxAuthorizer(&router.KubeAccessReviewer{Client: cs.AuthorizationV1().SubjectAccessReviews()}, time.Second, 0, 0, 16),
+		Authenticator: access.NewTokenReviewAuthenticator(&access.KubeTokenReviewer{Client: cs.AuthenticationV1().TokenReviews()}, time.Minute, 0, 16),
+		Authorizer:    access.NewSandboxAuthorizer(&access.KubeSandboxReviewer{Client: cs.AuthorizationV1().SubjectAccessReviews()}, time.Second, 0, 0, 16),
 	}}))
 	t.Cleanup(front.Close)
 

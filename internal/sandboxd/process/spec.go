@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,7 +57,7 @@ func (r *Runner) BuildSpec(ctx context.Context, req *wire.ExecRequest, defTimeou
 	case req.TimeoutSeconds < 0:
 		return nil, respond.BadRequest("timeoutSeconds must not be negative")
 	case req.TimeoutSeconds > 0:
-		sp.Timeout = time.Duration(req.TimeoutSeconds * float64(time.Second))
+		sp.Timeout = secondsToTimeout(req.TimeoutSeconds)
 	default:
 		sp.Timeout = defTimeout
 	}
@@ -72,6 +73,17 @@ func (r *Runner) BuildSpec(ctx context.Context, req *wire.ExecRequest, defTimeou
 	}
 	sp.Path = sp.LookPath(sp.Argv[0])
 	return sp, nil
+}
+
+// secondsToTimeout turns a positive timeout in seconds into one the Runner applies: at least
+// 1 ns, since 0 would mean no limit at all (not even the server's default), and at most the
+// longest Duration, since a float beyond it converts to a negative one (also no limit).
+func secondsToTimeout(s float64) time.Duration {
+	ns := s * float64(time.Second)
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(time.Duration(ns), 1)
 }
 
 // argv is the request's argv, or its command run by the shell.

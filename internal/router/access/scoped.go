@@ -1,4 +1,4 @@
-package router
+package access
 
 import (
 	"context"
@@ -7,9 +7,6 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
-
-// ScopedClaims are the grants of a scoped token: one Sandbox, by name and UID, until an expiry.
-type ScopedClaims = scopedtoken.Claims
 
 // scopedAuthenticator accepts tokens the controller minted for one Sandbox and hands every
 // other token to next (nil: refuse them).

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +15,10 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access/accesstest"
 )
 
 // fakeSARs answers SubjectAccessReviews from grants keyed "user verb resource[/sub].group ns/name",
@@ -60,23 +61,6 @@ func (f *fakeSARs) questions() []string {
 	return append([]string(nil), f.asked...)
 }
 
-// testPod is a pod as the slim pod watch delivers it.
-func testPod(ns, name, sa, phase string, hostNetwork bool, ips ...string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:   corev1.PodSpec{ServiceAccountName: sa, HostNetwork: hostNetwork},
-		Status: corev1.PodStatus{Phase: corev1.PodPhase(phase)}}
-	for _, ip := range ips {
-		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
-	}
-	return p
-}
-
-func terminating(p *corev1.Pod) *corev1.Pod {
-	now := metav1.Now()
-	p.DeletionTimestamp = &now
-	return p
-}
-
 const (
 	sbProxy   = "create sandboxes/proxy.agents.x-k8s.io"
 	sbPatch   = "patch sandboxes.agents.x-k8s.io"
@@ -89,15 +73,15 @@ const (
 )
 
 // excludedNamespaces are a router's in agent-sandbox-system with the flag's default.
-var excludedNamespaces = append(append([]string(nil), DefaultExcludedNamespaces...), systemNS)
+var excludedNamespaces = append(append([]string(nil), access.DefaultExcludedNamespaces...), systemNS)
 
 // identityGuard is the guard of --auth-mode tokenreview --authorize --identify-pods over pods,
 // with the token "alice-token" belonging to alice, in front of a handler that answers 200.
-func identityGuard(sars *fakeSARs, pods *PodCache, clk clock.PassiveClock) http.Handler {
-	authn := NewTokenReviewAuthenticator(&fakeReviewer{users: map[string]string{"alice-token": "alice", "controller-token": controllerSA}},
+func identityGuard(sars *fakeSARs, pods *access.PodCache, clk clock.PassiveClock) http.Handler {
+	authn := access.NewTokenReviewAuthenticator(&accesstest.TokenReviewer{Users: map[string]string{"alice-token": "alice", "controller-token": controllerSA}},
 		time.Minute, 0, 16)
 	g := GuardOptions{Authenticator: authn, Pods: pods, HeldRights: true,
-		Authorizer: newSandboxAuthorizer(&HeldRightsReviewer{Client: sars}, 10*time.Second, 2*time.Second, 0, 64, clk)}
+		Authorizer: access.NewSandboxAuthorizer(&access.HeldRightsReviewer{Client: sars}, 10*time.Second, 2*time.Second, 0, 64)}
 	return guard(g, NewMetrics(nil), slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -119,18 +103,18 @@ func identityRequest(remote, token string) *http.Request {
 // what it gets and which reviews were asked (in order, stopping at the first allow).
 func TestIdentifyPodsDecisionTable(t *testing.T) {
 	pods := []*corev1.Pod{
-		testPod("team", "worker-1", "worker", "Running", false, "10.0.0.1", "fd00::1"),
-		testPod("team", "nosa", "", "Running", false, "10.0.0.2"),
-		testPod("other", "intruder", "worker", "Running", false, "10.0.0.3"),
-		testPod("kube-system", "agent", "node-agent", "Running", true, "192.168.1.10"),
-		testPod("team", "twin-a", "worker", "Running", false, "10.0.0.4"),
-		testPod("team", "twin-b", "worker", "Running", false, "10.0.0.4"),
-		testPod("team", "starting", "worker", "Pending", false, "10.0.0.5"),
-		terminating(testPod("team", "leaving", "worker", "Running", false, "10.0.0.6")),
-		testPod(systemNS, "controller", "agent-sandbox-controller", "Running", false, "10.0.1.1"),
-		testPod("kube-system", "coredns", "coredns", "Running", false, "10.0.1.2"),
-		testPod("kube-node-lease", "p", "default", "Running", false, "10.0.1.3"),
-		testPod("kube-public", "p", "default", "Running", false, "10.0.1.4"),
+		accesstest.Pod("team", "worker-1", "worker", "Running", false, "10.0.0.1", "fd00::1"),
+		accesstest.Pod("team", "nosa", "", "Running", false, "10.0.0.2"),
+		accesstest.Pod("other", "intruder", "worker", "Running", false, "10.0.0.3"),
+		accesstest.Pod("kube-system", "agent", "node-agent", "Running", true, "192.168.1.10"),
+		accesstest.Pod("team", "twin-a", "worker", "Running", false, "10.0.0.4"),
+		accesstest.Pod("team", "twin-b", "worker", "Running", false, "10.0.0.4"),
+		accesstest.Pod("team", "starting", "worker", "Pending", false, "10.0.0.5"),
+		accesstest.Terminating(accesstest.Pod("team", "leaving", "worker", "Running", false, "10.0.0.6")),
+		accesstest.Pod(systemNS, "controller", "agent-sandbox-controller", "Running", false, "10.0.1.1"),
+		accesstest.Pod("kube-system", "coredns", "coredns", "Running", false, "10.0.1.2"),
+		accesstest.Pod("kube-node-lease", "p", "default", "Running", false, "10.0.1.3"),
+		accesstest.Pod("kube-public", "p", "default", "Running", false, "10.0.1.4"),
 	}
 	controllerGrants := []string{sarKey(controllerSA, "patch", "sandboxes.agents.x-k8s.io", "team", "sb"),
 		sarKey("system:serviceaccount:kube-system:coredns", "create", "sandboxes/proxy.agents.x-k8s.io", "team", "sb")}
@@ -197,7 +181,7 @@ func TestIdentifyPodsDecisionTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cache := NewPodCache(false, excludedNamespaces...)
+			cache := access.NewPodCache(false, excludedNamespaces...)
 			for _, p := range pods {
 				cache.OnAdd(p.DeepCopy(), true)
 			}
@@ -228,8 +212,8 @@ func TestIdentifyPodsDecisionTable(t *testing.T) {
 
 // Only the connection's source address names a pod: headers a caller writes do not.
 func TestIdentifyPodsIgnoresForwardingHeaders(t *testing.T) {
-	cache := NewPodCache(false)
-	cache.OnAdd(testPod("team", "worker-1", "worker", "Running", false, "10.0.0.1"), true)
+	cache := access.NewPodCache(false)
+	cache.OnAdd(accesstest.Pod("team", "worker-1", "worker", "Running", false, "10.0.0.1"), true)
 	sars := &fakeSARs{grants: map[string]bool{sarKey(workerSA, "create", "sandboxes/proxy.agents.x-k8s.io", "team", "sb"): true}}
 	for _, h := range []struct{ name, value string }{
 		{"X-Forwarded-For", "10.0.0.1"},
@@ -253,9 +237,9 @@ func TestIdentifyPodsIgnoresForwardingHeaders(t *testing.T) {
 
 // A pod identity's decision is cached per (user, groups, sandbox): a repeat asks nothing.
 func TestIdentifyPodsCachesDecisions(t *testing.T) {
-	cache := NewPodCache(false)
-	cache.OnAdd(testPod("team", "worker-1", "worker", "Running", false, "10.0.0.1"), true)
-	cache.OnAdd(testPod("team", "worker-2", "worker", "Running", false, "10.0.0.2"), true)
+	cache := access.NewPodCache(false)
+	cache.OnAdd(accesstest.Pod("team", "worker-1", "worker", "Running", false, "10.0.0.1"), true)
+	cache.OnAdd(accesstest.Pod("team", "worker-2", "worker", "Running", false, "10.0.0.2"), true)
 	sars := &fakeSARs{grants: map[string]bool{sarKey(workerSA, "update", "sandboxes.agents.x-k8s.io", "team", "sb"): true}}
 	h := identityGuard(sars, cache, clock.RealClock{})
 	for _, remote := range []string{"10.0.0.1:1", "10.0.0.1:2", "10.0.0.2:1"} {
@@ -267,70 +251,5 @@ func TestIdentifyPodsCachesDecisions(t *testing.T) {
 	}
 	if q := sars.questions(); len(q) != 3 {
 		t.Fatalf("reviews asked = %q, want the three of one decision (two pods of one ServiceAccount share it)", q)
-	}
-}
-
-// The pod cache follows pods through their life: an IP names a pod only while it runs, and
-// again once a second claimant is gone.
-func TestPodCacheFollowsPods(t *testing.T) {
-	ip := netip.MustParseAddr("10.0.0.1")
-	c := NewPodCache(false)
-	steps := []struct {
-		name    string
-		apply   func()
-		wantPod string // "" : anonymous
-	}{
-		{"pending pod", func() { c.OnAdd(testPod("a", "p", "sa", "Pending", false), true) }, ""},
-		{"pod runs", func() { c.OnUpdate(nil, testPod("a", "p", "sa", "Running", false, "10.0.0.1")) }, "a/p"},
-		{"second pod claims the IP", func() { c.OnAdd(testPod("b", "q", "sa", "Running", false, "10.0.0.1"), false) }, ""},
-		{"first pod deleted", func() { c.OnDelete(testPod("a", "p", "sa", "Running", false, "10.0.0.1")) }, "b/q"},
-		{"second pod terminating", func() { c.OnUpdate(nil, terminating(testPod("b", "q", "sa", "Running", false, "10.0.0.1"))) }, ""},
-		{"second pod back (update without deletion)", func() { c.OnUpdate(nil, testPod("b", "q", "sa", "Running", false, "10.0.0.1")) }, "b/q"},
-		{"second pod gone, tombstone", func() { c.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "b/q"}) }, ""},
-	}
-	for _, s := range steps {
-		s.apply()
-		id, err := c.Identify(ip)
-		got := ""
-		if err == nil {
-			got = id.Pod
-		}
-		if got != s.wantPod {
-			t.Fatalf("after %q: 10.0.0.1 names %q, want %q", s.name, got, s.wantPod)
-		}
-	}
-	if c.Len() != 0 {
-		t.Fatalf("%d pods left after every delete", c.Len())
-	}
-}
-
-func TestPodCacheLoopbackOnlyWhenAllowed(t *testing.T) {
-	for _, allow := range []bool{false, true} {
-		c := NewPodCache(allow)
-		c.OnAdd(testPod("a", "p", "sa", "Running", false, "127.0.0.1"), true)
-		if _, err := c.Identify(netip.MustParseAddr("127.0.0.1")); (err == nil) != allow {
-			t.Errorf("allowLoopback=%v: loopback names a pod: %v", allow, err)
-		}
-	}
-}
-
-func TestSlimPodKeepsOnlyIdentification(t *testing.T) {
-	now := metav1.Now()
-	p := testPod("a", "p", "sa", "Running", true, "10.0.0.1")
-	p.DeletionTimestamp = &now
-	p.Labels = map[string]string{"x": "y"}
-	p.Spec.Containers = []corev1.Container{{Name: "c", Image: "i"}}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}}
-	obj, err := slimPod(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := obj.(*corev1.Pod)
-	if s.Labels != nil || s.Spec.Containers != nil || s.Status.Conditions != nil {
-		t.Fatalf("slim pod kept more than it needs: %+v", s)
-	}
-	if s.Namespace != "a" || s.Name != "p" || s.Spec.ServiceAccountName != "sa" || !s.Spec.HostNetwork ||
-		s.Status.Phase != corev1.PodRunning || s.DeletionTimestamp == nil || s.Status.PodIPs[0].IP != "10.0.0.1" {
-		t.Fatalf("slim pod lost a field identification reads: %+v", s)
 	}
 }

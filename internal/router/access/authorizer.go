@@ -1,4 +1,4 @@
-package router
+package access
 
 import (
 	"context"
@@ -26,23 +26,23 @@ const (
 	ProxyVerb        = "create"
 )
 
-// Authorizer decides whether id may reach the Sandbox a request is routed to.
+// Authorizer decides whether id may reach the Sandbox namespace/name a request is routed to.
 type Authorizer interface {
-	Authorize(ctx context.Context, id *Identity, route Route) (bool, error)
+	Authorize(ctx context.Context, id *Identity, namespace, name string) (bool, error)
 }
 
-// AccessReviewer asks an authority whether user may reach the Sandbox namespace/name.
-type AccessReviewer interface {
+// SandboxReviewer asks an authority whether user may reach the Sandbox namespace/name.
+type SandboxReviewer interface {
 	Review(ctx context.Context, user authnv1.UserInfo, namespace, name string) (bool, error)
 }
 
-// KubeAccessReviewer asks the API server with a SubjectAccessReview (the router's service
+// KubeSandboxReviewer asks the API server with a SubjectAccessReview (the router's service
 // account needs create on subjectaccessreviews, e.g. through system:auth-delegator).
-type KubeAccessReviewer struct {
+type KubeSandboxReviewer struct {
 	Client authzv1client.SubjectAccessReviewInterface
 }
 
-func (k *KubeAccessReviewer) Review(ctx context.Context, user authnv1.UserInfo, namespace, name string) (bool, error) {
+func (k *KubeSandboxReviewer) Review(ctx context.Context, user authnv1.UserInfo, namespace, name string) (bool, error) {
 	return subjectAccessReview(ctx, k.Client, user, authzv1.ResourceAttributes{
 		Namespace: namespace, Name: name, Verb: ProxyVerb,
 		Group: ProxyGroup, Resource: ProxyResource, Subresource: ProxySubresource,
@@ -53,7 +53,7 @@ func (k *KubeAccessReviewer) Review(ctx context.Context, user authnv1.UserInfo, 
 // and asks reviewer about everyone else, remembering answers briefly (allowed for allowTTL,
 // denied for denyTTL, so a new RoleBinding takes effect quickly).
 type sandboxAuthorizer struct {
-	reviewer          AccessReviewer
+	reviewer          SandboxReviewer
 	allowTTL, denyTTL time.Duration
 	cache             *utilcache.LRUExpireCache
 	lastAllowed       *lastKnown // allowances, kept for when the API server cannot answer
@@ -64,26 +64,26 @@ type sandboxAuthorizer struct {
 // NewSandboxAuthorizer returns the router's Authorizer; a nil reviewer allows every Kubernetes
 // identity everywhere (authentication only). An allowance is also kept for lastKnownTTL, and used
 // while the API server cannot answer (0: never).
-func NewSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int) Authorizer {
+func NewSandboxAuthorizer(reviewer SandboxReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int) Authorizer {
 	return newSandboxAuthorizer(reviewer, allowTTL, denyTTL, lastKnownTTL, size, clock.RealClock{})
 }
 
-func newSandboxAuthorizer(reviewer AccessReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *sandboxAuthorizer {
+func newSandboxAuthorizer(reviewer SandboxReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *sandboxAuthorizer {
 	return &sandboxAuthorizer{reviewer: reviewer, allowTTL: allowTTL, denyTTL: denyTTL,
 		cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk), lastAllowed: newLastKnown(lastKnownTTL, size, clk),
 		retryBudget: reviewRetryBudget}
 }
 
-func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route Route) (bool, error) {
+func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, namespace, name string) (bool, error) {
 	switch {
 	case id.Shared:
 		return true, nil
 	case id.Scope != nil:
-		return id.Scope.Namespace == route.Namespace && id.Scope.Name == route.Name, nil
+		return id.Scope.Namespace == namespace && id.Scope.Name == name, nil
 	case a.reviewer == nil:
 		return true, nil
 	}
-	key := accessKey(id.User, route)
+	key := accessKey(id.User, namespace, name)
 	if v, hit := a.cache.Get(key); hit {
 		return v.(bool), nil
 	}
@@ -91,7 +91,7 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route R
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
 		ask := func(ctx context.Context) (bool, error) {
-			return a.reviewer.Review(ctx, id.User, route.Namespace, route.Name)
+			return a.reviewer.Review(ctx, id.User, namespace, name)
 		}
 		allowed, err := ask(rctx)
 		if err != nil {
@@ -122,7 +122,7 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, route R
 
 // accessKey identifies one (user, sandbox) question; every part of the identity that RBAC can
 // look at is in it, in a fixed order.
-func accessKey(u authnv1.UserInfo, route Route) [sha256.Size]byte {
+func accessKey(u authnv1.UserInfo, namespace, name string) [sha256.Size]byte {
 	h := sha256.New()
 	field := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
 	field(u.Username)
@@ -143,8 +143,8 @@ func accessKey(u authnv1.UserInfo, route Route) [sha256.Size]byte {
 			field(v)
 		}
 	}
-	field(route.Namespace)
-	field(route.Name)
+	field(namespace)
+	field(name)
 	var sum [sha256.Size]byte
 	copy(sum[:], h.Sum(nil))
 	return sum

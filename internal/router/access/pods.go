@@ -1,4 +1,4 @@
-package router
+package access
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/router/watch"
 )
 
 // PodIdentifier names the pod a connection comes from, by its source address.
@@ -126,7 +128,7 @@ func (c *PodCache) OnUpdate(_, newObj any) { c.upsert(newObj) }
 
 // OnDelete implements toolscache.ResourceEventHandler.
 func (c *PodCache) OnDelete(obj any) {
-	ns, name, ok := deletedKey(obj)
+	ns, name, ok := watch.DeletedKey(obj)
 	if !ok {
 		return
 	}
@@ -212,7 +214,7 @@ func slimPod(obj any) (any, error) {
 func (c *PodCache) Attach(ctx context.Context, cfg *rest.Config, namespace string) (crcache.Cache, error) {
 	// A router of one namespace (--namespace) names that namespace's pods only: a Role, not a
 	// cluster-wide pod watch, is all it needs.
-	informers, synced, err := attachInformer(ctx, cfg, namespace, &corev1.Pod{}, corev1.AddToScheme, slimPod, c)
+	informers, synced, err := watch.Attach(ctx, cfg, namespace, &corev1.Pod{}, corev1.AddToScheme, slimPod, c)
 	if err != nil {
 		return nil, err
 	}

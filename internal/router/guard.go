@@ -2,8 +2,6 @@ package router
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,51 +9,22 @@ import (
 	"net/netip"
 	"strings"
 
-	authnv1 "k8s.io/api/authentication/v1"
-
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
+	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
-
-// Auth modes of the proxy port.
-const (
-	AuthModeNone        = "none"
-	AuthModeToken       = "token"
-	AuthModeTokenReview = "tokenreview"
-)
-
-// ErrUnauthenticated means the caller's bearer token was not accepted (401). Any other error
-// from an Authenticator or Authorizer means it could not decide (503): the router fails closed.
-var ErrUnauthenticated = errors.New("unauthenticated")
-
-// Identity is who a request comes from, as authentication established it.
-type Identity struct {
-	// User is the Kubernetes user a token (or the calling pod's ServiceAccount) belongs to.
-	User authnv1.UserInfo
-	// Shared: the installation's one shared token (--auth-mode token), trusted with every sandbox.
-	Shared bool
-	// Scope, when set, is the one Sandbox a scoped token opens.
-	Scope *ScopedClaims
-	// Pod, when set, is the namespace/name of the pod a tokenless request came from; User is
-	// then that pod's ServiceAccount.
-	Pod string
-}
-
-// Authenticator tells who a bearer token belongs to.
-type Authenticator interface {
-	Authenticate(ctx context.Context, token string) (*Identity, error)
-}
 
 // GuardOptions say how the proxy port checks callers. A nil Authenticator lets every request
 // through (--auth-mode none).
 type GuardOptions struct {
-	Authenticator Authenticator
+	Authenticator access.Authenticator
 	// Authorizer decides per sandbox; nil allows every authenticated caller everywhere.
-	Authorizer Authorizer
+	Authorizer access.Authorizer
 	// Pods, when set, names a request without a token by the pod its connection comes from
 	// (--identify-pods); a source that names no pod is refused (401). Nobody is ever authorized
 	// as system:anonymous: a binding for it would open a sandbox to every network peer.
-	Pods PodIdentifier
-	// HeldRights: the Authorizer accepts the rights of HeldRightsReviewer, so a 403 names them all.
+	Pods access.PodIdentifier
+	// HeldRights: the Authorizer accepts the rights of access.HeldRightsReviewer, so a 403 names them all.
 	HeldRights bool
 }
 
@@ -76,7 +45,7 @@ func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http
 			next.ServeHTTP(w, r)
 			return
 		}
-		allowed, err := o.Authorizer.Authorize(r.Context(), id, route)
+		allowed, err := o.Authorizer.Authorize(r.Context(), id, route.Namespace, route.Name)
 		switch {
 		case err != nil:
 			m.unavailable("authorization")
@@ -97,7 +66,7 @@ func guard(o GuardOptions, m *Metrics, log *slog.Logger, next http.Handler) http
 	})
 }
 
-func forbiddenMessage(id *Identity, route Route, heldRights bool) string {
+func forbiddenMessage(id *access.Identity, route Route, heldRights bool) string {
 	if id.Scope != nil {
 		return fmt.Sprintf("This token opens sandbox %s/%s only, not %s/%s.", id.Scope.Namespace, id.Scope.Name, route.Namespace, route.Name)
 	}
@@ -107,10 +76,10 @@ func forbiddenMessage(id *Identity, route Route, heldRights bool) string {
 			from = fmt.Sprintf(" (pod %s)", id.Pod)
 		}
 		return fmt.Sprintf("User %q%s may not reach sandbox %s/%s: it holds none of %s.",
-			id.User.Username, from, route.Namespace, route.Name, heldRightsText(route))
+			id.User.Username, from, route.Namespace, route.Name, access.HeldRightsText(route.Namespace, route.Name))
 	}
 	return fmt.Sprintf("User %q may not reach sandbox %s/%s: it needs %s on %s/%s in API group %s.",
-		id.User.Username, route.Namespace, route.Name, ProxyVerb, ProxyResource, ProxySubresource, ProxyGroup)
+		id.User.Username, route.Namespace, route.Name, access.ProxyVerb, access.ProxyResource, access.ProxySubresource, access.ProxyGroup)
 }
 
 // staleScopeMessage answers a scoped token whose Sandbox UID is not the one the name has now:
@@ -122,14 +91,14 @@ func staleScopeMessage(route Route) string {
 type scopeKey struct{}
 
 // scopeFrom returns the scoped token's claims the request was let in with, or nil.
-func scopeFrom(ctx context.Context) *ScopedClaims {
-	c, _ := ctx.Value(scopeKey{}).(*ScopedClaims)
+func scopeFrom(ctx context.Context) *scopedtoken.Claims {
+	c, _ := ctx.Value(scopeKey{}).(*scopedtoken.Claims)
 	return c
 }
 
 // authenticate answers 401/503 itself and reports false when the request must stop here.
-func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Metrics, log *slog.Logger) (*Identity, bool) {
-	deny := func(msg, challenge string) (*Identity, bool) {
+func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Metrics, log *slog.Logger) (*access.Identity, bool) {
+	deny := func(msg, challenge string) (*access.Identity, bool) {
 		m.authzDecision(r.Header, decisionDeny)
 		w.Header().Set("WWW-Authenticate", challenge)
 		writeDetail(w, http.StatusUnauthorized, msg)
@@ -140,7 +109,7 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 		if err == nil {
 			return id, true
 		}
-		if ex := (*ExcludedPodError)(nil); errors.As(err, &ex) {
+		if ex := (*access.ExcludedPodError)(nil); errors.As(err, &ex) {
 			return deny("No bearer token, and the connection comes from a pod of namespace "+ex.Namespace+
 				", whose pods are never named by their address: they must send a bearer token.", `Bearer realm="sandbox-router"`)
 		}
@@ -155,7 +124,7 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 	switch {
 	case err == nil:
 		return id, true
-	case errors.Is(err, ErrUnauthenticated):
+	case errors.Is(err, access.ErrUnauthenticated):
 		return deny("Invalid bearer token.", `Bearer realm="sandbox-router", error="invalid_token"`)
 	default:
 		// The error never contains the token: authenticators below do not put it there.
@@ -168,10 +137,10 @@ func authenticate(w http.ResponseWriter, r *http.Request, o GuardOptions, m *Met
 
 // podOf names the pod the connection comes from. Only the connection's own source address
 // counts: X-Forwarded-For and the like are written by the caller.
-func podOf(r *http.Request, pods PodIdentifier) (*Identity, error) {
+func podOf(r *http.Request, pods access.PodIdentifier) (*access.Identity, error) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return nil, ErrNoPod
+		return nil, access.ErrNoPod
 	}
 	return pods.Identify(ap.Addr())
 }
@@ -188,24 +157,4 @@ func bearerToken(h http.Header) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
-}
-
-// staticToken accepts one shared secret. Both sides are hashed first so that the comparison is
-// constant-time regardless of the presented token's length.
-type staticToken struct{ sum [sha256.Size]byte }
-
-// NewStaticTokenAuthenticator accepts exactly token, which must not be empty.
-func NewStaticTokenAuthenticator(token string) (Authenticator, error) {
-	if token == "" {
-		return nil, errors.New("auth mode token needs a non-empty token")
-	}
-	return &staticToken{sum: sha256.Sum256([]byte(token))}, nil
-}
-
-func (s *staticToken) Authenticate(_ context.Context, token string) (*Identity, error) {
-	got := sha256.Sum256([]byte(token))
-	if subtle.ConstantTimeCompare(got[:], s.sum[:]) != 1 {
-		return nil, ErrUnauthenticated
-	}
-	return &Identity{Shared: true}, nil
 }

@@ -1,4 +1,4 @@
-package router
+package access
 
 import (
 	"context"

@@ -15,6 +15,7 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/routertoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -77,8 +78,8 @@ func TestRouterTokenDoesNotOpenALaterSandboxOfTheSameName(t *testing.T) {
 	ns := newNamespace(t)
 	port := standIn(t, "reached")
 	guard := router.GuardOptions{
-		Authenticator: router.NewScopedTokenAuthenticator(scopedSigner, nil),
-		Authorizer:    router.NewSandboxAuthorizer(nil, 0, 0, 0, 1),
+		Authenticator: access.NewScopedTokenAuthenticator(scopedSigner, nil),
+		Authorizer:    access.NewSandboxAuthorizer(nil, 0, 0, 0, 1),
 	}
 	url := startRouter(t, startRouterCache(t, ns), router.ProxyOptions{}, guard)
 	mustCreateObj(t, testwrap.MakeTemplate(ns, "tmpl").Containers(runtimeOn(port)).Obj())

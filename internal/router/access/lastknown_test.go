@@ -1,4 +1,4 @@
-package router
+package access
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/router/access/accesstest"
 )
 
 // connRefused is what client-go returns while kube-apiserver restarts.
@@ -47,34 +49,33 @@ func TestLastKnownAnswersOnlyWhileTheAPIServerCannot(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			access := &fakeAccess{grants: map[string]bool{"alice@ns/mine": true}}
+			access := &accesstest.SandboxReviewer{Grants: map[string]bool{"alice@ns/mine": true}}
 			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 5*time.Minute, 16, clk)
 			a.retryBudget = 0 // retryTransient has its own test
 			alice := &Identity{User: authnv1.UserInfo{Username: "alice"}}
-			route := Route{Namespace: "ns", Name: tc.sandbox}
-			if _, err := a.Authorize(context.Background(), alice, route); err != nil {
+			if _, err := a.Authorize(context.Background(), alice, "ns", tc.sandbox); err != nil {
 				t.Fatalf("first review: %v", err)
 			}
 			if tc.revoked {
-				access.revoke("alice@ns/" + tc.sandbox)
+				access.Revoke("alice@ns/" + tc.sandbox)
 				clk.Step(11 * time.Second)
-				if ok, err := a.Authorize(context.Background(), alice, route); ok || err != nil {
+				if ok, err := a.Authorize(context.Background(), alice, "ns", tc.sandbox); ok || err != nil {
 					t.Fatalf("after the revocation: allowed=%v err=%v, want a refusal", ok, err)
 				}
 			}
 			clk.Step(tc.after)
-			access.setErr(tc.reviewErr)
-			got, err := a.Authorize(context.Background(), alice, route)
+			access.SetErr(tc.reviewErr)
+			got, err := a.Authorize(context.Background(), alice, "ns", tc.sandbox)
 			if got != tc.want || (err != nil) != tc.wantErr {
 				t.Fatalf("allowed=%v err=%v; want allowed=%v, error %v", got, err, tc.want, tc.wantErr)
 			}
-			access.setErr(nil)
+			access.SetErr(nil)
 			if tc.want && tc.sandbox == "mine" {
 				// Once the API server answers again, it is asked again.
-				before := access.count()
-				if _, err := a.Authorize(context.Background(), alice, route); err != nil || access.count() != before+1 {
-					t.Fatalf("after the outage: err=%v, reviews %d → %d; want a fresh review", err, before, access.count())
+				before := access.Calls()
+				if _, err := a.Authorize(context.Background(), alice, "ns", tc.sandbox); err != nil || access.Calls() != before+1 {
+					t.Fatalf("after the outage: err=%v, reviews %d → %d; want a fresh review", err, before, access.Calls())
 				}
 			}
 		})
@@ -97,7 +98,7 @@ func TestLastKnownTokenUsersOnlyWhileTheAPIServerCannot(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rev := &fakeReviewer{users: map[string]string{"alice-token": "alice", "revoked-token": "bob"}}
+			rev := &accesstest.TokenReviewer{Users: map[string]string{"alice-token": "alice", "revoked-token": "bob"}}
 			clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			c := newCachedReviewer(rev, 30*time.Second, 5*time.Minute, 16, clk)
 			c.retryBudget = 0
@@ -105,15 +106,13 @@ func TestLastKnownTokenUsersOnlyWhileTheAPIServerCannot(t *testing.T) {
 				_, _ = c.Authenticate(context.Background(), tok)
 			}
 			// bob's token is revoked and reviewed again before the outage.
-			rev.mu.Lock()
-			delete(rev.users, "revoked-token")
-			rev.mu.Unlock()
+			rev.Forget("revoked-token")
 			clk.Step(31 * time.Second)
 			if _, err := c.Authenticate(context.Background(), "revoked-token"); err == nil {
 				t.Fatal("the revoked token was accepted while the API server answers")
 			}
 			clk.Step(tc.after - 31*time.Second)
-			rev.setErr(tc.reviewErr)
+			rev.SetErr(tc.reviewErr)
 			id, err := c.Authenticate(context.Background(), tc.token)
 			switch {
 			case tc.wantUser == "" && err == nil:
@@ -123,12 +122,6 @@ func TestLastKnownTokenUsersOnlyWhileTheAPIServerCannot(t *testing.T) {
 			}
 		})
 	}
-}
-
-func (f *fakeAccess) revoke(grant string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.grants, grant)
 }
 
 // A caller the router has no last good answer for waits out a short outage instead of failing,
@@ -150,12 +143,12 @@ func TestAReviewThatFailsTransientlyIsAskedAgainForAnUnknownCaller(t *testing.T)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			access := &fakeAccess{grants: map[string]bool{"alice@ns/mine": true}, err: tc.err, errLeft: tc.failures}
+			access := &accesstest.SandboxReviewer{Grants: map[string]bool{"alice@ns/mine": true}, Err: tc.err, ErrLeft: tc.failures}
 			a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 5*time.Minute, 16, clocktesting.NewFakeClock(time.Unix(1000, 0)))
 			a.retryBudget = tc.budget
-			got, err := a.Authorize(context.Background(), &Identity{User: authnv1.UserInfo{Username: "alice"}}, Route{Namespace: "ns", Name: "mine"})
-			if got != tc.want || (err == nil) != tc.want || access.count() != tc.wantCalls {
-				t.Fatalf("allowed=%v err=%v after %d reviews; want allowed=%v after %d", got, err, access.count(), tc.want, tc.wantCalls)
+			got, err := a.Authorize(context.Background(), &Identity{User: authnv1.UserInfo{Username: "alice"}}, "ns", "mine")
+			if got != tc.want || (err == nil) != tc.want || access.Calls() != tc.wantCalls {
+				t.Fatalf("allowed=%v err=%v after %d reviews; want allowed=%v after %d", got, err, access.Calls(), tc.want, tc.wantCalls)
 			}
 		})
 	}

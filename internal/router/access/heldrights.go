@@ -1,4 +1,4 @@
-package router
+package access
 
 import (
 	"context"
@@ -23,8 +23,8 @@ var heldRights = []authzv1.ResourceAttributes{
 	{Verb: "create", Group: "", Resource: "pods", Subresource: "portforward"},
 }
 
-// heldRightsText names every right of heldRights on route's Sandbox, for a 403.
-func heldRightsText(route Route) string {
+// HeldRightsText names every right of heldRights on the Sandbox namespace/name, for a 403.
+func HeldRightsText(namespace, name string) string {
 	parts := make([]string, len(heldRights))
 	for i, a := range heldRights {
 		res := a.Resource
@@ -36,7 +36,7 @@ func heldRightsText(route Route) string {
 		}
 		parts[i] = fmt.Sprintf("%s %s", a.Verb, res)
 	}
-	return fmt.Sprintf("%s on %s/%s", strings.Join(parts, ", "), route.Namespace, route.Name)
+	return fmt.Sprintf("%s on %s/%s", strings.Join(parts, ", "), namespace, name)
 }
 
 // HeldRightsReviewer allows a user who holds any of heldRights on the Sandbox, asking the API
