@@ -27,9 +27,6 @@ func Down(ctx context.Context, cfg Config, purge bool) error {
 		return nil
 	}
 	c := components.New(cc)
-	if err := migrateHostRecord(c); err != nil {
-		return err
-	}
 	err = step.Down(ctx, c.Steps(), func(name string, err error) {
 		c.Log.Warn("teardown step failed", "step", name, "err", err)
 	})

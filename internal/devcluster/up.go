@@ -43,9 +43,6 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := components.New(cc)
-	if err := migrateHostRecord(c); err != nil {
-		return nil, fmt.Errorf("reading the host record of an older up: %w", err)
-	}
 	wasRunning := c.AllRunning()
 	if err := step.Up(ctx, c.Steps()); err != nil {
 		return nil, err

@@ -251,9 +251,3 @@ func (c *Cluster) removeCiliumLeftovers() error {
 	}
 	return c.Host.RemoveAll(ciliumRunDir)
 }
-
-// LegacyRecords are the records of the components' steps for a cluster an older `up` started
-// (its host.json knew nothing of them): that cluster always ran cilium-agent.
-func (c *Cluster) LegacyRecords() map[string]any {
-	return map[string]any{ciliumRecord: ciliumDatapath{RunDir: ciliumRunDir}}
-}
