@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/step"
 )
 
@@ -17,7 +18,7 @@ import (
 // bridge, bpffs, sysctls, cgroups and paths. A step that fails keeps its record, so another Down
 // can finish the job. Certificates, logs and built binaries stay in the state dir unless purge
 // is set, which removes it entirely.
-func Down(ctx context.Context, cfg Config, purge bool) error {
+func Down(ctx context.Context, cfg spec.Config, purge bool) error {
 	cc, err := cfg.WithDefaults()
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // Restartable are the components Restart knows: the node's and the control plane's, whose
@@ -19,7 +20,7 @@ var Restartable = []string{"etcd", "kube-apiserver", "containerd", "kubelet"}
 // else stopped as `down` stops it (SIGTERM, then SIGKILL after the stop timeout), starts it
 // again exactly as `up` does and waits until it is ready. It returns how long the component was
 // away, from the signal to ready.
-func Restart(ctx context.Context, cfg Config, name string, kill bool) (time.Duration, error) {
+func Restart(ctx context.Context, cfg spec.Config, name string, kill bool) (time.Duration, error) {
 	cc, err := cfg.WithDefaults()
 	if err != nil {
 		return 0, err

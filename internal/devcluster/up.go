@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/step"
 )
 
@@ -27,7 +28,7 @@ type Cluster struct {
 // Up brings the cluster up, or completes and reuses one that is (partly) running. It is safe to
 // call repeatedly: running components are kept, our own binaries are rebuilt and a component
 // whose binary changed is restarted.
-func Up(ctx context.Context, cfg Config) (*Cluster, error) {
+func Up(ctx context.Context, cfg spec.Config) (*Cluster, error) {
 	cc, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err

@@ -12,31 +12,3 @@
 // pki, host (the machine, and a fake of it for tests), step (the runner and the records),
 // hostnet (host and network state) and components (the cluster's parts).
 package devcluster
-
-import (
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
-)
-
-// Fixed names and addresses of the cluster (see spec).
-const (
-	NodeName        = spec.NodeName
-	BridgeName      = spec.BridgeName
-	SystemNS        = spec.SystemNS
-	StorageClass    = spec.StorageClass
-	RuntimeImage    = spec.RuntimeImage
-	PauseImage      = spec.PauseImage
-	ControllerImage = spec.ControllerImage
-	RouterImage     = spec.RouterImage
-)
-
-// Config says where the cluster lives and what it runs.
-type Config = spec.Config
-
-// Ports are the cluster's ports.
-type Ports = spec.Ports
-
-// DefaultPorts are the ports the cluster uses unless a Config says otherwise.
-var DefaultPorts = spec.DefaultPorts
-
-// DefaultDir is ${XDG_STATE_HOME:-~/.local/state}/agent-sandbox/dev.
-func DefaultDir() string { return spec.DefaultDir() }
