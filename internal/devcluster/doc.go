@@ -3,8 +3,9 @@
 // bridge plugin), a real kubelet, kube-proxy, Cilium's agent (NetworkPolicy), CoreDNS, optional
 // kwok nodes, and the agent-sandbox controller and router.
 //
-// The cluster is an ordered list of steps (components.Cluster.Steps), each with Up and Down:
-// Up runs them in order, Down runs every Down in reverse. Every process is started detached and
+// The cluster is an ordered list of steps (components.Steps, derived from the components'
+// registry), each with Up and Down: Up resolves the binaries (components.EnsureBinaries), hands
+// them to the steps and runs them in order, Down runs every Down in reverse. Every process is started detached and
 // recorded by pid in the state directory, so Up can be called again (it reuses what runs); every
 // step that changes the host records the host as it was before changing it (state dir, host/),
 // so Down stops exactly what Up started and restores exactly what it changed, also after a

@@ -27,21 +27,21 @@ func Down(ctx context.Context, cfg spec.Config, purge bool) error {
 		cc.Progress("nothing to do: %s does not exist", cc.Dir)
 		return nil
 	}
-	c := components.New(cc)
-	err = step.Down(ctx, c.Steps(), func(name string, err error) {
-		c.Log.Warn("teardown step failed", "step", name, "err", err)
+	env := components.NewEnv(cc)
+	err = step.Down(ctx, components.Steps(env), func(name string, err error) {
+		cc.Log.Warn("teardown step failed", "step", name, "err", err)
 	})
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(c.Store.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(env.Store.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if purge {
-		if err := os.RemoveAll(c.Dir); err != nil {
+		if err := os.RemoveAll(cc.Dir); err != nil {
 			return err
 		}
 	}
-	c.Progress("cluster stopped and host restored")
+	cc.Progress("cluster stopped and host restored")
 	return nil
 }

@@ -16,5 +16,5 @@ func WriteImages(ctx context.Context, cfg spec.Config, dir string) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	return components.New(c).WriteImages(ctx, dir)
+	return components.WriteImages(ctx, components.NewEnv(c), dir)
 }
