@@ -12,17 +12,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
-// Binaries are the folders of the binaries the cluster runs that are not ours (ours are in
-// the state dir's bin/, spec.Config.OurBin), each from the build cache of a hack/build-*.sh.
-type Binaries struct {
-	// K8s holds the Kubernetes binaries, kubectl, helm, CoreDNS and kwok.
-	K8s string
-	// Cilium holds Cilium's binaries, the bpf/ sources the agent compiles, and its CRDs.
-	Cilium string
-	// GVisor holds runsc and its containerd shim.
-	GVisor string
-}
-
 // EnsureBinaries installs the node packages, builds what is missing of the Kubernetes
 // binaries, Cilium and gVisor, and (incrementally) ours, and returns where they are: up's first
 // step, ahead of every other. Nothing of it is undone.

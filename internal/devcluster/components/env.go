@@ -38,3 +38,14 @@ func NewEnv(c *spec.Config) Env {
 
 // hostnet is the part of the Env hostnet's steps work with.
 func (e Env) hostnet() hostnet.Env { return hostnet.Env{Host: e.Host, Store: e.Store} }
+
+// Binaries are the folders of the binaries the cluster runs that are not ours (ours are in
+// the state dir's bin/, spec.Config.OurBin), each from the build cache of a hack/build-*.sh.
+type Binaries struct {
+	// K8s holds the Kubernetes binaries, kubectl, helm, CoreDNS and kwok.
+	K8s string
+	// Cilium holds Cilium's binaries, the bpf/ sources the agent compiles, and its CRDs.
+	Cilium string
+	// GVisor holds runsc and its containerd shim.
+	GVisor string
+}

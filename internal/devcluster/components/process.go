@@ -7,8 +7,72 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/step"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 )
+
+// Component is one part of the cluster, a row of the registry from which the steps, status,
+// restart and "all running" are derived.
+type Component struct {
+	// Name names the part's step and, for a part of one process, the process.
+	Name string
+	// Step makes the part's step of a run; nil for a part of one process, whose step starts
+	// it (processStep).
+	Step func(Env) step.Step
+	// Processes are the host processes the part runs, in start order.
+	Processes []Process
+	// Status reports a part that runs in pods rather than as a process of its own (CoreDNS).
+	Status func(context.Context, Env) ComponentStatus
+}
+
+// ComponentStatus is one line of `dev status`.
+type ComponentStatus struct {
+	Name    string
+	PID     int // 0 when not running
+	Healthy bool
+	Detail  string
+}
+
+// When says when Up runs a process on the host.
+type When int
+
+const (
+	// Always: every Up.
+	Always When = iota
+	// WithHostProcesses: with --host-processes; otherwise the chart's Deployment runs it.
+	WithHostProcesses
+	// WithKwokNodes: with --kwok-nodes.
+	WithKwokNodes
+)
+
+// Process is a host process of a component.
+type Process struct {
+	Name string
+	When When
+	// Build makes the process as Up starts it (writing its config), from the run's binaries.
+	Build func(Env) (proc.Component, error)
+	// Check is its health check in status.
+	Check func(Env) func(context.Context) error
+	// Before runs ahead of a start (not when the process still runs); After, once it is ready;
+	// Cleanup, once Down stopped it.
+	Before, After func(context.Context, Env) error
+	Cleanup       func(Env) error
+	// Restartable: Restart stops and starts it on its own. These are the node's and the
+	// control plane's, whose restarts the fault tests inflict on a running cluster.
+	Restartable bool
+}
+
+// infallible is a process builder that writes nothing, so cannot fail.
+func infallible(build func(Env) proc.Component) func(Env) (proc.Component, error) {
+	return func(e Env) (proc.Component, error) { return build(e), nil }
+}
+
+// ownReady is the readiness check Up waits on, as the status check: built without binaries,
+// of which a check needs none.
+func ownReady(build func(Env) proc.Component) func(Env) func(context.Context) error {
+	return func(e Env) func(context.Context) error { return build(e).Ready }
+}
 
 // processStep is the step of a component of one process: Up starts it unless our recorded
 // process still runs and waits until it is ready; Down stops it. The pid file is its record.

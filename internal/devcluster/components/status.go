@@ -11,14 +11,6 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
-// ComponentStatus is one line of `dev status`.
-type ComponentStatus struct {
-	Name    string
-	PID     int // 0 when not running
-	Healthy bool
-	Detail  string
-}
-
 // Status reports each process of the cluster and whether it answers its health check, in
 // start order, then what runs only in pods (CoreDNS).
 func Status(ctx context.Context, e Env) []ComponentStatus {
