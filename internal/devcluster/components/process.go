@@ -7,9 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/step"
-
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/step"
 )
 
 // Component is one part of the cluster, a row of the registry from which the steps, status,
