@@ -174,14 +174,15 @@ func (s *installStep) components() ([]proc.Component, error) {
 	if s.built || !s.env.Cfg.HostProcesses {
 		return s.comps, nil
 	}
+	var comps []proc.Component
 	for _, p := range ourProcesses {
 		comp, err := p.Build(s.env)
 		if err != nil {
 			return nil, err
 		}
-		s.comps = append(s.comps, comp)
+		comps = append(comps, comp)
 	}
-	s.built = true
+	s.comps, s.built = comps, true
 	return s.comps, nil
 }
 
