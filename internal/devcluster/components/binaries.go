@@ -113,7 +113,7 @@ func ensureNodeDeps(ctx context.Context, e Env) error {
 // folder. Static, so that sandboxd and pause run in images with nothing but busybox.
 // devcluster runs the cluster's PV provisioner (devcluster hostpath-provisioner); cni-antispoof
 // is the pod network's anti-spoofing CNI plugin (linkCNIPlugins).
-var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd", "./internal/images/pause", "./cmd/devcluster", "./cmd/cni-antispoof"}
+var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd", "./internal/devcluster/images/pause", "./cmd/devcluster", "./cmd/cni-antispoof"}
 
 // buildOurs builds our binaries into bin/ in one go invocation (incremental: an unchanged tree
 // costs seconds). A binary that changed is renamed into place, so a running old one is not
