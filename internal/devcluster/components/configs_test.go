@@ -172,3 +172,20 @@ func TestVolumesComeFromTheHostPathProvisioner(t *testing.T) {
 		t.Errorf("StorageClass %s is not the default class: annotations %v", spec.StorageClass, ann)
 	}
 }
+
+// up builds each of our packages by its folder: one that moved breaks every up.
+func TestOurPackagesAreFoldersOfTheSourceTree(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := spec.FindRepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range ourPackages {
+		if fi, err := os.Stat(filepath.Join(root, pkg)); err != nil || !fi.IsDir() {
+			t.Errorf("our package %s is not a folder of the source tree: %v", pkg, err)
+		}
+	}
+}
