@@ -17,6 +17,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
@@ -54,7 +55,7 @@ func (d *demo) timed(what string, f func() error) error {
 }
 
 // runDemo brings the cluster up and walks the product's main path with the SDK.
-func runDemo(ctx context.Context, out io.Writer, cfg devcluster.Config, compareRounds int) error {
+func runDemo(ctx context.Context, out io.Writer, cfg spec.Config, compareRounds int) error {
 	d := &demo{out: out}
 	var cl *devcluster.Cluster
 	if err := d.timed("cluster up", func() (err error) {
@@ -163,7 +164,7 @@ func templateSpec() extv1alpha1.SandboxTemplateSpec {
 		PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name:            "runtime",
-				Image:           devcluster.RuntimeImage,
+				Image:           spec.RuntimeImage,
 				ImagePullPolicy: corev1.PullNever,
 				Ports:           []corev1.ContainerPort{{Name: "sandboxd", ContainerPort: 8888}},
 				ReadinessProbe: &corev1.Probe{

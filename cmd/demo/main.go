@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 func main() {
@@ -27,10 +28,10 @@ func main() {
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), devcluster.Config{Dir: dir, Out: cmd.ErrOrStderr()}, compareRounds)
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), spec.Config{Dir: dir, Out: cmd.ErrOrStderr()}, compareRounds)
 		},
 	}
-	root.Flags().StringVar(&dir, "dir", devcluster.DefaultDir(), "State directory of the cluster.")
+	root.Flags().StringVar(&dir, "dir", spec.DefaultDir(), "State directory of the cluster.")
 	root.Flags().IntVar(&compareRounds, "compare-rounds", 1, "Rounds of the runtime comparison (the template on the default runtime class, gVisor, against runc), alternated; 0 skips it.")
 	root.AddCommand(devcluster.NewCommand())
 	if err := root.ExecuteContext(ctx); err != nil {

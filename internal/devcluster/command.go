@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/hostpathprov"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/kube"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 )
@@ -16,7 +17,7 @@ import (
 // NewCommand returns `dev` with its subcommands up, down, status, images and
 // hostpath-provisioner, to mount under a CLI (`go run ./cmd/devcluster ...`).
 func NewCommand() *cobra.Command {
-	var cfg Config
+	var cfg spec.Config
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local single-node Kubernetes cluster with agent-sandbox installed",
@@ -24,14 +25,14 @@ func NewCommand() *cobra.Command {
 kubelet on this machine (no Docker), plus the agent-sandbox controller and router, with state in
 one directory. Needs root. The first run builds Kubernetes from the Go module proxy (minutes).`,
 	}
-	cmd.PersistentFlags().StringVar(&cfg.Dir, "dir", DefaultDir(), "State directory of the cluster.")
+	cmd.PersistentFlags().StringVar(&cfg.Dir, "dir", spec.DefaultDir(), "State directory of the cluster.")
 
 	cmd.AddCommand(upCommand(&cfg), downCommand(&cfg), statusCommand(&cfg), imagesCommand(&cfg), hostPathProvisionerCommand())
 	return cmd
 }
 
 // upCommand starts the cluster (or completes a running one) and prints its kubeconfig.
-func upCommand(cfg *Config) *cobra.Command {
+func upCommand(cfg *spec.Config) *cobra.Command {
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the cluster, or complete and reuse a running one",
@@ -54,7 +55,7 @@ func upCommand(cfg *Config) *cobra.Command {
 }
 
 // downCommand stops the cluster and undoes its host changes.
-func downCommand(cfg *Config) *cobra.Command {
+func downCommand(cfg *spec.Config) *cobra.Command {
 	var purge bool
 	down := &cobra.Command{
 		Use:   "down",
@@ -70,7 +71,7 @@ func downCommand(cfg *Config) *cobra.Command {
 }
 
 // statusCommand reports each component.
-func statusCommand(cfg *Config) *cobra.Command {
+func statusCommand(cfg *spec.Config) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Report each component of the cluster",
@@ -88,7 +89,7 @@ func statusCommand(cfg *Config) *cobra.Command {
 }
 
 // imagesCommand writes our images as docker-archive tars for other clusters.
-func imagesCommand(cfg *Config) *cobra.Command {
+func imagesCommand(cfg *spec.Config) *cobra.Command {
 	var imagesDir string
 	imagesCmd := &cobra.Command{
 		Use:   "images",

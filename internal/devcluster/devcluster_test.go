@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,7 +23,7 @@ func TestRestartRefusesWhatItCannotRestart(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Restart(context.Background(), Config{Dir: shortTempDir(t), Out: io.Discard}, tc.component, false)
+			_, err := Restart(context.Background(), spec.Config{Dir: shortTempDir(t), Out: io.Discard}, tc.component, false)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Restart(%s) = %v, want an error saying %q", tc.component, err, tc.want)
 			}

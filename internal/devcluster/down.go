@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/step"
 )
 
@@ -17,7 +18,7 @@ import (
 // bridge, bpffs, sysctls, cgroups and paths. A step that fails keeps its record, so another Down
 // can finish the job. Certificates, logs and built binaries stay in the state dir unless purge
 // is set, which removes it entirely.
-func Down(ctx context.Context, cfg Config, purge bool) error {
+func Down(ctx context.Context, cfg spec.Config, purge bool) error {
 	cc, err := cfg.WithDefaults()
 	if err != nil {
 		return err
@@ -26,24 +27,21 @@ func Down(ctx context.Context, cfg Config, purge bool) error {
 		cc.Progress("nothing to do: %s does not exist", cc.Dir)
 		return nil
 	}
-	c := components.New(cc)
-	if err := migrateHostRecord(c); err != nil {
-		return err
-	}
-	err = step.Down(ctx, c.Steps(), func(name string, err error) {
-		c.Log.Warn("teardown step failed", "step", name, "err", err)
+	env := components.NewEnv(cc)
+	err = step.Down(ctx, components.Steps(env), func(name string, err error) {
+		cc.Log.Warn("teardown step failed", "step", name, "err", err)
 	})
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(c.Store.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(env.Store.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if purge {
-		if err := os.RemoveAll(c.Dir); err != nil {
+		if err := os.RemoveAll(cc.Dir); err != nil {
 			return err
 		}
 	}
-	c.Progress("cluster stopped and host restored")
+	cc.Progress("cluster stopped and host restored")
 	return nil
 }

@@ -5,25 +5,23 @@ import (
 	"io"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
-// ComponentStatus is one line of `dev status`.
-type ComponentStatus = components.ComponentStatus
-
 // Status reports each process of the cluster and whether it answers its health check.
-func Status(ctx context.Context, cfg Config) ([]ComponentStatus, error) {
+func Status(ctx context.Context, cfg spec.Config) ([]components.ComponentStatus, error) {
 	c, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return components.Status(ctx, components.New(c))
+	return components.Status(ctx, components.NewEnv(c)), nil
 }
 
 // PrintStatus writes the status as a table.
-func PrintStatus(w io.Writer, sts []ComponentStatus, cfg Config) {
+func PrintStatus(w io.Writer, sts []components.ComponentStatus, cfg spec.Config) {
 	c, err := cfg.WithDefaults()
 	if err != nil {
 		return
 	}
-	components.PrintStatus(w, sts, components.New(c))
+	components.PrintStatus(w, sts, components.NewEnv(c))
 }

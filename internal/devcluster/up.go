@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/components"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/step"
 )
 
@@ -27,7 +28,7 @@ type Cluster struct {
 // Up brings the cluster up, or completes and reuses one that is (partly) running. It is safe to
 // call repeatedly: running components are kept, our own binaries are rebuilt and a component
 // whose binary changed is restarted.
-func Up(ctx context.Context, cfg Config) (*Cluster, error) {
+func Up(ctx context.Context, cfg spec.Config) (*Cluster, error) {
 	cc, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
@@ -42,27 +43,27 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cc.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := components.New(cc)
-	if err := migrateHostRecord(c); err != nil {
-		return nil, fmt.Errorf("reading the host record of an older up: %w", err)
+	env := components.NewEnv(cc)
+	wasRunning := components.AllRunning(env)
+	if env.Bins, err = components.EnsureBinaries(ctx, env); err != nil {
+		return nil, fmt.Errorf("binaries: %w", err)
 	}
-	wasRunning := c.AllRunning()
-	if err := step.Up(ctx, c.Steps()); err != nil {
+	if err := step.Up(ctx, components.Steps(env)); err != nil {
 		return nil, err
 	}
-	token, err := os.ReadFile(c.RouterTokenPath())
+	token, err := os.ReadFile(cc.RouterTokenPath())
 	if err != nil {
 		return nil, err
 	}
-	cl := &Cluster{Dir: c.Dir, Kubeconfig: c.KubeconfigPath(), RouterURL: c.RouterURL(), Reused: wasRunning,
-		RouterToken: string(token), RouterTokenFile: c.RouterTokenPath()}
-	c.Progress("cluster ready in %s", time.Since(start).Round(100*time.Millisecond))
-	fmt.Fprintf(c.Out, `
+	cl := &Cluster{Dir: cc.Dir, Kubeconfig: cc.KubeconfigPath(), RouterURL: cc.RouterURL(), Reused: wasRunning,
+		RouterToken: string(token), RouterTokenFile: cc.RouterTokenPath()}
+	cc.Progress("cluster ready in %s", time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(cc.Out, `
   export KUBECONFIG=%s
   kubectl get nodes            # (%s/kubectl is version-matched)
   router: %s  (X-Sandbox-ID: <sandbox name>, Authorization: Bearer <token>)
   export SBX_ROUTER=%s SBX_ROUTER_TOKEN=$(cat %s)   # for sbx
   stop and clean up: make dev-down (go run ./cmd/devcluster down)
-`, cl.Kubeconfig, c.Bin, cl.RouterURL, cl.RouterURL, cl.RouterTokenFile)
+`, cl.Kubeconfig, env.Bins.K8s, cl.RouterURL, cl.RouterURL, cl.RouterTokenFile)
 	return cl, nil
 }

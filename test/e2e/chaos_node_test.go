@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
@@ -85,7 +86,7 @@ func sdkLoad(stop <-chan struct{}, cli *sdk.Client, sb *sdk.Sandbox, log *callLo
 // replica ready.
 func systemReady(ctx context.Context) error {
 	node := &corev1.Node{}
-	if err := kube.Get(ctx, client.ObjectKey{Name: devcluster.NodeName}, node); err != nil {
+	if err := kube.Get(ctx, client.ObjectKey{Name: spec.NodeName}, node); err != nil {
 		return err
 	}
 	for _, c := range node.Status.Conditions {
@@ -95,7 +96,7 @@ func systemReady(ctx context.Context) error {
 	}
 	for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
 		d := &appsv1.Deployment{}
-		if err := kube.Get(ctx, client.ObjectKey{Namespace: devcluster.SystemNS, Name: name}, d); err != nil {
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: spec.SystemNS, Name: name}, d); err != nil {
 			return err
 		}
 		if d.Status.ReadyReplicas < *d.Spec.Replicas {
@@ -109,7 +110,7 @@ func systemReady(ctx context.Context) error {
 func systemRestarts(t *testing.T) map[string]int32 {
 	t.Helper()
 	var pods corev1.PodList
-	mustf(t, kube.List(t.Context(), &pods, client.InNamespace(devcluster.SystemNS)), "listing the install's pods")
+	mustf(t, kube.List(t.Context(), &pods, client.InNamespace(spec.SystemNS)), "listing the install's pods")
 	n := map[string]int32{}
 	for _, p := range pods.Items {
 		for _, cs := range p.Status.ContainerStatuses {
@@ -150,7 +151,7 @@ func TestSandboxesAndClaimsLiveThroughNodeAndControlPlaneRestarts(t *testing.T) 
 	t.Cleanup(func() { stopLoad(); claimCalls.Wait(); sdkCalls.Wait() })
 	time.Sleep(2 * time.Second) // calls before the first fault
 
-	cfg := devcluster.Config{Dir: cluster.Dir}
+	cfg := spec.Config{Dir: cluster.Dir}
 	var windows []window
 	for _, f := range nodeFaults {
 		before := systemRestarts(t)

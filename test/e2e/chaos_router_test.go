@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
@@ -117,7 +117,7 @@ func killRouterMidCall(t *testing.T, sb *sdk.Sandbox, tc inFlight) {
 	var carrier *corev1.Pod
 	var pid int
 	slow.EventuallyContext(t, "the router replica carrying the call", func(ctx context.Context) error {
-		if err := kube.List(ctx, &routers, client.InNamespace(devcluster.SystemNS), client.MatchingLabels{"app": "sandbox-router"}); err != nil {
+		if err := kube.List(ctx, &routers, client.InNamespace(spec.SystemNS), client.MatchingLabels{"app": "sandbox-router"}); err != nil {
 			return err
 		}
 		carrier, pid = nil, 0

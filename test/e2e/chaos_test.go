@@ -22,7 +22,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -204,7 +204,7 @@ var (
 func controllerPods(t *testing.T) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
-	mustf(t, kube.List(t.Context(), &pods, client.InNamespace(devcluster.SystemNS), client.MatchingLabels{"app": "agent-sandbox-controller"}), "listing controller pods")
+	mustf(t, kube.List(t.Context(), &pods, client.InNamespace(spec.SystemNS), client.MatchingLabels{"app": "agent-sandbox-controller"}), "listing controller pods")
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return pods.Items
 }
@@ -249,7 +249,7 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 				return err
 			}
 			d := &appsv1.Deployment{}
-			if err := kube.Get(ctx, client.ObjectKey{Namespace: devcluster.SystemNS, Name: "agent-sandbox-controller"}, d); err != nil {
+			if err := kube.Get(ctx, client.ObjectKey{Namespace: spec.SystemNS, Name: "agent-sandbox-controller"}, d); err != nil {
 				return err
 			}
 			if restarts(p) == before || d.Status.ReadyReplicas < 2 {

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -38,7 +38,7 @@ func TestAXServerPodsReachADirectAccessSandboxAndNoOneElseDoes(t *testing.T) {
 	tmpl := &extv1alpha1.SandboxTemplate{}
 	mustf(t, yaml.UnmarshalStrict(raw, tmpl), "decoding the sample")
 	tmpl.Namespace = ns
-	tmpl.Spec.PodTemplate.Spec.Containers[0].Image = devcluster.RuntimeImage
+	tmpl.Spec.PodTemplate.Spec.Containers[0].Image = spec.RuntimeImage
 	tmpl.Spec.PodTemplate.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
 	mustf(t, kube.Create(ctx, tmpl), "creating the sample template")
 	mustf(t, kube.Create(ctx, testwrap.MakeClaim(ns, "conversation").Template(tmpl.Name).Obj()), "creating the claim")

@@ -24,7 +24,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
@@ -62,7 +62,7 @@ func gone(ctx context.Context, obj client.Object) error {
 func runtimeContainer() corev1.Container {
 	return corev1.Container{
 		Name:            "runtime",
-		Image:           devcluster.RuntimeImage,
+		Image:           spec.RuntimeImage,
 		ImagePullPolicy: corev1.PullNever,
 		Ports:           []corev1.ContainerPort{{Name: "sandboxd", ContainerPort: 8888}},
 		ReadinessProbe: &corev1.Probe{
@@ -74,7 +74,7 @@ func runtimeContainer() corev1.Container {
 
 // localVolume is a volume claim template on the local cluster's storage class.
 func localVolume(name, size string) agentsv1alpha1.PersistentVolumeClaimTemplate {
-	return testwrap.MakeVolumeClaim(name, size).StorageClass(devcluster.StorageClass).Obj()
+	return testwrap.MakeVolumeClaim(name, size).StorageClass(spec.StorageClass).Obj()
 }
 
 // createTemplate applies a SandboxTemplate running the runtime image; withHome adds a 1Gi PVC

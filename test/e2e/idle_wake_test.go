@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
@@ -32,7 +32,7 @@ import (
 func routerResumes(t *testing.T, ns, name string) int {
 	t.Helper()
 	var routers corev1.PodList
-	mustf(t, kube.List(t.Context(), &routers, client.InNamespace(devcluster.SystemNS), client.MatchingLabels{"app": "sandbox-router"}), "listing routers")
+	mustf(t, kube.List(t.Context(), &routers, client.InNamespace(spec.SystemNS), client.MatchingLabels{"app": "sandbox-router"}), "listing routers")
 	total := 0
 	for _, p := range routers.Items {
 		logs, err := kcs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())

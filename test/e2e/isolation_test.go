@@ -19,7 +19,6 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
@@ -191,7 +190,7 @@ func TestATemplateWhoseImageRunsAsRootIsNamedUnlessItSaysSo(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "rootimage")
 	// The pause image has no USER: it runs as root.
-	rootImage := corev1.Container{Name: "app", Image: "docker.io/" + devcluster.PauseImage, ImagePullPolicy: corev1.PullNever}
+	rootImage := corev1.Container{Name: "app", Image: "docker.io/" + spec.PauseImage, ImagePullPolicy: corev1.PullNever}
 	cases := []struct {
 		name      string
 		podSC     *corev1.PodSecurityContext

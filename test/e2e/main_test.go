@@ -20,6 +20,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // The cluster every test shares, and clients the way integrators build them.
@@ -39,7 +40,7 @@ func run(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cfg := devcluster.Config{Dir: os.Getenv("E2E_DEV_DIR"), Out: os.Stderr}
+	cfg := spec.Config{Dir: os.Getenv("E2E_DEV_DIR"), Out: os.Stderr}
 	var err error
 	if cluster, err = devcluster.Up(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: bringing the local cluster up:", err)

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // TestTenantCannotReadRouterOrControllerMetrics: the metrics of the router and the controller
@@ -27,7 +27,7 @@ import (
 // by address: the image's static busybox wget crashes on this runtime.
 func TestTenantCannotReadRouterOrControllerMetrics(t *testing.T) {
 	ctx := t.Context()
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: devcluster.SystemNS, Name: "sandbox-router"}, &appsv1.Deployment{}); apierrors.IsNotFound(err) {
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: spec.SystemNS, Name: "sandbox-router"}, &appsv1.Deployment{}); apierrors.IsNotFound(err) {
 		t.Skip("the controller and router run as host processes (devcluster up --host-processes): no metrics Service to reach")
 	}
 	ns := newNamespace(t, "metrics")
@@ -74,7 +74,7 @@ func TestTenantCannotReadRouterOrControllerMetrics(t *testing.T) {
 func serviceAddr(t *testing.T, name string, port int) string {
 	t.Helper()
 	svc := &corev1.Service{}
-	mustf(t, kube.Get(t.Context(), client.ObjectKey{Namespace: devcluster.SystemNS, Name: name}, svc), "reading Service %s", name)
+	mustf(t, kube.Get(t.Context(), client.ObjectKey{Namespace: spec.SystemNS, Name: name}, svc), "reading Service %s", name)
 	return fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, port)
 }
 

@@ -9,26 +9,63 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
+// EnsureBinaries installs the node packages, builds what is missing of the Kubernetes
+// binaries, Cilium and gVisor, and (incrementally) ours, and returns where they are: up's first
+// step, ahead of every other. Nothing of it is undone.
+func EnsureBinaries(ctx context.Context, e Env) (Binaries, error) {
+	if err := ensureNodeDeps(ctx, e); err != nil {
+		return Binaries{}, fmt.Errorf("installing node packages: %w", err)
+	}
+	var b Binaries
+	var err error
+	if b.K8s, err = ensureK8sBinaries(ctx, e); err != nil {
+		return Binaries{}, err
+	}
+	if b.Cilium, err = ensureCilium(ctx, e); err != nil {
+		return Binaries{}, err
+	}
+	if b.GVisor, err = ensureGVisor(ctx, e); err != nil {
+		return Binaries{}, err
+	}
+	return b, buildOurs(ctx, e)
+}
+
+// LocateBinaries says where the binaries are without building any, for a restart of a
+// component of a running cluster (whose up built them).
+func LocateBinaries(e Env) (Binaries, error) {
+	var b Binaries
+	var err error
+	if b.K8s, err = k8sBinDir(e); err != nil {
+		return Binaries{}, err
+	}
+	if b.Cilium, err = ciliumDir(e); err != nil {
+		return Binaries{}, err
+	}
+	if b.GVisor, err = gvisorDir(e); err != nil {
+		return Binaries{}, err
+	}
+	return b, nil
+}
+
 // k8sBinDir asks hack/build-k8s.sh where the pinned Kubernetes binaries live.
-func (c *Cluster) k8sBinDir() (string, error) {
-	root, err := c.ResolveRepoRoot()
+func k8sBinDir(e Env) (string, error) {
+	root, err := e.Cfg.ResolveRepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.Command(filepath.Join(root, "hack", "build-k8s.sh"), "--print-dir").Output()
+	out, err := e.Host.Run(filepath.Join(root, "hack", "build-k8s.sh"), "--print-dir")
 	if err != nil {
-		return "", fmt.Errorf("hack/build-k8s.sh --print-dir: %w", err)
+		return "", err
 	}
-	return strings.TrimSpace(string(out)), nil
+	return strings.TrimSpace(out), nil
 }
 
-func (c *Cluster) k8sBinaries() []string {
+func k8sBinaries(e Env) []string {
 	bins := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl", "helm", "coredns"}
-	if c.KwokNodes > 0 {
+	if e.Cfg.KwokNodes > 0 {
 		bins = append(bins, "kwok")
 	}
 	return bins
@@ -37,13 +74,13 @@ func (c *Cluster) k8sBinaries() []string {
 // ensureK8sBinaries builds the missing Kubernetes binaries; the script skips what exists and
 // serialises concurrent builds. Its progress goes straight to the user: a first build takes
 // many minutes.
-func (c *Cluster) ensureK8sBinaries(ctx context.Context) (string, error) {
-	dir, err := c.k8sBinDir()
+func ensureK8sBinaries(ctx context.Context, e Env) (string, error) {
+	dir, err := k8sBinDir(e)
 	if err != nil {
 		return "", err
 	}
 	var missing []string
-	for _, b := range c.k8sBinaries() {
+	for _, b := range k8sBinaries(e) {
 		if !spec.FileExists(filepath.Join(dir, b)) {
 			missing = append(missing, b)
 		}
@@ -51,9 +88,9 @@ func (c *Cluster) ensureK8sBinaries(ctx context.Context) (string, error) {
 	if len(missing) == 0 {
 		return dir, nil
 	}
-	c.Progress("building Kubernetes binaries %v into %s (first time: ~10-15 minutes on 2 cores)", missing, dir)
-	cmd := exec.CommandContext(ctx, filepath.Join(c.RepoRoot, "hack", "build-k8s.sh"), missing...)
-	cmd.Stdout, cmd.Stderr = c.Out, c.Out
+	e.Cfg.Progress("building Kubernetes binaries %v into %s (first time: ~10-15 minutes on 2 cores)", missing, dir)
+	cmd := exec.CommandContext(ctx, filepath.Join(e.Cfg.RepoRoot, "hack", "build-k8s.sh"), missing...)
+	cmd.Stdout, cmd.Stderr = e.Cfg.Out, e.Cfg.Out
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("building %v: %w", missing, err)
 	}
@@ -61,14 +98,14 @@ func (c *Cluster) ensureK8sBinaries(ctx context.Context) (string, error) {
 }
 
 // ensureNodeDeps installs containerd, runc, the CNI plugins and friends when missing.
-func (c *Cluster) ensureNodeDeps(ctx context.Context) error {
-	script := filepath.Join(c.RepoRoot, "hack", "install-node-deps.sh")
+func ensureNodeDeps(ctx context.Context, e Env) error {
+	script := filepath.Join(e.Cfg.RepoRoot, "hack", "install-node-deps.sh")
 	if exec.CommandContext(ctx, script, "--check").Run() == nil {
 		return nil
 	}
-	c.Progress("installing node packages (containerd, runc, CNI plugins, busybox-static, iptables, clang-19)")
+	e.Cfg.Progress("installing node packages (containerd, runc, CNI plugins, busybox-static, iptables, clang-19)")
 	cmd := exec.CommandContext(ctx, script)
-	cmd.Stdout, cmd.Stderr = c.Out, c.Out
+	cmd.Stdout, cmd.Stderr = e.Cfg.Out, e.Cfg.Out
 	return cmd.Run()
 }
 
@@ -81,15 +118,15 @@ var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd",
 // buildOurs builds our binaries into bin/ in one go invocation (incremental: an unchanged tree
 // costs seconds). A binary that changed is renamed into place, so a running old one is not
 // disturbed; one that did not keeps its inode, so its running process is known to be current.
-func (c *Cluster) buildOurs(ctx context.Context) error {
-	binDir, newDir := c.Path("bin"), c.Path("bin", ".new")
+func buildOurs(ctx context.Context, e Env) error {
+	binDir, newDir := e.Cfg.Path("bin"), e.Cfg.Path("bin", ".new")
 	if err := os.MkdirAll(newDir, 0o755); err != nil {
 		return err
 	}
-	c.Progress("building controller, router, sandboxd, pause, devcluster and cni-antispoof from %s", c.RepoRoot)
+	e.Cfg.Progress("building controller, router, sandboxd, pause, devcluster and cni-antispoof from %s", e.Cfg.RepoRoot)
 	args := append([]string{"build", "-trimpath", "-o", newDir + "/"}, ourPackages...)
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = c.RepoRoot
+	cmd.Dir = e.Cfg.RepoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, b)
@@ -121,48 +158,16 @@ func sameFile(a, b string) bool {
 
 // WriteImages builds our binaries from the source tree and writes the runtime, controller and
 // router images as docker-archive tars into dir (default bin/images of the tree).
-func (c *Cluster) WriteImages(ctx context.Context, dir string) ([]string, error) {
-	if _, err := c.ResolveRepoRoot(); err != nil {
+func WriteImages(ctx context.Context, e Env, dir string) ([]string, error) {
+	if _, err := e.Cfg.ResolveRepoRoot(); err != nil {
 		return nil, err
 	}
 	if dir == "" {
-		dir = filepath.Join(c.RepoRoot, "bin", "images")
+		dir = filepath.Join(e.Cfg.RepoRoot, "bin", "images")
 	}
-	if err := c.buildOurs(ctx); err != nil {
+	if err := buildOurs(ctx, e); err != nil {
 		return nil, err
 	}
-	paths, _, err := c.writeImages(dir, "runtime", "controller", "router")
+	paths, _, err := writeImages(e, dir, "runtime", "controller", "router")
 	return paths, err
-}
-
-// Restartable builds the named component as Up does, for a restart on its own.
-func (c *Cluster) Restartable(name string) (proc.Component, error) {
-	bin, err := c.k8sBinDir()
-	if err != nil {
-		return proc.Component{}, err
-	}
-	switch name {
-	case "etcd":
-		return c.etcd(bin), nil
-	case "kube-apiserver":
-		return c.apiserver(bin), nil
-	case "containerd":
-		return c.containerd()
-	case "kubelet":
-		return c.kubelet(bin)
-	}
-	return proc.Component{}, fmt.Errorf("no component %s", name)
-}
-
-// AllRunning reports whether every process Up runs (kwok aside) is running.
-func (c *Cluster) AllRunning() bool {
-	for _, n := range ProcessNames {
-		if n == "kwok" || (!c.HostProcesses && (n == "agent-sandbox-controller" || n == "sandbox-router")) {
-			continue
-		}
-		if c.Proc.Running(n) == nil {
-			return false
-		}
-	}
-	return true
 }

@@ -38,7 +38,7 @@ const (
 // the host's clients send the developer's token (writeRouterToken), pods are named by their
 // source IP. The controller gives sandbox pods the RuntimeClass of --sandbox-runtime (gvisor,
 // or none for runc).
-func (c *Cluster) chartValues(imageIDs map[string]string) map[string]any {
+func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{
 			"image":          map[string]any{"repository": repo, "tag": "dev", "pullPolicy": "Never"},
@@ -50,54 +50,54 @@ func (c *Cluster) chartValues(imageIDs map[string]string) map[string]any {
 		}
 	}
 	ctrl := component("controller", strings.TrimSuffix(spec.ControllerImage, ":dev"))
-	ctrl["defaultRuntimeClassName"] = c.SandboxRuntimeClass()
+	ctrl["defaultRuntimeClassName"] = e.Cfg.SandboxRuntimeClass()
 	router := component("router", strings.TrimSuffix(spec.RouterImage, ":dev"))
-	router["service"] = map[string]any{"type": "NodePort", "nodePort": c.Ports.RouterNodePort}
+	router["service"] = map[string]any{"type": "NodePort", "nodePort": e.Cfg.Ports.RouterNodePort}
 	return map[string]any{"controller": ctrl, "router": router}
 }
 
 // installChart imports the controller and router images, installs or upgrades the chart's
 // release and waits until both Deployments are available and the CRDs convert through the
 // controller's webhook.
-func (c *Cluster) installChart(ctx context.Context, helm string) error {
-	cl, err := kube.Client(c.KubeconfigPath())
+func installChart(ctx context.Context, e Env, helm string) error {
+	cl, err := kube.Client(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return err
 	}
 	// A cluster that ran our controller and router as host processes has their service
 	// accounts and roles from config/rbac; Helm refuses to take over objects it did not create.
-	if err := c.removeUnmanaged(ctx, cl); err != nil {
+	if err := removeUnmanaged(ctx, e, cl); err != nil {
 		return err
 	}
-	c.Progress("importing images %s and %s into containerd", spec.ControllerImage, spec.RouterImage)
-	ids, err := c.importImageIDs(ctx, "controller", "router")
+	e.Cfg.Progress("importing images %s and %s into containerd", spec.ControllerImage, spec.RouterImage)
+	ids, err := importImageIDs(ctx, e, "controller", "router")
 	if err != nil {
 		return err
 	}
-	values, err := yaml.Marshal(c.chartValues(ids))
+	values, err := yaml.Marshal(chartValues(e, ids))
 	if err != nil {
 		return err
 	}
-	valuesFile := c.Path("chart-values.yaml")
+	valuesFile := e.Cfg.Path("chart-values.yaml")
 	if err := os.WriteFile(valuesFile, values, 0o644); err != nil {
 		return err
 	}
-	c.Progress("installing the Helm chart (controller and router as Deployments)")
+	e.Cfg.Progress("installing the Helm chart (controller and router as Deployments)")
 	cmd := exec.CommandContext(ctx, helm, "upgrade", "--install", releaseName,
-		filepath.Join(c.RepoRoot, "charts", "agent-sandbox"),
+		filepath.Join(e.Cfg.RepoRoot, "charts", "agent-sandbox"),
 		"--namespace", spec.SystemNS, "--skip-crds", "--values", valuesFile,
-		"--kubeconfig", c.KubeconfigPath())
+		"--kubeconfig", e.Cfg.KubeconfigPath())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("helm upgrade --install: %w\n%s", err, out)
 	}
 	for _, name := range []string{"agent-sandbox-controller", "sandbox-router"} {
-		if err := c.Proc.WaitUntil(ctx, "Deployment "+name, nil, 3*time.Minute, kube.DeploymentRolledOut(cl, name)); err != nil {
+		if err := e.Proc.WaitUntil(ctx, "Deployment "+name, nil, 3*time.Minute, kube.DeploymentRolledOut(cl, name)); err != nil {
 			return err
 		}
 	}
 	// The controller writes its CA into the CRDs once it has its certificate: until then a
 	// v1beta1 read fails.
-	return c.Proc.WaitUntil(ctx, "the conversion webhook", nil, 2*time.Minute, convertsThroughWebhook(cl))
+	return e.Proc.WaitUntil(ctx, "the conversion webhook", nil, 2*time.Minute, convertsThroughWebhook(cl))
 }
 
 func convertsThroughWebhook(cl client.Client) func(context.Context) error {
@@ -110,13 +110,13 @@ func convertsThroughWebhook(cl client.Client) func(context.Context) error {
 
 // removeUnmanaged deletes the objects of config/rbac (and the host-process controller and
 // router) that a host-process cluster created, so that Helm can create its own.
-func (c *Cluster) removeUnmanaged(ctx context.Context, cl client.Client) error {
+func removeUnmanaged(ctx context.Context, e Env, cl client.Client) error {
 	for _, name := range []string{"sandbox-router", "agent-sandbox-controller"} {
-		if err := c.Proc.Stop(name); err != nil {
+		if err := e.Proc.Stop(name); err != nil {
 			return err
 		}
 	}
-	objs, err := kube.ReadYAMLDir(filepath.Join(c.RepoRoot, "config", "rbac"))
+	objs, err := kube.ReadYAMLDir(filepath.Join(e.Cfg.RepoRoot, "config", "rbac"))
 	if err != nil {
 		return err
 	}
@@ -137,13 +137,13 @@ func (c *Cluster) removeUnmanaged(ctx context.Context, cl client.Client) error {
 }
 
 // uninstallChart removes the release when the cluster switches to host processes.
-func (c *Cluster) uninstallChart(ctx context.Context, helm string) error {
-	status := exec.CommandContext(ctx, helm, "status", releaseName, "--namespace", spec.SystemNS, "--kubeconfig", c.KubeconfigPath())
+func uninstallChart(ctx context.Context, e Env, helm string) error {
+	status := exec.CommandContext(ctx, helm, "status", releaseName, "--namespace", spec.SystemNS, "--kubeconfig", e.Cfg.KubeconfigPath())
 	if status.Run() != nil {
 		return nil
 	}
-	c.Progress("uninstalling the Helm release: the controller and router run as host processes")
-	cmd := exec.CommandContext(ctx, helm, "uninstall", releaseName, "--namespace", spec.SystemNS, "--wait", "--kubeconfig", c.KubeconfigPath())
+	e.Cfg.Progress("uninstalling the Helm release: the controller and router run as host processes")
+	cmd := exec.CommandContext(ctx, helm, "uninstall", releaseName, "--namespace", spec.SystemNS, "--wait", "--kubeconfig", e.Cfg.KubeconfigPath())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("helm uninstall: %w\n%s", err, out)
 	}
@@ -152,8 +152,8 @@ func (c *Cluster) uninstallChart(ctx context.Context, helm string) error {
 
 // stopInClusterController deletes the controller's pods while kube-controller-manager is
 // stopped, so that neither it nor its ReplicaSet recreates pods that teardown deletes next.
-func (c *Cluster) stopInClusterController(ctx context.Context) error {
-	cl, err := kube.Client(c.KubeconfigPath())
+func stopInClusterController(ctx context.Context, e Env) error {
+	cl, err := kube.Client(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (c *Cluster) stopInClusterController(ctx context.Context) error {
 		client.InNamespace(spec.SystemNS), sel, client.GracePeriodSeconds(2)); err != nil {
 		return err
 	}
-	return c.Proc.WaitUntil(ctx, "the controller's pods to go", nil, time.Minute, func(ctx context.Context) error {
+	return e.Proc.WaitUntil(ctx, "the controller's pods to go", nil, time.Minute, func(ctx context.Context) error {
 		l := &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
 		if err := cl.List(ctx, l, client.InNamespace(spec.SystemNS), sel); err != nil {
 			return err
@@ -176,31 +176,31 @@ func (c *Cluster) stopInClusterController(ctx context.Context) error {
 
 // The mode and sandbox runtime of the last `up`, so that `status` reports the router where it
 // is and the runtime sandboxes get.
-func (c *Cluster) modeFile() string { return c.Path("mode") }
+func modeFile(e Env) string { return e.Cfg.Path("mode") }
 
-func (c *Cluster) sandboxRuntimeFile() string { return c.Path("sandbox-runtime") }
+func sandboxRuntimeFile(e Env) string { return e.Cfg.Path("sandbox-runtime") }
 
-func (c *Cluster) recordMode() error {
+func recordMode(e Env) error {
 	mode := "chart"
-	if c.HostProcesses {
+	if e.Cfg.HostProcesses {
 		mode = "host-processes"
 	}
-	if err := os.WriteFile(c.sandboxRuntimeFile(), []byte(c.SandboxRuntime+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(sandboxRuntimeFile(e), []byte(e.Cfg.SandboxRuntime+"\n"), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(c.modeFile(), []byte(mode+"\n"), 0o644)
+	return os.WriteFile(modeFile(e), []byte(mode+"\n"), 0o644)
 }
 
 // recordedSandboxRuntime is the sandbox runtime of the last `up` ("" before the first).
-func (c *Cluster) recordedSandboxRuntime() string {
-	b, err := os.ReadFile(c.sandboxRuntimeFile())
+func recordedSandboxRuntime(e Env) string {
+	b, err := os.ReadFile(sandboxRuntimeFile(e))
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
 }
 
-func (c *Cluster) recordedHostProcesses() bool {
-	b, err := os.ReadFile(c.modeFile())
+func recordedHostProcesses(e Env) bool {
+	b, err := os.ReadFile(modeFile(e))
 	return err == nil && strings.TrimSpace(string(b)) == "host-processes"
 }

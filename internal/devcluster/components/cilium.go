@@ -38,12 +38,12 @@ const ciliumRunDir = "/var/run/cilium"
 var ciliumBinaries = []string{"cilium-agent", "cilium-cni", "cilium-dbg"}
 
 // ciliumDir asks hack/build-cilium.sh where the pinned Cilium build lives.
-func (c *Cluster) ciliumDir() (string, error) {
-	root, err := c.ResolveRepoRoot()
+func ciliumDir(e Env) (string, error) {
+	root, err := e.Cfg.ResolveRepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out, err := c.Host.Run(filepath.Join(root, "hack", "build-cilium.sh"), "--print-dir")
+	out, err := e.Host.Run(filepath.Join(root, "hack", "build-cilium.sh"), "--print-dir")
 	if err != nil {
 		return "", err
 	}
@@ -52,8 +52,8 @@ func (c *Cluster) ciliumDir() (string, error) {
 
 // ensureCilium builds Cilium when any piece is missing (first time ~6 min and ~3 GB on 2
 // cores) and returns its folder: binaries, the bpf/ sources the agent compiles, the CRDs.
-func (c *Cluster) ensureCilium(ctx context.Context) (string, error) {
-	dir, err := c.ciliumDir()
+func ensureCilium(ctx context.Context, e Env) (string, error) {
+	dir, err := ciliumDir(e)
 	if err != nil {
 		return "", err
 	}
@@ -64,9 +64,9 @@ func (c *Cluster) ensureCilium(ctx context.Context) (string, error) {
 	if complete {
 		return dir, nil
 	}
-	c.Progress("building Cilium into %s (first time: ~6 minutes and ~3 GB of memory on 2 cores)", dir)
-	cmd := exec.CommandContext(ctx, filepath.Join(c.RepoRoot, "hack", "build-cilium.sh"))
-	cmd.Stdout, cmd.Stderr = c.Out, c.Out
+	e.Cfg.Progress("building Cilium into %s (first time: ~6 minutes and ~3 GB of memory on 2 cores)", dir)
+	cmd := exec.CommandContext(ctx, filepath.Join(e.Cfg.RepoRoot, "hack", "build-cilium.sh"))
+	cmd.Stdout, cmd.Stderr = e.Cfg.Out, e.Cfg.Out
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("building Cilium: %w", err)
 	}
@@ -75,8 +75,8 @@ func (c *Cluster) ensureCilium(ctx context.Context) (string, error) {
 
 // ciliumToolsDir holds clang and llc links to Debian's clang-19/llc-19, first on the agent's
 // PATH: it compiles bpf/*.c with `clang` and needs clang >= 18 (Debian 12's default is 14).
-func (c *Cluster) ciliumToolsDir() (string, error) {
-	dir := c.Path("cilium", "bin")
+func ciliumToolsDir(e Env) (string, error) {
+	dir := e.Cfg.Path("cilium", "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -102,9 +102,9 @@ func (c *Cluster) ciliumToolsDir() (string, error) {
 // agent attaches BPF to the machine's own uplink. --allow-localhost=always: the host (kubelet
 // probes, port-forward, host-process router and tools) always reaches pods; policies apply to
 // pods and to traffic forwarded from other hosts or namespaces.
-func (c *Cluster) ciliumArgs(dir string) []string {
+func ciliumArgs(e Env, dir string) []string {
 	return []string{
-		"--k8s-kubeconfig-path=" + c.KubeconfigFor("cilium"),
+		"--k8s-kubeconfig-path=" + e.Cfg.KubeconfigFor("cilium"),
 		"--lib-dir=" + dir,
 		"--identity-allocation-mode=crd",
 		"--cni-chaining-mode=generic-veth", "--cni-exclusive=false",
@@ -116,38 +116,41 @@ func (c *Cluster) ciliumArgs(dir string) []string {
 		"--enable-health-checking=false", "--enable-endpoint-health-checking=false",
 		"--devices=" + spec.BridgeName,
 		"--allow-localhost=always",
-		"--agent-health-port=" + strconv.Itoa(c.Ports.CiliumHealth),
+		"--agent-health-port=" + strconv.Itoa(e.Cfg.Ports.CiliumHealth),
 		"--enable-gops=false",
 	}
 }
 
-func (c *Cluster) ciliumAgent(dir string) (proc.Component, error) {
-	tools, err := c.ciliumToolsDir()
+func ciliumAgent(e Env) (proc.Component, error) {
+	dir := e.Bins.Cilium
+	tools, err := ciliumToolsDir(e)
 	if err != nil {
 		return proc.Component{}, err
 	}
 	return proc.Component{
 		Name: "cilium-agent", Exe: filepath.Join(dir, "cilium-agent"), Timeout: 3 * time.Minute,
-		Addrs: []string{spec.Loopback(c.Ports.CiliumHealth)},
-		Args:  c.ciliumArgs(dir),
+		Addrs: []string{spec.Loopback(e.Cfg.Ports.CiliumHealth)},
+		Args:  ciliumArgs(e, dir),
 		Env: []string{
 			// Else it waits, silently, for a Node named after the hostname.
 			"K8S_NODE_NAME=" + spec.NodeName,
 			"PATH=" + tools + ":" + os.Getenv("PATH"),
 		},
-		Ready: c.ciliumReady,
+		Ready: ciliumReady(e),
 	}, nil
 }
 
 // ciliumReady: the agent's /healthz answers 200 once its status is OK.
-func (c *Cluster) ciliumReady(ctx context.Context) error {
-	return proc.HTTPOK(ctx, nil, fmt.Sprintf("http://%s/healthz", spec.Loopback(c.Ports.CiliumHealth)), "")
+func ciliumReady(e Env) func(context.Context) error {
+	url := fmt.Sprintf("http://%s/healthz", spec.Loopback(e.Cfg.Ports.CiliumHealth))
+	return func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, url, "") }
 }
 
 // prepareCilium does what the agent expects around it (bpffs is mounted by hostnet.BPFFS): its CRDs applied server-side (normally the operator's job)
 // and established, the node's CiliumNode with a pod CIDR (the Node has no podCIDR).
-func (c *Cluster) prepareCilium(ctx context.Context, dir string) error {
-	cl, err := kube.Client(c.KubeconfigPath())
+func prepareCilium(ctx context.Context, e Env) error {
+	dir := e.Bins.Cilium
+	cl, err := kube.Client(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return err
 	}
@@ -159,11 +162,11 @@ func (c *Cluster) prepareCilium(ctx context.Context, dir string) error {
 		}
 		crds = append(crds, objs...)
 	}
-	c.Progress("applying %d Cilium CRDs", len(crds))
+	e.Cfg.Progress("applying %d Cilium CRDs", len(crds))
 	if err := kube.ApplyAll(ctx, cl, crds); err != nil {
 		return err
 	}
-	err = c.Proc.WaitUntil(ctx, "Cilium's CRDs", nil, time.Minute, func(ctx context.Context) error {
+	err = e.Proc.WaitUntil(ctx, "Cilium's CRDs", nil, time.Minute, func(ctx context.Context) error {
 		for _, crd := range crds {
 			if err := kube.CRDEstablished(cl, crd.GetName())(ctx); err != nil {
 				return fmt.Errorf("%s: %w", crd.GetName(), err)
@@ -202,15 +205,15 @@ func ciliumLeftovers(h host.Host) bool {
 // mount and the sysctls are hostnet's steps'.
 // It runs only when ciliumRecord says that Up ran an agent: an agent of another cluster on
 // this machine is none of Down's business.
-func (c *Cluster) cleanupCilium() error {
+func cleanupCilium(e Env) error {
 	var rec ciliumDatapath
-	if ok, err := c.Store.Load(ciliumRecord, &rec); !ok || err != nil {
+	if ok, err := e.Store.Load(ciliumRecord, &rec); !ok || err != nil {
 		return err
 	}
-	if err := c.removeCiliumLeftovers(); err != nil {
+	if err := removeCiliumLeftovers(e); err != nil {
 		return err
 	}
-	return c.Store.Remove(ciliumRecord)
+	return e.Store.Remove(ciliumRecord)
 }
 
 // ciliumRecord names the record Up writes before it starts cilium-agent, whose datapath (links,
@@ -222,38 +225,40 @@ type ciliumDatapath struct {
 }
 
 // ciliumAgentRecorded records the agent's datapath, then builds its component.
-func (c *Cluster) ciliumAgentRecorded() (proc.Component, error) {
-	if err := c.Store.Save(ciliumRecord, ciliumDatapath{RunDir: ciliumRunDir}); err != nil {
+func ciliumAgentRecorded(e Env) (proc.Component, error) {
+	if err := e.Store.Save(ciliumRecord, ciliumDatapath{RunDir: ciliumRunDir}); err != nil {
 		return proc.Component{}, err
 	}
-	return c.ciliumAgent(c.CiliumDir)
+	return ciliumAgent(e)
 }
 
-func (c *Cluster) removeCiliumLeftovers() error {
-	if !ciliumLeftovers(c.Host) {
+func removeCiliumLeftovers(e Env) error {
+	if !ciliumLeftovers(e.Host) {
 		return nil
 	}
-	dir, err := c.ciliumDir()
+	dir, err := ciliumDir(e)
 	if err != nil {
 		return err
 	}
 	dbg := filepath.Join(dir, "cilium-dbg")
-	if !c.Host.Exists(dbg) {
+	if !e.Host.Exists(dbg) {
 		return fmt.Errorf("cilium state is left on this machine but %s is missing to clean it up (run hack/build-cilium.sh)", dbg)
 	}
-	c.Progress("removing Cilium's links, BPF pins and state")
-	if _, err := c.Host.Run(dbg, "post-uninstall-cleanup", "--all-state", "--force"); err != nil {
+	e.Cfg.Progress("removing Cilium's links, BPF pins and state")
+	if _, err := e.Host.Run(dbg, "post-uninstall-cleanup", "--all-state", "--force"); err != nil {
 		return err
 	}
 	// Whatever the cleanup left mounted under the runtime dir (cgroup2), then the dir.
-	if err := host.UnmountAll(c.Host, "/run/cilium"); err != nil {
+	if err := host.UnmountAll(e.Host, "/run/cilium"); err != nil {
 		return err
 	}
-	return c.Host.RemoveAll(ciliumRunDir)
+	return e.Host.RemoveAll(ciliumRunDir)
 }
 
-// LegacyRecords are the records of the components' steps for a cluster an older `up` started
-// (its host.json knew nothing of them): that cluster always ran cilium-agent.
-func (c *Cluster) LegacyRecords() map[string]any {
-	return map[string]any{ciliumRecord: ciliumDatapath{RunDir: ciliumRunDir}}
+// prepareCiliumOnce prepares what the agent expects before it first starts.
+func prepareCiliumOnce(ctx context.Context, e Env) error {
+	if err := prepareCilium(ctx, e); err != nil {
+		return fmt.Errorf("preparing Cilium: %w", err)
+	}
+	return nil
 }

@@ -22,19 +22,19 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func testCluster(t *testing.T) *Cluster {
+func testEnv(t *testing.T) Env {
 	t.Helper()
 	c, err := (&spec.Config{Dir: t.TempDir(), Out: io.Discard}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(c)
+	return NewEnv(c)
 }
 
 func TestGeneratedConfigs(t *testing.T) {
-	c := testCluster(t)
+	c := testEnv(t)
 	var kubelet map[string]any
-	if err := yaml.Unmarshal([]byte(c.kubeletConfig()), &kubelet); err != nil {
+	if err := yaml.Unmarshal([]byte(kubeletConfig(c)), &kubelet); err != nil {
 		t.Fatalf("kubelet config: %v", err)
 	}
 	for key, want := range map[string]any{"cgroupDriver": "cgroupfs", "failCgroupV1": false, "address": spec.BridgeIP, "readOnlyPort": float64(0), "clusterDomain": "cluster.local"} {
@@ -46,20 +46,20 @@ func TestGeneratedConfigs(t *testing.T) {
 		t.Errorf("kubelet clusterDNS = %v, want [%s]", kubelet["clusterDNS"], spec.ClusterDNSIP)
 	}
 	// The VM lacks CAP_SYS_RESOURCE: without this, every pod sandbox fails to start.
-	if cd := c.containerdConfig("/cache/gvisor"); !strings.Contains(cd, "restrict_oom_score_adj = true") || !strings.Contains(cd, "SystemdCgroup = false") {
+	if cd := containerdConfig(c, "/cache/gvisor"); !strings.Contains(cd, "restrict_oom_score_adj = true") || !strings.Contains(cd, "SystemdCgroup = false") {
 		t.Errorf("containerd config lacks a required setting:\n%s", cd)
 	}
-	if cd := c.containerdConfig("/cache/gvisor"); !strings.Contains(cd, fmt.Sprintf("bin_dir = %q", c.CNIBinDir())) {
-		t.Errorf("containerd does not take CNI plugins from %s:\n%s", c.CNIBinDir(), cd)
+	if cd := containerdConfig(c, "/cache/gvisor"); !strings.Contains(cd, fmt.Sprintf("bin_dir = %q", c.Cfg.CNIBinDir())) {
+		t.Errorf("containerd does not take CNI plugins from %s:\n%s", c.Cfg.CNIBinDir(), cd)
 	}
-	c.CiliumDir = "/cache/cilium"
-	if err := (CNIConfig{c}).Up(t.Context()); err != nil {
+	c.Bins.Cilium = "/cache/cilium"
+	if err := (cniConfigStep{c}).Up(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if target, err := os.Readlink(filepath.Join(c.CNIBinDir(), "cilium-cni")); err != nil || target != "/cache/cilium/cilium-cni" {
+	if target, err := os.Readlink(filepath.Join(c.Cfg.CNIBinDir(), "cilium-cni")); err != nil || target != "/cache/cilium/cilium-cni" {
 		t.Errorf("cilium-cni link: %q %v", target, err)
 	}
-	data, _ := os.ReadFile(filepath.Join(c.Path("cni", "net.d"), "10-agent-sandbox-dev.conflist"))
+	data, _ := os.ReadFile(filepath.Join(c.Cfg.Path("cni", "net.d"), "10-agent-sandbox-dev.conflist"))
 	var cni struct {
 		Plugins []struct {
 			Type      string `json:"type"`
@@ -84,7 +84,7 @@ func TestGeneratedConfigs(t *testing.T) {
 	if p := cni.Plugins[1]; p.Type != antispoof.PluginType {
 		t.Fatalf("anti-spoofing plugin %+v", p)
 	}
-	if target, err := os.Readlink(filepath.Join(c.CNIBinDir(), antispoof.PluginType)); err != nil || target != c.Path("bin", "cni-antispoof") {
+	if target, err := os.Readlink(filepath.Join(c.Cfg.CNIBinDir(), antispoof.PluginType)); err != nil || target != c.Cfg.Path("bin", "cni-antispoof") {
 		t.Errorf("%s link: %q %v", antispoof.PluginType, target, err)
 	}
 	// Cilium, chained after them, is what enforces NetworkPolicy.
@@ -94,13 +94,13 @@ func TestGeneratedConfigs(t *testing.T) {
 }
 
 func TestKubeProxyAndCiliumConfigs(t *testing.T) {
-	c := testCluster(t)
+	c := testEnv(t)
 	var kp map[string]any
-	if err := yaml.Unmarshal([]byte(c.kubeProxyConfig()), &kp); err != nil {
+	if err := yaml.Unmarshal([]byte(kubeProxyConfig(c)), &kp); err != nil {
 		t.Fatalf("kube-proxy config: %v", err)
 	}
 	for key, want := range map[string]any{"mode": "iptables", "clusterCIDR": spec.PodSubnet, "bindAddress": spec.BridgeIP,
-		"healthzBindAddress": spec.Loopback(c.Ports.KubeProxyHealthz), "metricsBindAddress": spec.Loopback(c.Ports.KubeProxyMetrics)} {
+		"healthzBindAddress": spec.Loopback(c.Cfg.Ports.KubeProxyHealthz), "metricsBindAddress": spec.Loopback(c.Cfg.Ports.KubeProxyMetrics)} {
 		if kp[key] != want {
 			t.Errorf("kube-proxy %s = %v, want %v", key, kp[key], want)
 		}
@@ -112,7 +112,7 @@ func TestKubeProxyAndCiliumConfigs(t *testing.T) {
 	if ct, _ := kp["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) {
 		t.Errorf("kube-proxy conntrack = %v, want maxPerCore 0", kp["conntrack"])
 	}
-	args := strings.Join(c.ciliumArgs("/cache/cilium"), " ")
+	args := strings.Join(ciliumArgs(c, "/cache/cilium"), " ")
 	// Without --devices the agent attaches to the machine's uplink.
 	for _, want := range []string{"--devices=" + spec.BridgeName, "--cni-chaining-mode=generic-veth", "--kube-proxy-replacement=false",
 		"--enable-ipv4-masquerade=false", "--lib-dir=/cache/cilium", "--allow-localhost=always"} {
@@ -125,16 +125,16 @@ func TestKubeProxyAndCiliumConfigs(t *testing.T) {
 // PVs come from our provisioner, not kube-controller-manager's (whose directories are 0750
 // root-owned, which a non-root sandbox cannot write).
 func TestVolumesComeFromTheHostPathProvisioner(t *testing.T) {
-	c := testCluster(t)
-	if args := c.controllerManager("/bin").Args; slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "hostpath-provisioner") }) {
+	c := testEnv(t)
+	if args := controllerManager(c).Args; slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "hostpath-provisioner") }) {
 		t.Errorf("kube-controller-manager still runs its own hostpath provisioner: %v", args)
 	}
-	prov := c.hostPathProvisioner()
-	if prov.Exe != c.OurBin("devcluster") {
-		t.Errorf("provisioner binary = %s, want %s", prov.Exe, c.OurBin("devcluster"))
+	prov := hostPathProvisioner(c)
+	if prov.Exe != c.Cfg.OurBin("devcluster") {
+		t.Errorf("provisioner binary = %s, want %s", prov.Exe, c.Cfg.OurBin("devcluster"))
 	}
-	health := spec.Loopback(c.Ports.ProvisionerHealth)
-	wantArgs := []string{"hostpath-provisioner", "--kubeconfig=" + c.KubeconfigFor("hostpath-provisioner"),
+	health := spec.Loopback(c.Cfg.Ports.ProvisionerHealth)
+	wantArgs := []string{"hostpath-provisioner", "--kubeconfig=" + c.Cfg.KubeconfigFor("hostpath-provisioner"),
 		"--root=" + hostpathprov.DefaultRoot, "--health-addr=" + health}
 	if !slices.Equal(prov.Args, wantArgs) {
 		t.Errorf("provisioner args = %q, want %q", prov.Args, wantArgs)
@@ -142,7 +142,7 @@ func TestVolumesComeFromTheHostPathProvisioner(t *testing.T) {
 	if !slices.Equal(prov.Addrs, []string{health}) {
 		t.Errorf("provisioner addrs = %q, want its health address %s (checked free by preflight)", prov.Addrs, health)
 	}
-	if !slices.Contains(ProcessNames, prov.Name) {
+	if !slices.Contains(ProcessNames(), prov.Name) {
 		t.Errorf("%s is not in ProcessNames: status would not report it", prov.Name)
 	}
 
@@ -170,5 +170,22 @@ func TestVolumesComeFromTheHostPathProvisioner(t *testing.T) {
 	}
 	if ann, _ := class["metadata"].(map[string]any)["annotations"].(map[string]any); ann["storageclass.kubernetes.io/is-default-class"] != "true" {
 		t.Errorf("StorageClass %s is not the default class: annotations %v", spec.StorageClass, ann)
+	}
+}
+
+// up builds each of our packages by its folder: one that moved breaks every up.
+func TestOurPackagesAreFoldersOfTheSourceTree(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := spec.FindRepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range ourPackages {
+		if fi, err := os.Stat(filepath.Join(root, pkg)); err != nil || !fi.IsDir() {
+			t.Errorf("our package %s is not a folder of the source tree: %v", pkg, err)
+		}
 	}
 }

@@ -25,7 +25,7 @@ const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so
 // runsc is the second runtime (RuntimeClass gvisor): its shim is found on containerd's PATH,
 // which starts with the shim's wrapper (shimWrapper; containerd 1.6.20 ignores runtime_path when
 // it starts a pod's shim: "binary not installed"), its options are in runsc.toml.
-func (c *Cluster) containerdConfig(gvisorDir string) string {
+func containerdConfig(e Env, gvisorDir string) string {
 	return fmt.Sprintf(`# runsc's shim: %s (first on containerd's PATH) runs %s
 version = 2
 root = %q
@@ -69,56 +69,68 @@ oom_score = 0
     bin_dir = %q
     conf_dir = %q
     max_conf_num = 1
-`, filepath.Join(c.shimBinDir(), runscShim), filepath.Join(gvisorDir, runscShim), c.Path("containerd", "root"), c.Path("containerd", "state"), c.ContainerdSock(), c.ContainerdSock()+".ttrpc",
-		c.Path("containerd", "opt"), "docker.io/"+spec.PauseImage,
+`, filepath.Join(shimBinDir(e), runscShim), filepath.Join(gvisorDir, runscShim), e.Cfg.Path("containerd", "root"), e.Cfg.Path("containerd", "state"), e.Cfg.ContainerdSock(), e.Cfg.ContainerdSock()+".ttrpc",
+		e.Cfg.Path("containerd", "opt"), "docker.io/"+spec.PauseImage,
 		spec.RunscHandler, runscRuntimeType,
-		spec.RunscHandler, runscOptionsType, c.runscConfigPath(),
-		c.CNIBinDir(), c.Path("cni", "net.d"))
+		spec.RunscHandler, runscOptionsType, runscConfigPath(e),
+		e.Cfg.CNIBinDir(), e.Cfg.Path("cni", "net.d"))
 }
 
-func (c *Cluster) containerd() (proc.Component, error) {
-	if err := os.MkdirAll(c.Path("run"), 0o755); err != nil {
+func containerd(e Env) (proc.Component, error) {
+	if err := os.MkdirAll(e.Cfg.Path("run"), 0o755); err != nil {
 		return proc.Component{}, err
 	}
-	if err := os.MkdirAll(c.Path("containerd"), 0o755); err != nil {
+	if err := os.MkdirAll(e.Cfg.Path("containerd"), 0o755); err != nil {
 		return proc.Component{}, err
 	}
-	if c.GVisorDir == "" { // a restart on its own, without the binaries step
-		dir, err := c.gvisorDir()
-		if err != nil {
-			return proc.Component{}, err
-		}
-		c.GVisorDir = dir
-	}
-	if err := c.writeRunscConfig(c.GVisorDir); err != nil {
+	if err := writeRunscConfig(e, e.Bins.GVisor); err != nil {
 		return proc.Component{}, err
 	}
 	// A changed config (and PATH) takes a restart; pods survive it, their shims outlive containerd.
-	cfg := c.Path("containerd", "config.toml")
-	if cur, err := os.ReadFile(cfg); err != nil || string(cur) != c.containerdConfig(c.GVisorDir) {
-		if err := c.Proc.Stop("containerd"); err != nil {
+	cfg := e.Cfg.Path("containerd", "config.toml")
+	if cur, err := os.ReadFile(cfg); err != nil || string(cur) != containerdConfig(e, e.Bins.GVisor) {
+		if err := e.Proc.Stop("containerd"); err != nil {
 			return proc.Component{}, err
 		}
-		if err := os.WriteFile(cfg, []byte(c.containerdConfig(c.GVisorDir)), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(containerdConfig(e, e.Bins.GVisor)), 0o644); err != nil {
 			return proc.Component{}, err
 		}
 	}
 	return proc.Component{
 		Name: "containerd", Exe: "/usr/bin/containerd", Timeout: time.Minute,
 		Args:  []string{"--config=" + cfg, "--log-level=warn"},
-		Env:   []string{"PATH=" + c.shimBinDir() + ":" + os.Getenv("PATH")},
-		Ready: func(ctx context.Context) error { return c.ctr(ctx, "version") },
+		Env:   []string{"PATH=" + shimBinDir(e) + ":" + os.Getenv("PATH")},
+		Ready: containerdReady(e),
 	}, nil
 }
 
+// containerdReady: containerd answers its own CLI.
+func containerdReady(e Env) func(context.Context) error {
+	return func(ctx context.Context) error { return ctr(ctx, e, "version") }
+}
+
+// importPodImages imports the runtime and pause images once containerd runs, before the
+// kubelet: it must find the pause image when it starts pods.
+func importPodImages(ctx context.Context, e Env) error {
+	e.Cfg.Progress("importing images %s and %s into containerd", spec.RuntimeImage, spec.PauseImage)
+	return importImages(ctx, e, "runtime", "pause")
+}
+
+// cleanupContainerd runs once containerd stopped: shims outlive it by design, and runsc's
+// sandboxes may outlive their shims.
+func cleanupContainerd(e Env) error {
+	killShims(e)
+	return cleanupRunsc(e)
+}
+
 // ctr runs containerd's own CLI against our socket in the k8s.io namespace.
-func (c *Cluster) ctr(ctx context.Context, args ...string) error {
-	_, err := c.ctrOutput(ctx, args...)
+func ctr(ctx context.Context, e Env, args ...string) error {
+	_, err := ctrOutput(ctx, e, args...)
 	return err
 }
 
-func (c *Cluster) ctrOutput(ctx context.Context, args ...string) (string, error) {
-	full := append([]string{"--address", c.ContainerdSock(), "--namespace", ctrNamespace}, args...)
+func ctrOutput(ctx context.Context, e Env, args ...string) (string, error) {
+	full := append([]string{"--address", e.Cfg.ContainerdSock(), "--namespace", ctrNamespace}, args...)
 	out, err := exec.CommandContext(ctx, "ctr", full...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
@@ -129,28 +141,28 @@ func (c *Cluster) ctrOutput(ctx context.Context, args ...string) (string, error)
 // ourImages builds the images of our binaries: the sandbox runtime and pause images the
 // cluster needs, and the controller and router images of an in-cluster install (config/,
 // charts/). bin/ must hold fresh binaries (buildOurs).
-func (c *Cluster) ourImages() (map[string]*images.Image, error) {
+func ourImages(e Env) (map[string]*images.Image, error) {
 	// python3 is a nicety (agents run `python3 file.py`); the image works without it.
 	python, err := images.Python()
 	if err != nil {
-		c.Log.Warn("runtime image without python3", "reason", err)
+		e.Cfg.Log.Warn("runtime image without python3", "reason", err)
 	}
-	runtime, err := images.Runtime("docker.io/"+spec.RuntimeImage, c.OurBin("sandboxd"), "/bin/busybox", python...)
+	runtime, err := images.Runtime("docker.io/"+spec.RuntimeImage, e.Cfg.OurBin("sandboxd"), "/bin/busybox", python...)
 	if err != nil {
 		return nil, err
 	}
 	return map[string]*images.Image{
 		"runtime":    runtime,
-		"pause":      images.Pause("docker.io/"+spec.PauseImage, c.OurBin("pause")),
-		"controller": images.Server("docker.io/"+spec.ControllerImage, c.OurBin("controller"), 8080, 8081),
-		"router":     images.Server("docker.io/"+spec.RouterImage, c.OurBin("router"), 8080, 8081),
+		"pause":      images.Pause("docker.io/"+spec.PauseImage, e.Cfg.OurBin("pause")),
+		"controller": images.Server("docker.io/"+spec.ControllerImage, e.Cfg.OurBin("controller"), 8080, 8081),
+		"router":     images.Server("docker.io/"+spec.RouterImage, e.Cfg.OurBin("router"), 8080, 8081),
 	}, nil
 }
 
 // writeImages writes the named images as docker-archives <dir>/<name>.tar and returns their
 // paths and image ids.
-func (c *Cluster) writeImages(dir string, names ...string) (paths, ids []string, err error) {
-	imgs, err := c.ourImages()
+func writeImages(e Env, dir string, names ...string) (paths, ids []string, err error) {
+	imgs, err := ourImages(e)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -167,7 +179,7 @@ func (c *Cluster) writeImages(dir string, names ...string) (paths, ids []string,
 		if err != nil {
 			return nil, nil, fmt.Errorf("building image %s: %w", img.Ref, err)
 		}
-		c.Log.Info("image written", "image", img.Ref, "id", id, "archive", tarPath)
+		e.Cfg.Log.Info("image written", "image", img.Ref, "id", id, "archive", tarPath)
 		paths, ids = append(paths, tarPath), append(ids, id)
 	}
 	return paths, ids, nil
@@ -175,20 +187,20 @@ func (c *Cluster) writeImages(dir string, names ...string) (paths, ids []string,
 
 // importImages builds the named images and imports them into the cluster's containerd. The
 // archives are deterministic, so an unchanged image re-imports as a no-op.
-func (c *Cluster) importImages(ctx context.Context, names ...string) error {
-	_, err := c.importImageIDs(ctx, names...)
+func importImages(ctx context.Context, e Env, names ...string) error {
+	_, err := importImageIDs(ctx, e, names...)
 	return err
 }
 
 // importImageIDs is importImages returning each image's id by name.
-func (c *Cluster) importImageIDs(ctx context.Context, names ...string) (map[string]string, error) {
-	paths, ids, err := c.writeImages(c.Path("images"), names...)
+func importImageIDs(ctx context.Context, e Env, names ...string) (map[string]string, error) {
+	paths, ids, err := writeImages(e, e.Cfg.Path("images"), names...)
 	if err != nil {
 		return nil, err
 	}
 	byName := map[string]string{}
 	for i, p := range paths {
-		if err := c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", p); err != nil {
+		if err := ctr(ctx, e, "images", "import", "--snapshotter", "overlayfs", p); err != nil {
 			return nil, err
 		}
 		byName[names[i]] = ids[i]
@@ -199,15 +211,15 @@ func (c *Cluster) importImageIDs(ctx context.Context, names ...string) (map[stri
 // killTasks kills and deletes every container task left in containerd, so that no shim or
 // container survives containerd. Pods are deleted through the API before this; this catches
 // what the kubelet could not clean up.
-func (c *Cluster) killTasks(ctx context.Context) error {
-	out, err := c.ctrOutput(ctx, "tasks", "ls", "-q")
+func killTasks(ctx context.Context, e Env) error {
+	out, err := ctrOutput(ctx, e, "tasks", "ls", "-q")
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, id := range strings.Fields(out) {
-		_ = c.ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
-		if err := c.ctr(ctx, "tasks", "delete", "--force", id); err != nil {
+		_ = ctr(ctx, e, "tasks", "kill", "--signal", "SIGKILL", id)
+		if err := ctr(ctx, e, "tasks", "delete", "--force", id); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -216,19 +228,19 @@ func (c *Cluster) killTasks(ctx context.Context) error {
 
 // killShims ends containerd-shim processes serving our containerd (they outlive it by design).
 // They are found by the socket address on their command line, which is unique to our state dir.
-func (c *Cluster) killShims() {
+func killShims(e Env) {
 	for _, pid := range processesWhere(func(args []string) bool {
 		if !strings.Contains(args[0], "containerd-shim") {
 			return false
 		}
 		for i := range args {
-			if args[i] == "-address" && i+1 < len(args) && args[i+1] == c.ContainerdSock() {
+			if args[i] == "-address" && i+1 < len(args) && args[i+1] == e.Cfg.ContainerdSock() {
 				return true
 			}
 		}
 		return false
 	}) {
-		c.Log.Info("killing leftover shim", "pid", pid)
+		e.Cfg.Log.Info("killing leftover shim", "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }

@@ -32,10 +32,10 @@ func corednsImage(bin string) string {
 
 // importCoreDNS packs the cached coredns binary as an image (the binary alone, run as a
 // non-root user) and imports it into containerd.
-func (c *Cluster) importCoreDNS(ctx context.Context, bin string) (string, error) {
+func importCoreDNS(ctx context.Context, e Env, bin string) (string, error) {
 	ref := corednsImage(bin)
 	img := images.Server(ref, filepath.Join(bin, "coredns"), 53)
-	dir := c.Path("images")
+	dir := e.Cfg.Path("images")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -43,13 +43,14 @@ func (c *Cluster) importCoreDNS(ctx context.Context, bin string) (string, error)
 	if _, err := img.WriteArchiveFile(tarPath); err != nil {
 		return "", fmt.Errorf("building image %s: %w", ref, err)
 	}
-	return ref, c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", tarPath)
+	return ref, ctr(ctx, e, "images", "import", "--snapshotter", "overlayfs", tarPath)
 }
 
 // applyDNS imports the image and applies manifests/coredns.yaml; waitDNS waits for it.
-func (c *Cluster) applyDNS(ctx context.Context, bin string) error {
-	c.Progress("installing CoreDNS (kube-dns at %s)", spec.ClusterDNSIP)
-	ref, err := c.importCoreDNS(ctx, bin)
+func applyDNS(ctx context.Context, e Env) error {
+	bin := e.Bins.K8s
+	e.Cfg.Progress("installing CoreDNS (kube-dns at %s)", spec.ClusterDNSIP)
+	ref, err := importCoreDNS(ctx, e, bin)
 	if err != nil {
 		return err
 	}
@@ -61,20 +62,20 @@ func (c *Cluster) applyDNS(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kube.Client(c.KubeconfigPath())
+	cl, err := kube.Client(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return err
 	}
 	return kube.ApplyAll(ctx, cl, objs)
 }
 
-func (c *Cluster) waitDNS(ctx context.Context) error {
-	return c.Proc.WaitUntil(ctx, "CoreDNS", nil, 2*time.Minute, c.dnsReady)
+func waitDNS(ctx context.Context, e Env) error {
+	return e.Proc.WaitUntil(ctx, "CoreDNS", nil, 2*time.Minute, func(ctx context.Context) error { return dnsReady(ctx, e) })
 }
 
 // dnsReady is true when the coredns Deployment runs its newest template and it is available.
-func (c *Cluster) dnsReady(ctx context.Context) error {
-	cs, err := kube.Clientset(c.KubeconfigPath())
+func dnsReady(ctx context.Context, e Env) error {
+	cs, err := kube.Clientset(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return err
 	}
@@ -88,3 +89,30 @@ func (c *Cluster) dnsReady(ctx context.Context) error {
 	}
 	return nil
 }
+
+// dnsStatus reports CoreDNS, a Deployment rather than a process.
+func dnsStatus(ctx context.Context, e Env) ComponentStatus {
+	st := ComponentStatus{Name: "coredns"}
+	if e.Proc.Running("kube-apiserver") == nil {
+		st.Detail = "not running"
+		return st
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := dnsReady(cctx, e); err != nil {
+		st.Detail = "Deployment: " + err.Error()
+		return st
+	}
+	st.Healthy, st.Detail = true, "Deployment kube-system/coredns available, Service kube-dns "+spec.ClusterDNSIP
+	return st
+}
+
+// dnsStep applies CoreDNS once the node runs; readyStep waits for it. Its pods go with the
+// others.
+type dnsStep struct{ env Env }
+
+func (dnsStep) Name() string { return "coredns" }
+
+func (s dnsStep) Up(ctx context.Context) error { return applyDNS(ctx, s.env) }
+
+func (dnsStep) Down(context.Context) error { return nil }

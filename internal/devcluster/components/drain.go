@@ -15,33 +15,33 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
-// Drain tears the node's workload down before the node stops: with the API server up it stops
+// drainStep tears the node's workload down before the node stops: with the API server up it stops
 // kube-controller-manager (so nothing recreates pods), deletes the controller's pods, then every
 // pod while the kubelet still runs (so CNI releases their addresses and namespaces, with Cilium's
 // agent still running for its plugin); then it stops the kubelet, kills the containerd tasks
 // left and stops containerd, and removes the hostPath volumes' directories. Up does nothing.
-type Drain struct{ c *Cluster }
+type drainStep struct{ env Env }
 
-func (Drain) Name() string { return "drain" }
+func (drainStep) Name() string { return "drain" }
 
-func (Drain) Up(context.Context) error { return nil }
+func (drainStep) Up(context.Context) error { return nil }
 
-func (s Drain) Down(ctx context.Context) error {
-	c := s.c
+func (s drainStep) Down(ctx context.Context) error {
+	c := s.env
 	var errs []error
 	var pvPaths []string
 	if c.Proc.Running("kube-apiserver") != nil {
-		pvPaths = c.hostPathVolumes(ctx)
-		errs = append(errs, c.Proc.Stop("kube-controller-manager"), c.stopInClusterController(ctx))
+		pvPaths = hostPathVolumes(ctx, c)
+		errs = append(errs, c.Proc.Stop("kube-controller-manager"), stopInClusterController(ctx, c))
 		if c.Proc.Running("kubelet") != nil {
-			c.Progress("deleting pods so the kubelet tears down their containers and networks")
-			errs = append(errs, c.deleteAllPods(ctx))
+			c.Cfg.Progress("deleting pods so the kubelet tears down their containers and networks")
+			errs = append(errs, deleteAllPods(ctx, c))
 		}
 	}
 	errs = append(errs, c.Proc.Stop("kubelet"))
 	if c.Proc.Running("containerd") != nil {
 		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		errs = append(errs, c.killTasks(tctx))
+		errs = append(errs, killTasks(tctx, c))
 		cancel()
 	}
 	errs = append(errs, c.Proc.Stop("containerd"))
@@ -53,8 +53,8 @@ func (s Drain) Down(ctx context.Context) error {
 
 // hostPathVolumes lists the directories behind the cluster's hostPath PVs (the hostpath
 // provisioner makes them under hostpathprov.DefaultRoot), to remove once nothing uses them.
-func (c *Cluster) hostPathVolumes(ctx context.Context) []string {
-	cs, err := kube.Clientset(c.KubeconfigPath())
+func hostPathVolumes(ctx context.Context, e Env) []string {
+	cs, err := kube.Clientset(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return nil
 	}
@@ -73,8 +73,8 @@ func (c *Cluster) hostPathVolumes(ctx context.Context) []string {
 
 // deleteAllPods deletes every pod on our node with a short grace period and waits (bounded)
 // until the kubelet has confirmed them gone.
-func (c *Cluster) deleteAllPods(ctx context.Context) error {
-	cs, err := kube.Clientset(c.KubeconfigPath())
+func deleteAllPods(ctx context.Context, e Env) error {
+	cs, err := kube.Clientset(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (c *Cluster) deleteAllPods(ctx context.Context) error {
 	for _, p := range pods.Items {
 		_ = cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	}
-	return c.Proc.WaitUntil(ctx, "pods to be deleted", nil, 90*time.Second, func(ctx context.Context) error {
+	return e.Proc.WaitUntil(ctx, "pods to be deleted", nil, 90*time.Second, func(ctx context.Context) error {
 		left, err := cs.CoreV1().Pods("").List(ctx, sel)
 		if err != nil {
 			return err

@@ -28,12 +28,12 @@ const (
 )
 
 // gvisorDir asks hack/build-gvisor.sh where the pinned gVisor build lives.
-func (c *Cluster) gvisorDir() (string, error) {
-	root, err := c.ResolveRepoRoot()
+func gvisorDir(e Env) (string, error) {
+	root, err := e.Cfg.ResolveRepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out, err := c.Host.Run(filepath.Join(root, "hack", "build-gvisor.sh"), "--print-dir")
+	out, err := e.Host.Run(filepath.Join(root, "hack", "build-gvisor.sh"), "--print-dir")
 	if err != nil {
 		return "", err
 	}
@@ -43,8 +43,8 @@ func (c *Cluster) gvisorDir() (string, error) {
 // ensureGVisor builds runsc and its shim when one is missing (first time ~2 minutes on 2 cores)
 // and returns their folder. The shim's stamp (.version) is written only by a build with the
 // script's changes for this VM, so a shim built without them is rebuilt.
-func (c *Cluster) ensureGVisor(ctx context.Context) (string, error) {
-	dir, err := c.gvisorDir()
+func ensureGVisor(ctx context.Context, e Env) (string, error) {
+	dir, err := gvisorDir(e)
 	if err != nil {
 		return "", err
 	}
@@ -52,9 +52,9 @@ func (c *Cluster) ensureGVisor(ctx context.Context) (string, error) {
 		spec.FileExists(filepath.Join(dir, runscShim+".version")) {
 		return dir, nil
 	}
-	c.Progress("building gVisor (runsc, %s) into %s (first time: ~2 minutes on 2 cores)", runscShim, dir)
-	cmd := exec.CommandContext(ctx, filepath.Join(c.RepoRoot, "hack", "build-gvisor.sh"))
-	cmd.Stdout, cmd.Stderr = c.Out, c.Out
+	e.Cfg.Progress("building gVisor (runsc, %s) into %s (first time: ~2 minutes on 2 cores)", runscShim, dir)
+	cmd := exec.CommandContext(ctx, filepath.Join(e.Cfg.RepoRoot, "hack", "build-gvisor.sh"))
+	cmd.Stdout, cmd.Stderr = e.Cfg.Out, e.Cfg.Out
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("building gVisor: %w", err)
 	}
@@ -62,17 +62,17 @@ func (c *Cluster) ensureGVisor(ctx context.Context) (string, error) {
 }
 
 // runscRoot is runsc's --root: the state of its containers.
-func (c *Cluster) runscRoot() string { return filepath.Join(c.RunscDir(), "root") }
+func runscRoot(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "root") }
 
 // runscConfigPath is the shim's options file, named by containerd's runtime options.
-func (c *Cluster) runscConfigPath() string { return filepath.Join(c.RunscDir(), "runsc.toml") }
+func runscConfigPath(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "runsc.toml") }
 
 // runscConfig is the shim's options file: runsc from the cache, its root and logs in the state
 // dir, the systrap platform (kvm hangs on this nested-virtualisation VM; ptrace is slower). Each
 // shim logs to runsc-shim-<container>.log (a log_path ending in "/"; the shim replaces no %ID%),
 // runsc per sandbox and command (info level; add debug = "true" to runsc_config for a trace).
-func (c *Cluster) runscConfig(gvisorDir string) string {
-	logs := c.Path("logs", "runsc")
+func runscConfig(e Env, gvisorDir string) string {
+	logs := e.Cfg.Path("logs", "runsc")
 	return fmt.Sprintf(`binary_name = %q
 root = %q
 log_level = "info"
@@ -81,12 +81,12 @@ log_path = %q
 [runsc_config]
   platform = "systrap"
   debug-log = %q
-`, filepath.Join(gvisorDir, "runsc"), c.runscRoot(), logs+"/",
+`, filepath.Join(gvisorDir, "runsc"), runscRoot(e), logs+"/",
 		filepath.Join(logs, "%ID%", "runsc.%COMMAND%.log"))
 }
 
 // shimBinDir is first on containerd's PATH: it holds the shim as containerd 1.6 can start it.
-func (c *Cluster) shimBinDir() string { return filepath.Join(c.RunscDir(), "bin") }
+func shimBinDir(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "bin") }
 
 // shimWrapper starts gVisor's shim for containerd 1.6: the shim is built on containerd 2's shim
 // library, whose `start` prints its address as JSON ({"version":2,"address":"unix://…",
@@ -103,46 +103,46 @@ printf '%%s' "$out" | sed -n 's/^{.*"address":"\([^"]*\)".*}$/\1/p;t;p' | tr -d 
 }
 
 // writeRunscConfig writes runsc.toml and the shim's wrapper, and makes runsc's root.
-func (c *Cluster) writeRunscConfig(gvisorDir string) error {
-	for _, d := range []string{c.runscRoot(), c.shimBinDir()} {
+func writeRunscConfig(e Env, gvisorDir string) error {
+	for _, d := range []string{runscRoot(e), shimBinDir(e)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(c.shimBinDir(), runscShim), []byte(shimWrapper(gvisorDir)), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(shimBinDir(e), runscShim), []byte(shimWrapper(gvisorDir)), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(c.runscConfigPath(), []byte(c.runscConfig(gvisorDir)), 0o644)
+	return os.WriteFile(runscConfigPath(e), []byte(runscConfig(e, gvisorDir)), 0o644)
 }
 
 // cleanupRunsc runs once containerd and its shims are gone: it force-deletes every container
 // runsc still knows (which stops its sandbox and gofer and removes its cgroups), kills any
 // runsc process of ours left. Down of the state dir then unmounts anything left under it and
 // removes runsc's folder.
-func (c *Cluster) cleanupRunsc() error {
-	root := c.runscRoot()
+func cleanupRunsc(e Env) error {
+	root := runscRoot(e)
 	// The shim keeps each containerd namespace's containers in a root of its own.
 	nsRoot := filepath.Join(root, ctrNamespace)
 	var errs []error
-	if runsc, err := c.runscBinary(); err == nil && c.Host.Exists(nsRoot) {
-		out, err := c.Host.Run(runsc, "--root="+nsRoot, "list", "-quiet")
+	if runsc, err := runscBinary(e); err == nil && e.Host.Exists(nsRoot) {
+		out, err := e.Host.Run(runsc, "--root="+nsRoot, "list", "-quiet")
 		errs = append(errs, err)
 		for _, id := range strings.Fields(out) {
-			if _, err := c.Host.Run(runsc, "--root="+nsRoot, "delete", "-force", id); err != nil {
+			if _, err := e.Host.Run(runsc, "--root="+nsRoot, "delete", "-force", id); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	for _, pid := range runscProcesses(root) {
-		c.Log.Info("killing leftover runsc process", "pid", pid)
+		e.Cfg.Log.Info("killing leftover runsc process", "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return errors.Join(errs...)
 }
 
 // runscBinary is the runsc runsc.toml names (the build dir may have moved since).
-func (c *Cluster) runscBinary() (string, error) {
-	data, err := c.Host.ReadFile(c.runscConfigPath())
+func runscBinary(e Env) (string, error) {
+	data, err := e.Host.ReadFile(runscConfigPath(e))
 	if err != nil {
 		return "", err
 	}
@@ -151,7 +151,7 @@ func (c *Cluster) runscBinary() (string, error) {
 			return strconv.Unquote(v)
 		}
 	}
-	return "", fmt.Errorf("%s names no binary", c.runscConfigPath())
+	return "", fmt.Errorf("%s names no binary", runscConfigPath(e))
 }
 
 // runscProcesses are the runsc processes (runsc, runsc-sandbox, runsc-gofer) working on our

@@ -15,7 +15,7 @@ import (
 
 func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *testing.T) {
 	c, _ := fakeCluster(t)
-	containerd, runsc := c.containerdConfig("/cache/gvisor"), c.runscConfig("/cache/gvisor")
+	containerd, runsc := containerdConfig(c, "/cache/gvisor"), runscConfig(c, "/cache/gvisor")
 	for _, tc := range []struct {
 		name, config, want string
 	}{
@@ -23,14 +23,14 @@ func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *tes
 			`[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]`},
 		{"containerd starts gVisor's shim", containerd, `runtime_type = "io.containerd.runsc.v1"`},
 		{"the shim's options are read as runsc options", containerd, `TypeUrl = "io.containerd.runsc.v1.options"`},
-		{"the shim's options file is in the state dir", containerd, `ConfigPath = "` + c.Path("runsc", "runsc.toml") + `"`},
+		{"the shim's options file is in the state dir", containerd, `ConfigPath = "` + c.Cfg.Path("runsc", "runsc.toml") + `"`},
 		{"runc stays the default runtime", containerd, `default_runtime_name = "runc"`},
 		{"runsc comes from the build cache", runsc, `binary_name = "/cache/gvisor/runsc"`},
-		{"runsc keeps its containers' state in the state dir", runsc, `root = "` + c.Path("runsc", "root") + `"`},
+		{"runsc keeps its containers' state in the state dir", runsc, `root = "` + c.Cfg.Path("runsc", "root") + `"`},
 		{"systrap: kvm hangs on this nested VM", runsc, `platform = "systrap"`},
-		{"each shim logs to a file of its own in the state dir's logs", runsc, `log_path = "` + c.Path("logs", "runsc") + `/"`},
+		{"each shim logs to a file of its own in the state dir's logs", runsc, `log_path = "` + c.Cfg.Path("logs", "runsc") + `/"`},
 		{"runsc logs per sandbox and command into the state dir's logs", runsc,
-			`debug-log = "` + c.Path("logs", "runsc", "%ID%", "runsc.%COMMAND%.log") + `"`},
+			`debug-log = "` + c.Cfg.Path("logs", "runsc", "%ID%", "runsc.%COMMAND%.log") + `"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !slices.Contains(trimmedLines(tc.config), tc.want) {
@@ -42,8 +42,8 @@ func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *tes
 
 func TestContainerdFindsTheShimsWrapperFirstOnItsPath(t *testing.T) {
 	c, _ := fakeCluster(t)
-	c.GVisorDir = "/cache/gvisor"
-	comp, err := c.containerd()
+	c.Bins.GVisor = "/cache/gvisor"
+	comp, err := containerd(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +53,10 @@ func TestContainerdFindsTheShimsWrapperFirstOnItsPath(t *testing.T) {
 			path = v
 		}
 	}
-	if first, _, _ := strings.Cut(path, ":"); first != c.shimBinDir() {
-		t.Errorf("containerd's PATH = %q, want the shim's wrapper dir %s first (nothing is installed on the host)", path, c.shimBinDir())
+	if first, _, _ := strings.Cut(path, ":"); first != shimBinDir(c) {
+		t.Errorf("containerd's PATH = %q, want the shim's wrapper dir %s first (nothing is installed on the host)", path, shimBinDir(c))
 	}
-	wrapper, err := os.ReadFile(filepath.Join(c.shimBinDir(), runscShim))
+	wrapper, err := os.ReadFile(filepath.Join(shimBinDir(c), runscShim))
 	if err != nil || !strings.Contains(string(wrapper), `shim="/cache/gvisor/containerd-shim-runsc-v1"`) {
 		t.Errorf("the wrapper %s does not run the cached shim: %v\n%s", runscShim, err, wrapper)
 	}
@@ -104,14 +104,14 @@ func TestTheShimsWrapperGivesContainerd16TheBareAddress(t *testing.T) {
 
 func TestWritingRunscsConfigMakesItsRoot(t *testing.T) {
 	c, _ := fakeCluster(t)
-	if err := c.writeRunscConfig("/cache/gvisor"); err != nil {
+	if err := writeRunscConfig(c, "/cache/gvisor"); err != nil {
 		t.Fatal(err)
 	}
-	if data, err := os.ReadFile(c.runscConfigPath()); err != nil || string(data) != c.runscConfig("/cache/gvisor") {
+	if data, err := os.ReadFile(runscConfigPath(c)); err != nil || string(data) != runscConfig(c, "/cache/gvisor") {
 		t.Errorf("runsc.toml = %q, %v; want the rendered config", data, err)
 	}
-	if st, err := os.Stat(c.runscRoot()); err != nil || !st.IsDir() {
-		t.Errorf("runsc's root %s: %v, want a directory", c.runscRoot(), err)
+	if st, err := os.Stat(runscRoot(c)); err != nil || !st.IsDir() {
+		t.Errorf("runsc's root %s: %v, want a directory", runscRoot(c), err)
 	}
 }
 
@@ -122,8 +122,8 @@ func TestTheSandboxRuntimePicksTheControllersDefaultRuntimeClass(t *testing.T) {
 	} {
 		t.Run(tc.runtime, func(t *testing.T) {
 			c, _ := fakeCluster(t)
-			c.SandboxRuntime = tc.runtime
-			ctrl, _ := c.chartValues(nil)["controller"].(map[string]any)
+			c.Cfg.SandboxRuntime = tc.runtime
+			ctrl, _ := chartValues(c, nil)["controller"].(map[string]any)
 			if got, ok := ctrl["defaultRuntimeClassName"]; !ok || got != tc.wantClass {
 				t.Errorf("controller.defaultRuntimeClassName = %v (set: %v), want %q", got, ok, tc.wantClass)
 			}
@@ -142,13 +142,13 @@ func TestStatusNamesTheSandboxRuntimeOfTheLastUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := fakeCluster(t)
 			if tc.upWith != "" {
-				c.SandboxRuntime = tc.upWith
-				if err := c.recordMode(); err != nil {
+				c.Cfg.SandboxRuntime = tc.upWith
+				if err := recordMode(c); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// A later status runs with the default runtime: the record is what counts.
-			c.SandboxRuntime = spec.SandboxRuntimeGVisor
+			c.Cfg.SandboxRuntime = spec.SandboxRuntimeGVisor
 			var out bytes.Buffer
 			PrintStatus(&out, nil, c)
 			if !strings.Contains(out.String(), tc.want+"\n") {
@@ -160,16 +160,16 @@ func TestStatusNamesTheSandboxRuntimeOfTheLastUp(t *testing.T) {
 
 func TestRunscCleanupForceDeletesEveryContainerRunscStillKnows(t *testing.T) {
 	c, f := fakeCluster(t)
-	f.SetFile(c.runscConfigPath(), c.runscConfig("/cache/gvisor"))
-	f.Mkdir(filepath.Join(c.runscRoot(), ctrNamespace))
-	nsRoot := "--root=" + filepath.Join(c.runscRoot(), ctrNamespace)
+	f.SetFile(runscConfigPath(c), runscConfig(c, "/cache/gvisor"))
+	f.Mkdir(filepath.Join(runscRoot(c), ctrNamespace))
+	nsRoot := "--root=" + filepath.Join(runscRoot(c), ctrNamespace)
 	f.OnRun = func(_ *hosttest.Fake, name string, args []string) (string, bool, error) {
 		if name == "/cache/gvisor/runsc" && slices.Contains(args, "list") {
 			return "pod-a\npod-b\n", true, nil
 		}
 		return "", name == "/cache/gvisor/runsc", nil
 	}
-	if err := c.cleanupRunsc(); err != nil {
+	if err := cleanupRunsc(c); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"runsc " + nsRoot + " delete -force pod-a", "runsc " + nsRoot + " delete -force pod-b"} {

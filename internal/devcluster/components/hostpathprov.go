@@ -16,13 +16,13 @@ const hostPathProvisionerName = "hostpath-provisioner"
 // provisioner, whose volumes are 0777 directories so that non-root sandboxes can write them.
 // It runs as its own identity, which the built-in system:persistent-volume-provisioner role
 // authorizes (manifests/cluster.yaml).
-func (c *Cluster) hostPathProvisioner() proc.Component {
-	health := spec.Loopback(c.Ports.ProvisionerHealth)
+func hostPathProvisioner(e Env) proc.Component {
+	health := spec.Loopback(e.Cfg.Ports.ProvisionerHealth)
 	return proc.Component{
-		Name: hostPathProvisionerName, Exe: c.OurBin("devcluster"), Timeout: time.Minute,
+		Name: hostPathProvisionerName, Exe: e.Cfg.OurBin("devcluster"), Timeout: time.Minute,
 		Addrs: []string{health},
 		Args: []string{hostPathProvisionerName,
-			"--kubeconfig=" + c.KubeconfigFor(hostPathProvisionerName),
+			"--kubeconfig=" + e.Cfg.KubeconfigFor(hostPathProvisionerName),
 			"--root=" + hostpathprov.DefaultRoot,
 			"--health-addr=" + health,
 		},
@@ -30,26 +30,17 @@ func (c *Cluster) hostPathProvisioner() proc.Component {
 	}
 }
 
-// hostPathProvisionerStep builds the component, first stopping a running provisioner whose
-// binary was rebuilt.
-func (c *Cluster) hostPathProvisionerStep() (proc.Component, error) {
-	if err := c.restartIfReplaced(hostPathProvisionerName); err != nil {
-		return proc.Component{}, err
-	}
-	return c.hostPathProvisioner(), nil
-}
-
 // replaceForeignStorageClass deletes the default StorageClass when another provisioner serves
 // it (kube-controller-manager's kubernetes.io/host-path, in state dirs of earlier versions);
 // install then applies ours.
-func (c *Cluster) replaceForeignStorageClass(ctx context.Context) error {
-	cs, err := kube.Clientset(c.KubeconfigPath())
+func replaceForeignStorageClass(ctx context.Context, e Env) error {
+	cs, err := kube.Clientset(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return err
 	}
 	old, err := hostpathprov.DeleteForeignClass(ctx, cs, spec.StorageClass)
 	if old != "" {
-		c.Progress("replaced StorageClass %s of provisioner %s with one of %s", spec.StorageClass, old, hostpathprov.Name)
+		e.Cfg.Progress("replaced StorageClass %s of provisioner %s with one of %s", spec.StorageClass, old, hostpathprov.Name)
 	}
 	return err
 }

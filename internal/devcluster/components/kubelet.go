@@ -17,8 +17,8 @@ import (
 // CoreDNS as cluster DNS (dnsPolicy ClusterFirst pods); pods with dnsPolicy Default (CoreDNS
 // itself) get a resolv.conf naming only their own loopback: nothing in a dev sandbox resolves
 // names off this machine. Eviction thresholds are low enough not to evict on a busy dev box.
-func (c *Cluster) kubeletConfig() string {
-	pki := c.Path("pki")
+func kubeletConfig(e Env) string {
+	pki := e.Cfg.Path("pki")
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -56,39 +56,43 @@ evictionHard:
   imagefs.available: 2%%
 imageGCHighThresholdPercent: 98
 imageGCLowThresholdPercent: 95
-`, spec.BridgeIP, c.Ports.Kubelet, c.Ports.KubeletHealthz, pki, pki, pki, c.ContainerdSock(), spec.ClusterDNSIP,
-		c.Path("kubelet", "resolv.conf"), c.Path("pod-logs"), c.Path("kubelet", "volume-plugins"))
+`, spec.BridgeIP, e.Cfg.Ports.Kubelet, e.Cfg.Ports.KubeletHealthz, pki, pki, pki, e.Cfg.ContainerdSock(), spec.ClusterDNSIP,
+		e.Cfg.Path("kubelet", "resolv.conf"), e.Cfg.Path("pod-logs"), e.Cfg.Path("kubelet", "volume-plugins"))
 }
 
-func (c *Cluster) kubelet(bin string) (proc.Component, error) {
-	dir := c.Path("kubelet")
+func kubelet(e Env) (proc.Component, error) {
+	bin := e.Bins.K8s
+	dir := e.Cfg.Path("kubelet")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return proc.Component{}, err
 	}
-	if err := os.WriteFile(c.Path("kubelet", "resolv.conf"), []byte("# dnsPolicy Default in the dev cluster: no resolver off this machine; lookups fail at once, locally\nnameserver 127.0.0.1\n"), 0o644); err != nil {
+	if err := os.WriteFile(e.Cfg.Path("kubelet", "resolv.conf"), []byte("# dnsPolicy Default in the dev cluster: no resolver off this machine; lookups fail at once, locally\nnameserver 127.0.0.1\n"), 0o644); err != nil {
 		return proc.Component{}, err
 	}
-	cfg := c.Path("kubelet", "config.yaml")
-	if err := os.WriteFile(cfg, []byte(c.kubeletConfig()), 0o644); err != nil {
+	cfg := e.Cfg.Path("kubelet", "config.yaml")
+	if err := os.WriteFile(cfg, []byte(kubeletConfig(e)), 0o644); err != nil {
 		return proc.Component{}, err
 	}
 	return proc.Component{
 		Name: "kubelet", Exe: bin + "/kubelet", Timeout: 2 * time.Minute,
-		Addrs: []string{spec.BridgeIP + ":" + strconv.Itoa(c.Ports.Kubelet), spec.Loopback(c.Ports.KubeletHealthz)},
+		Addrs: []string{spec.BridgeIP + ":" + strconv.Itoa(e.Cfg.Ports.Kubelet), spec.Loopback(e.Cfg.Ports.KubeletHealthz)},
 		Args: []string{
 			"--config=" + cfg,
-			"--kubeconfig=" + c.KubeconfigFor("kubelet"),
+			"--kubeconfig=" + e.Cfg.KubeconfigFor("kubelet"),
 			"--root-dir=" + dir,
-			"--cert-dir=" + c.Path("kubelet", "pki"),
+			"--cert-dir=" + e.Cfg.Path("kubelet", "pki"),
 			"--hostname-override=" + spec.NodeName,
 			"--node-ip=" + spec.BridgeIP,
 			"--v=1",
 		},
-		Ready: c.nodeReady(spec.NodeName),
+		Ready: kubeletReady(e),
 	}, nil
 }
 
+// kubeletReady is true when our node reports Ready.
+func kubeletReady(e Env) func(context.Context) error { return nodeReady(e, spec.NodeName) }
+
 // nodeReady is true when the named node reports Ready.
-func (c *Cluster) nodeReady(name string) func(context.Context) error {
-	return kube.NodeReady(c.KubeconfigPath(), name)
+func nodeReady(e Env, name string) func(context.Context) error {
+	return kube.NodeReady(e.Cfg.KubeconfigPath(), name)
 }

@@ -14,7 +14,7 @@ import (
 // address, and nothing changed on the host beyond its iptables chains: no conntrack sysctls
 // (maxPerCore 0 and zero timeouts leave them as they are) and no localhost NodePorts (they
 // would set net.ipv4.conf.all.route_localnet=1).
-func (c *Cluster) kubeProxyConfig() string {
+func kubeProxyConfig(e Env) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -35,38 +35,40 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, c.KubeconfigFor("kube-proxy"), spec.NodeName, spec.PodSubnet, spec.BridgeIP,
-		spec.Loopback(c.Ports.KubeProxyHealthz), spec.Loopback(c.Ports.KubeProxyMetrics), spec.BridgeIP)
+`, e.Cfg.KubeconfigFor("kube-proxy"), spec.NodeName, spec.PodSubnet, spec.BridgeIP,
+		spec.Loopback(e.Cfg.Ports.KubeProxyHealthz), spec.Loopback(e.Cfg.Ports.KubeProxyMetrics), spec.BridgeIP)
 }
 
 // kubeProxy makes ClusterIP and NodePort Services work, from pods (bridged traffic passes
 // iptables: see enableBridgeNetfilter) and from the host. bindAddress is how it learns the
 // node's IP (the bridge address). It runs as system:kube-proxy, which
 // the built-in system:node-proxier binding authorizes.
-func (c *Cluster) kubeProxy(bin string) (proc.Component, error) {
-	if err := os.MkdirAll(c.Path("kube-proxy"), 0o755); err != nil {
+func kubeProxy(e Env) (proc.Component, error) {
+	bin := e.Bins.K8s
+	if err := os.MkdirAll(e.Cfg.Path("kube-proxy"), 0o755); err != nil {
 		return proc.Component{}, err
 	}
 	// kube-proxy exits on any write to its config file: write only a changed config, and stop
 	// the running one first so that the next ensure starts it with the new one.
-	cfg := c.Path("kube-proxy", "config.yaml")
-	if cur, err := os.ReadFile(cfg); err != nil || string(cur) != c.kubeProxyConfig() {
-		if err := c.Proc.Stop("kube-proxy"); err != nil {
+	cfg := e.Cfg.Path("kube-proxy", "config.yaml")
+	if cur, err := os.ReadFile(cfg); err != nil || string(cur) != kubeProxyConfig(e) {
+		if err := e.Proc.Stop("kube-proxy"); err != nil {
 			return proc.Component{}, err
 		}
-		if err := os.WriteFile(cfg, []byte(c.kubeProxyConfig()), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(kubeProxyConfig(e)), 0o644); err != nil {
 			return proc.Component{}, err
 		}
 	}
 	return proc.Component{
 		Name: "kube-proxy", Exe: bin + "/kube-proxy", Timeout: time.Minute,
-		Addrs: []string{spec.Loopback(c.Ports.KubeProxyHealthz), spec.Loopback(c.Ports.KubeProxyMetrics)},
+		Addrs: []string{spec.Loopback(e.Cfg.Ports.KubeProxyHealthz), spec.Loopback(e.Cfg.Ports.KubeProxyMetrics)},
 		Args:  []string{"--config=" + cfg, "--v=1"},
-		Ready: c.kubeProxyReady,
+		Ready: kubeProxyReady(e),
 	}, nil
 }
 
 // kubeProxyReady: healthz answers 200 once the rules were synced (503 before).
-func (c *Cluster) kubeProxyReady(ctx context.Context) error {
-	return proc.HTTPOK(ctx, nil, fmt.Sprintf("http://%s/healthz", spec.Loopback(c.Ports.KubeProxyHealthz)), "")
+func kubeProxyReady(e Env) func(context.Context) error {
+	url := fmt.Sprintf("http://%s/healthz", spec.Loopback(e.Cfg.Ports.KubeProxyHealthz))
+	return func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, url, "") }
 }

@@ -33,7 +33,7 @@ var kwokStages = []string{
 
 // writeKwokConfig concatenates the stages that ship in the kwok module (kwok refuses to start
 // without Stage objects). The module is already in the module cache once kwok was built.
-func (c *Cluster) writeKwokConfig(ctx context.Context) (string, error) {
+func writeKwokConfig(ctx context.Context, e Env) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", kwokModule).Output()
 	if err != nil {
 		return "", fmt.Errorf("locating %s: %w", kwokModule, err)
@@ -50,23 +50,24 @@ func (c *Cluster) writeKwokConfig(ctx context.Context) (string, error) {
 		}
 		docs = append(docs, strings.TrimSpace(string(data)))
 	}
-	p := c.Path("kwok", "stages.yaml")
+	p := e.Cfg.Path("kwok", "stages.yaml")
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", err
 	}
 	return p, os.WriteFile(p, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644)
 }
 
-func (c *Cluster) kwok(ctx context.Context, bin string) (proc.Component, error) {
-	cfg, err := c.writeKwokConfig(ctx)
+func kwok(ctx context.Context, e Env) (proc.Component, error) {
+	bin := e.Bins.K8s
+	cfg, err := writeKwokConfig(ctx, e)
 	if err != nil {
 		return proc.Component{}, err
 	}
 	return proc.Component{
 		Name: "kwok", Exe: bin + "/kwok", Timeout: time.Minute,
-		Addrs: []string{spec.Loopback(c.Ports.KwokServer)},
+		Addrs: []string{spec.Loopback(e.Cfg.Ports.KwokServer)},
 		Args: []string{
-			"--kubeconfig=" + c.KubeconfigFor("kwok"),
+			"--kubeconfig=" + e.Cfg.KubeconfigFor("kwok"),
 			"--config=" + cfg,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + kwoknode.Annotation + "=fake",
@@ -74,7 +75,7 @@ func (c *Cluster) kwok(ctx context.Context, bin string) (proc.Component, error) 
 			"--cidr=" + spec.KwokPodCIDR,
 			"--node-ip=127.0.0.1",
 			"--node-lease-duration-seconds=40",
-			"--server-address=" + spec.Loopback(c.Ports.KwokServer),
+			"--server-address=" + spec.Loopback(e.Cfg.Ports.KwokServer),
 		},
 		Ready: func(context.Context) error { return nil },
 	}, nil
@@ -82,8 +83,8 @@ func (c *Cluster) kwok(ctx context.Context, bin string) (proc.Component, error) 
 
 // ensureKwokNodes registers kwok-node-0..N-1 (tainted so only pods that tolerate the taint go
 // there), removes higher-numbered ones left from a bigger cluster, and waits until all are Ready.
-func (c *Cluster) ensureKwokNodes(ctx context.Context) error {
-	cs, err := kube.Clientset(c.KubeconfigPath())
+func ensureKwokNodes(ctx context.Context, e Env) error {
+	cs, err := kube.Clientset(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func (c *Cluster) ensureKwokNodes(ctx context.Context) error {
 		return err
 	}
 	want := map[string]bool{}
-	for i := 0; i < c.KwokNodes; i++ {
+	for i := 0; i < e.Cfg.KwokNodes; i++ {
 		want[fmt.Sprintf("kwok-node-%d", i)] = true
 	}
 	for _, n := range existing.Items {
@@ -109,9 +110,55 @@ func (c *Cluster) ensureKwokNodes(ctx context.Context) error {
 		}
 	}
 	for name := range want {
-		if err := c.Proc.WaitUntil(ctx, "simulated node "+name, nil, time.Minute, c.nodeReady(name)); err != nil {
+		if err := e.Proc.WaitUntil(ctx, "simulated node "+name, nil, time.Minute, nodeReady(e, name)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// kwokNodesReady: the simulated nodes are registered and Ready.
+func kwokNodesReady(e Env) func(context.Context) error {
+	return func(ctx context.Context) error {
+		cs, err := kube.Clientset(e.Cfg.KubeconfigPath())
+		if err != nil {
+			return err
+		}
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			if err := nodeReady(e, n.Name)(ctx); err != nil {
+				return err
+			}
+		}
+		if len(nodes.Items) == 0 {
+			return fmt.Errorf("no simulated nodes registered")
+		}
+		return nil
+	}
+}
+
+// kwokStep runs kwok and registers the simulated nodes (with --kwok-nodes); Down stops kwok.
+type kwokStep struct{ env Env }
+
+func (kwokStep) Name() string { return "kwok" }
+
+func (s kwokStep) Up(ctx context.Context) error {
+	e := s.env
+	if e.Cfg.KwokNodes <= 0 {
+		return nil
+	}
+	comp, err := kwok(ctx, e)
+	if err != nil {
+		return err
+	}
+	if err := e.Proc.Ensure(ctx, comp); err != nil {
+		return err
+	}
+	e.Cfg.Progress("registering %d simulated (kwok) nodes", e.Cfg.KwokNodes)
+	return ensureKwokNodes(ctx, e)
+}
+
+func (s kwokStep) Down(context.Context) error { return s.env.Proc.Stop("kwok") }

@@ -1,6 +1,7 @@
 package components
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,15 +10,15 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
-func (c *Cluster) linkCNIPlugins(ciliumDir string) error {
-	dir := c.CNIBinDir()
+func linkCNIPlugins(e Env, ciliumDir string) error {
+	dir := e.Cfg.CNIBinDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	links := map[string]string{
 		"cilium-cni": filepath.Join(ciliumDir, "cilium-cni"),
 		// Our anti-spoofing plugin, built with our other binaries (buildOurs).
-		antispoof.PluginType: c.Path("bin", "cni-antispoof"),
+		antispoof.PluginType: e.Cfg.Path("bin", "cni-antispoof"),
 	}
 	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
 		links[p] = filepath.Join("/usr/lib/cni", p)
@@ -43,8 +44,8 @@ func (c *Cluster) linkCNIPlugins(ciliumDir string) error {
 // Anti-spoofing comes right after the bridge, so the port is guarded before anything else
 // runs, and reads the bridge plugin's own result. containerd adds the loopback plugin for the
 // pod's lo by itself.
-func (c *Cluster) writeCNIConfig(ciliumDir string) error {
-	if err := c.linkCNIPlugins(ciliumDir); err != nil {
+func writeCNIConfig(e Env) error {
+	if err := linkCNIPlugins(e, e.Bins.Cilium); err != nil {
 		return err
 	}
 	conf := map[string]any{
@@ -58,7 +59,7 @@ func (c *Cluster) writeCNIConfig(ciliumDir string) error {
 			"hairpinMode": true,
 			"ipam": map[string]any{
 				"type":    "host-local",
-				"dataDir": c.Path("cni", "ipam"),
+				"dataDir": e.Cfg.Path("cni", "ipam"),
 				"ranges": [][]map[string]string{{{
 					"subnet": spec.PodSubnet, "rangeStart": spec.PodRangeFrom, "rangeEnd": spec.PodRangeTo, "gateway": spec.BridgeIP,
 				}}},
@@ -67,10 +68,19 @@ func (c *Cluster) writeCNIConfig(ciliumDir string) error {
 			},
 		}, map[string]any{"type": antispoof.PluginType}, map[string]any{"type": "cilium-cni", "chaining-mode": "generic-veth"}},
 	}
-	dir := c.Path("cni", "net.d")
+	dir := e.Cfg.Path("cni", "net.d")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	data, _ := json.MarshalIndent(conf, "", "  ")
 	return os.WriteFile(filepath.Join(dir, "10-agent-sandbox-dev.conflist"), data, 0o644)
 }
+
+// cniConfigStep writes the pod network's CNI config and plugin links into the state dir.
+type cniConfigStep struct{ env Env }
+
+func (cniConfigStep) Name() string { return "cni-config" }
+
+func (s cniConfigStep) Up(context.Context) error { return writeCNIConfig(s.env) }
+
+func (cniConfigStep) Down(context.Context) error { return nil }

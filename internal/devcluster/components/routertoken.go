@@ -23,12 +23,12 @@ const developerAccount = "sbx-developer"
 const routerTokenLifetime = 24 * 60 * 60
 
 // RouterTokenPath is the file `dev up` writes the developer's router token to.
-func (c *Cluster) RouterTokenPath() string { return c.Path("router-token") }
+func RouterTokenPath(e Env) string { return e.Cfg.Path("router-token") }
 
 // writeRouterToken requests a token of the developer's account and writes it, readable by root
 // only, to RouterTokenPath.
-func (c *Cluster) writeRouterToken(ctx context.Context) (string, error) {
-	cl, err := kube.Client(c.KubeconfigPath())
+func writeRouterToken(ctx context.Context, e Env) (string, error) {
+	cl, err := kube.Client(e.Cfg.KubeconfigPath())
 	if err != nil {
 		return "", err
 	}
@@ -37,8 +37,23 @@ func (c *Cluster) writeRouterToken(ctx context.Context) (string, error) {
 	if err := cl.SubResource("token").Create(ctx, sa, tr); err != nil {
 		return "", fmt.Errorf("requesting a router token of %s/%s: %w", spec.SystemNS, developerAccount, err)
 	}
-	if err := os.WriteFile(c.RouterTokenPath(), []byte(tr.Status.Token), 0o600); err != nil {
+	if err := os.WriteFile(RouterTokenPath(e), []byte(tr.Status.Token), 0o600); err != nil {
 		return "", err
 	}
 	return tr.Status.Token, nil
 }
+
+// readyStep waits for CoreDNS and writes the developer's router token.
+type readyStep struct{ env Env }
+
+func (readyStep) Name() string { return "ready" }
+
+func (s readyStep) Up(ctx context.Context) error {
+	if err := waitDNS(ctx, s.env); err != nil {
+		return err
+	}
+	_, err := writeRouterToken(ctx, s.env)
+	return err
+}
+
+func (readyStep) Down(context.Context) error { return nil }

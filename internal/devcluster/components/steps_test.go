@@ -20,7 +20,7 @@ import (
 
 // fakeCluster is a cluster whose host is a fake and whose state dir is short enough for
 // containerd's socket; its processes are real (sleep) where a test starts them.
-func fakeCluster(t *testing.T) (*Cluster, *hosttest.Fake) {
+func fakeCluster(t *testing.T) (Env, *hosttest.Fake) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "dev")
 	if err != nil {
@@ -31,7 +31,7 @@ func fakeCluster(t *testing.T) (*Cluster, *hosttest.Fake) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, f := New(cfg), hosttest.New()
+	c, f := NewEnv(cfg), hosttest.New()
 	c.Host = f
 	return c, f
 }
@@ -49,7 +49,7 @@ func TestEveryStepsDownWithNothingRecordedChangesNothing(t *testing.T) {
 	f.AddLink("cilium_host", "veth")
 	f.Mkdir(ciliumRunDir)
 	before := f.State()
-	for _, s := range c.Steps() {
+	for _, s := range Steps(c) {
 		t.Run(s.Name(), func(t *testing.T) {
 			if err := s.Down(t.Context()); err != nil {
 				t.Fatalf("Down with nothing recorded: %v", err)
@@ -69,12 +69,12 @@ func TestEveryStepsDownWithNothingRecordedChangesNothing(t *testing.T) {
 func TestTheStepsRunInTheOrderTheirDependenciesNeed(t *testing.T) {
 	c, _ := fakeCluster(t)
 	var names []string
-	for _, s := range c.Steps() {
+	for _, s := range Steps(c) {
 		names = append(names, s.Name())
 	}
 	// Each pair: the first must come before the second in Up (and so after it in Down).
 	for _, pair := range [][2]string{
-		{"binaries", "pki"}, {"host-paths", "netns"}, {"netfilter", "bridge"}, {"sysctls", "bridge"},
+		{"pki", "state-dir"}, {"host-paths", "netns"}, {"netfilter", "bridge"}, {"sysctls", "bridge"},
 		{"bridge", "preflight"}, {"preflight", "etcd"}, {"etcd", "kube-apiserver"}, {"kube-apiserver", "containerd"},
 		// The PV provisioner talks to the API server and serves the class install applies.
 		{"kube-apiserver", "hostpath-provisioner"}, {"hostpath-provisioner", "agent-sandbox"},
@@ -93,14 +93,14 @@ func TestTheStepsRunInTheOrderTheirDependenciesNeed(t *testing.T) {
 func TestAProcessStepStartsOnceAndStopsFromItsPidFile(t *testing.T) {
 	c, _ := fakeCluster(t)
 	builds, befores := 0, 0
-	newStep := func(c *Cluster) *Process {
-		return &Process{c: c, name: "sleeper",
-			build:  func() (proc.Component, error) { builds++; return sleeper("sleeper", ready), nil },
-			before: func(context.Context) error { befores++; return nil }}
+	newStep := func(c Env) *processStep {
+		return &processStep{env: c, process: Process{Name: "sleeper",
+			Build:  func(Env) (proc.Component, error) { builds++; return sleeper("sleeper", ready), nil },
+			Before: func(context.Context, Env) error { befores++; return nil }}}
 	}
 	p := newStep(c)
 	// Preflight builds the component (writing its config) before Up; Up builds it no more.
-	if _, err := p.Component(); err != nil {
+	if _, err := p.components(); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Up(t.Context()); err != nil {
@@ -125,7 +125,7 @@ func TestAProcessStepStartsOnceAndStopsFromItsPidFile(t *testing.T) {
 	}
 	// Down in a later process knows it from the pid file alone.
 	later, _ := fakeCluster(t)
-	later.Config, later.Proc.Dir = c.Config, c.Dir
+	later.Cfg, later.Proc.Dir = c.Cfg, c.Cfg.Dir
 	if err := newStep(later).Down(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestAProcessStepStartsOnceAndStopsFromItsPidFile(t *testing.T) {
 func TestDownAfterAnUpThatFailedStopsWhatItStarted(t *testing.T) {
 	c, _ := fakeCluster(t)
 	never := func(context.Context) error { return errors.New("not ready") }
-	s := &Process{c: c, name: "sleeper", build: func() (proc.Component, error) { return sleeper("sleeper", never), nil }}
+	s := &processStep{env: c, process: Process{Name: "sleeper", Build: func(Env) (proc.Component, error) { return sleeper("sleeper", never), nil }}}
 	if err := s.Up(t.Context()); err == nil {
 		t.Fatal("Up succeeded though the process never got ready")
 	}
@@ -159,13 +159,13 @@ func TestDownAfterAnUpThatFailedStopsWhatItStarted(t *testing.T) {
 // The steps whose Down stops processes other steps' Ups started, and which ones.
 func TestDownStopsTheProcessesOfItsStep(t *testing.T) {
 	cases := []struct {
-		step  func(c *Cluster) step.Step
+		step  func(c Env) step.Step
 		procs []string
 	}{
-		{func(c *Cluster) step.Step { return &Install{c: c} }, []string{"sandbox-router", "agent-sandbox-controller"}},
-		{func(c *Cluster) step.Step { return Kwok{c} }, []string{"kwok"}},
-		// Without an API server, Drain only stops the kubelet.
-		{func(c *Cluster) step.Step { return Drain{c} }, []string{"kubelet"}},
+		{func(c Env) step.Step { return &installStep{env: c} }, []string{"sandbox-router", "agent-sandbox-controller"}},
+		{func(c Env) step.Step { return kwokStep{c} }, []string{"kwok"}},
+		// Without an API server, drain only stops the kubelet.
+		{func(c Env) step.Step { return drainStep{c} }, []string{"kubelet"}},
 	}
 	for _, tc := range cases {
 		c, _ := fakeCluster(t)
@@ -193,9 +193,9 @@ func TestDownStopsTheProcessesOfItsStep(t *testing.T) {
 
 func TestCiliumsDownRemovesItsDatapathWithCiliumDbg(t *testing.T) {
 	c, f := fakeCluster(t)
-	c.RepoRoot = "/src"
+	c.Cfg.RepoRoot = "/src"
 	// What Up records before it starts the agent.
-	if _, err := c.ciliumAgentRecorded(); err != nil {
+	if _, err := ciliumAgentRecorded(c); err != nil {
 		t.Fatal(err)
 	}
 	f.AddLink("cilium_host", "veth")
@@ -211,10 +211,10 @@ func TestCiliumsDownRemovesItsDatapathWithCiliumDbg(t *testing.T) {
 		}
 		return "", false, nil
 	}
-	var agent *Process
-	for _, s := range c.Steps() {
+	var agent *processStep
+	for _, s := range Steps(c) {
 		if s.Name() == "cilium-agent" {
-			agent = s.(*Process)
+			agent = s.(*processStep)
 		}
 	}
 	if err := agent.Down(t.Context()); err != nil {
@@ -240,8 +240,8 @@ func TestPreflightNamesTheComponentWhosePortIsTaken(t *testing.T) {
 	defer l.Close()
 	busy := sleeper("etcd", ready)
 	busy.Addrs = []string{l.Addr().String()}
-	p := &Preflight{c: c, install: &Install{c: c},
-		procs: []*Process{{c: c, name: "etcd", build: func() (proc.Component, error) { return busy, nil }}}}
+	p := &preflight{env: c, steps: []portsUser{&installStep{env: c},
+		&processStep{env: c, process: Process{Name: "etcd", Build: func(Env) (proc.Component, error) { return busy, nil }}}}}
 	err = p.Up(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "etcd: port "+l.Addr().String()+" is busy") {
 		t.Fatalf("preflight = %v, want etcd's busy port named", err)
@@ -250,14 +250,14 @@ func TestPreflightNamesTheComponentWhosePortIsTaken(t *testing.T) {
 
 func TestPKIStepKeepsItsCertificatesOnDown(t *testing.T) {
 	c, _ := fakeCluster(t)
-	s := PKI{c}
+	s := pkiStep{c}
 	if err := s.Up(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Down(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(c.Path("pki", "ca.crt")); err != nil {
+	if _, err := os.Stat(c.Cfg.Path("pki", "ca.crt")); err != nil {
 		t.Errorf("Down removed the CA (kubeconfigs handed out would break): %v", err)
 	}
 }

@@ -17,11 +17,11 @@ import (
 // instead of through a Service with a certificate the controller rotates itself.
 
 // webhookArgs serve the conversion webhook on loopback with the cluster CA's certificate.
-func (c *Cluster) webhookArgs() []string {
+func webhookArgs(e Env) []string {
 	return []string{
 		"--webhook-host=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(c.WebhookPort()),
-		"--webhook-cert-dir=" + c.Path("pki"),
+		"--webhook-port=" + strconv.Itoa(e.Cfg.WebhookPort()),
+		"--webhook-cert-dir=" + e.Cfg.Path("pki"),
 		"--webhook-cert-name=webhook.crt",
 		"--webhook-key-name=webhook.key",
 		"--manage-webhook-certs=false",
@@ -30,8 +30,8 @@ func (c *Cluster) webhookArgs() []string {
 }
 
 // convertThroughWebhook points the CRDs' conversion at the controller's loopback webhook.
-func (c *Cluster) convertThroughWebhook(crds []*unstructured.Unstructured) error {
-	ca, err := os.ReadFile(c.Path("pki", "ca.crt"))
+func convertThroughWebhook(e Env, crds []*unstructured.Unstructured) error {
+	ca, err := os.ReadFile(e.Cfg.Path("pki", "ca.crt"))
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (c *Cluster) convertThroughWebhook(crds []*unstructured.Unstructured) error
 		"webhook": map[string]any{
 			"conversionReviewVersions": []any{"v1"},
 			"clientConfig": map[string]any{
-				"url":      fmt.Sprintf("https://%s%s", spec.Loopback(c.WebhookPort()), conversion.Path),
+				"url":      fmt.Sprintf("https://%s%s", spec.Loopback(e.Cfg.WebhookPort()), conversion.Path),
 				"caBundle": base64.StdEncoding.EncodeToString(ca),
 			},
 		},

@@ -22,15 +22,15 @@ func TestConvertThroughWebhookPointsCRDsAtTheLoopbackWebhook(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Cluster{Config: &spec.Config{Dir: t.TempDir(), Ports: tc.ports}}
-			if err := os.MkdirAll(c.Path("pki"), 0o700); err != nil {
+			c := Env{Cfg: &spec.Config{Dir: t.TempDir(), Ports: tc.ports}}
+			if err := os.MkdirAll(c.Cfg.Path("pki"), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(c.Path("pki"), "ca.crt"), []byte("CA"), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(c.Cfg.Path("pki"), "ca.crt"), []byte("CA"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			crd := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"group": "agents.x-k8s.io"}}}
-			if err := c.convertThroughWebhook([]*unstructured.Unstructured{crd}); err != nil {
+			if err := convertThroughWebhook(c, []*unstructured.Unstructured{crd}); err != nil {
 				t.Fatal(err)
 			}
 			url, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "url")
