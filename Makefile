@@ -120,7 +120,7 @@ bench-runtimes: ## gVisor against runc on the local cluster: each step of a sand
 	go run ./cmd/demo --compare-rounds $(RUNTIME_ROUNDS)
 
 .PHONY: test-e2e
-test-e2e: ## Run the seed flows end to end on the local cluster (reused if running, else started and stopped again).
+test-e2e: ## Run the integrators' flows (docs/integrations.md) and the security and fault tests end to end on the local cluster (reused if running, else started and stopped again).
 	go test -tags e2e -count=1 -timeout 40m -v ./test/e2e/...
 
 .PHONY: clean

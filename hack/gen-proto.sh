@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 if ! command -v protoc >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "protoc not found; installing Debian's protobuf-compiler" >&2
-    apt-get install -y -qq protobuf-compiler >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null; }
+    # apt-get-waiting.sh waits while another package manager (unattended upgrades) holds apt's locks.
+    hack/apt-get-waiting.sh install -y -qq protobuf-compiler >/dev/null ||
+      { hack/apt-get-waiting.sh update -qq && hack/apt-get-waiting.sh install -y -qq protobuf-compiler >/dev/null; }
   else
     echo "protoc not found: install protobuf-compiler (apt-get install protobuf-compiler)" >&2
     exit 1

@@ -50,8 +50,11 @@ fi
 
 echo "[install-node-deps] installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Waits (bounded, saying for whom) while another package manager, e.g. unattended upgrades on a
+# freshly booted VM, holds apt's locks.
+apt_get="$(dirname "$0")/apt-get-waiting.sh"
 # The package lists may be absent on a fresh machine; refresh them once before installing.
-apt-get update -qq
+"$apt_get" update -qq
 # No recommends: they would pull docker-adjacent services we never start.
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"$apt_get" install -y -qq --no-install-recommends "${missing[@]}"
 echo "[install-node-deps] done"

@@ -27,6 +27,8 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
+		// `demo dev …` runs the dev command's own, which is the same.
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { devcluster.QuietLibraryLogs(cmd.ErrOrStderr()) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), spec.Config{Dir: dir, Out: cmd.ErrOrStderr()}, compareRounds)
 		},

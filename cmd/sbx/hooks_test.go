@@ -20,7 +20,7 @@ func (c *cli) file(name string) string {
 	return string(b)
 }
 
-// sbx create --on-create and sbx resume --on-resume run seed 002's hooks before reporting the
+// sbx create --on-create and sbx resume --on-resume run the agent harness's hooks before reporting the
 // sandbox; a failing one fails the command with the hook's output.
 func TestCLIHooks(t *testing.T) {
 	c := newCLI(t)

@@ -149,7 +149,7 @@ template fails (exit 1); a router that does not answer is a warning on stderr (e
 				return err
 			}
 			if err != nil {
-				// Only the router is down: sandboxes still work without it (seed 004's warning).
+				// Only the router is down: sandboxes still work without it (a warning, as the Python agent server's startup check has it).
 				fmt.Fprintf(a.streams.ErrOut, "warning: %v\n", err)
 			}
 			fmt.Fprintf(a.streams.Out, "ok: CRDs installed")

@@ -24,6 +24,7 @@ func NewCommand() *cobra.Command {
 		Long: `Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd and a real
 kubelet on this machine (no Docker), plus the agent-sandbox controller and router, with state in
 one directory. Needs root. The first run builds Kubernetes from the Go module proxy (minutes).`,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { QuietLibraryLogs(cmd.ErrOrStderr()) },
 	}
 	cmd.PersistentFlags().StringVar(&cfg.Dir, "dir", spec.DefaultDir(), "State directory of the cluster.")
 

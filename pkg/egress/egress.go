@@ -1,4 +1,4 @@
-// Package egress is the public contract of a Sandbox's egress annotations (seed 002's network
+// Package egress is the public contract of a Sandbox's egress annotations (the agent harness's network
 // modes: allow-all, deny-all, restricted to CIDRs): their parsing and validation, the
 // annotations that ask for a mode, and the EgressPolicy condition message that says it is in
 // force. The SDK and sbx write the annotations with it and the controller reads them with it, so

@@ -9,8 +9,8 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk/sdktest"
 )
 
-// TestRouter: the router's own answers to upstream's clients: its health check (seed 004
-// validates it at startup), X-Sandbox-Timeout (both SDKs send it) and routing errors.
+// TestRouter: the router's own answers to upstream's clients: its health check (the Python agent
+// server validates it at startup), X-Sandbox-Timeout (both SDKs send it) and routing errors.
 func TestRouter(t *testing.T) {
 	d := sdktest.NewSandboxd(t)
 	r := sdktest.NewRouter(t)

@@ -22,7 +22,7 @@ func TestAPISandboxAttacksOnTheNode(t *testing.T) {
 	ns := newNamespace(t, "tenant-api")
 	ctx := t.Context()
 	a := tenant(t, ns)
-	// Seed 002's raw harness, as root (its own image runs as root).
+	// The agent harness's raw Sandbox, as root (its own image runs as root).
 	mustf(t, a.Create(ctx, harnessSandbox(ns, "root", nil).Obj()), "tenant: creating a raw root sandbox")
 	podIPs(t, ns, "root")
 

@@ -19,11 +19,11 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-// Seed 001's direct mode under an enforcing CNI: the integrator's server pods (app=ax-server in
+// The claim-per-conversation flow's direct mode (docs/integrations.md) under an enforcing CNI: the integrator's server pods (app=ax-server in
 // namespace agent-platform) reach a claimed sandbox at podIP:8494 through the template of
 // config/samples/sandboxtemplate-direct-access.yaml, exactly as shipped; any other pod, and the
 // server on any other port, cannot.
-func TestAXServerPodsReachADirectAccessSandboxAndNoOneElseDoes(t *testing.T) {
+func TestPlatformPodsReachADirectAccessSandboxAndNoOneElseDoes(t *testing.T) {
 	ctx := t.Context()
 	platform := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agent-platform"}}
 	// The sample's fixed name: one left by an interrupted run may still be terminating.
@@ -31,7 +31,7 @@ func TestAXServerPodsReachADirectAccessSandboxAndNoOneElseDoes(t *testing.T) {
 		return kube.Create(ctx, platform.DeepCopy())
 	})
 	t.Cleanup(func() { _ = kube.Delete(context.Background(), platform) })
-	ns := newNamespace(t, "seed001d")
+	ns := newNamespace(t, "conversation-direct")
 
 	raw, err := os.ReadFile("../../config/samples/sandboxtemplate-direct-access.yaml")
 	mustf(t, err, "reading the sample")

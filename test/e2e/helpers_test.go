@@ -170,7 +170,7 @@ func execOut(t *testing.T, ns, pod, script string) (string, string) {
 	return out.String(), errOut.String()
 }
 
-// routerPost sends a request to the router for a sandbox, the way seed 004's Python SDK does,
+// routerPost sends a request to the router for a sandbox, the way the agent server's Python SDK does,
 // with the developer's token.
 func routerPost(ctx context.Context, ns, sandbox, path, body string) (int, string, error) {
 	return routerPostAs(ctx, cluster.RouterToken, ns, sandbox, path, body)

@@ -18,7 +18,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
-// execClient is seed 002's way in: the Kubernetes exec API, no sandboxd needed in the image.
+// execClient is the agent harness's way in: the Kubernetes exec API, no sandboxd needed in the image.
 func execClient(t *testing.T, ns string) *sdk.Client {
 	t.Helper()
 	cli, err := sdk.New(sdk.Options{Kubeconfig: cluster.Kubeconfig, Namespace: ns, Mode: sdk.ModeExec})
@@ -35,7 +35,7 @@ func shOut(t *testing.T, sb *sdk.Sandbox, script string) string {
 	return res.Stdout
 }
 
-// Seed 002's persistent workspace with its hooks: onCreate runs once when the workspace Sandbox is
+// The agent harness's persistent workspace with its hooks: onCreate runs once when the workspace Sandbox is
 // created, onResume each time it is resumed, both before the SDK hands the sandbox back; a
 // detached background job outlives the call and the client that started it; a failing onCreate
 // reports the hook and removes the half-set-up Sandbox.

@@ -17,28 +17,28 @@ import (
 )
 
 // The integrators run under ServiceAccounts bound to the Roles their documentation shows, not as
-// cluster admins: the seed flows run as those identities, so a permission our SDK or controller
+// cluster admins: their flows run as those identities, so a permission our SDK or controller
 // silently relies on fails here as it would fail for them.
 
 var readVerbs = []string{"get", "list", "watch"}
 
-// seed004Role is the Cognition chart's namespaced Role, verbatim: patch on Sandboxes for the TTL,
+// agentServerRole is the Python agent server's chart's namespaced Role, verbatim: patch on Sandboxes for the TTL,
 // nothing on claims beyond the SDK's lifecycle.
-var seed004Role = []rbacv1.PolicyRule{
+var agentServerRole = []rbacv1.PolicyRule{
 	{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: append(readVerbs, "patch")},
 	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxclaims", "sandboxtemplates"}, Verbs: append(readVerbs, "create", "delete")},
 }
 
-// seed004ClusterRole is its startup validation's: get/list of exactly our three CRDs.
-var seed004ClusterRole = []rbacv1.PolicyRule{{
+// agentServerClusterRole is its startup validation's: get/list of exactly our three CRDs.
+var agentServerClusterRole = []rbacv1.PolicyRule{{
 	APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"},
 	ResourceNames: []string{"sandboxes.agents.x-k8s.io", "sandboxclaims.extensions.agents.x-k8s.io", "sandboxtemplates.extensions.agents.x-k8s.io"},
 }}
 
-// seed003Role is the Orka worker's, exactly as its docs list it: create/delete/patch claims
+// taskWorkerRole is the task controller's worker's, exactly as its docs list it: create/delete/patch claims
 // (no reading them: the SDK waits on the claim's Sandbox and reads a claim with an empty patch),
 // read templates, warm pools and Sandboxes, port-forward to pods, read EndpointSlices.
-var seed003Role = []rbacv1.PolicyRule{
+var taskWorkerRole = []rbacv1.PolicyRule{
 	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxclaims"}, Verbs: []string{"create", "delete", "patch"}},
 	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxtemplates", "sandboxwarmpools"}, Verbs: readVerbs},
 	{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: readVerbs},

@@ -25,7 +25,7 @@ import (
 )
 
 // The isolation a tenant's code meets inside a sandbox (docs/security.md): each check runs as
-// the tenant, through the router, in a sandbox of seed 004's hardened template (read-only root
+// the tenant, through the router, in a sandbox of the agent server's hardened template (read-only root
 // filesystem, emptyDir /tmp and /workspace) in a namespace enforcing Pod Security "restricted",
 // on the cluster's default runtime class for templates (gVisor unless the cluster was brought
 // up with --sandbox-runtime runc).
@@ -41,7 +41,7 @@ func newRestrictedNamespace(t *testing.T, prefix string) string {
 	return ns
 }
 
-// hardenedTemplate is seed 004's SandboxTemplate: the runtime image on a read-only root
+// hardenedTemplate is the agent server's SandboxTemplate: the runtime image on a read-only root
 // filesystem with writable emptyDirs at /tmp and /workspace, every capability dropped, non-root.
 func hardenedTemplate(ns, name string) *extv1alpha1.SandboxTemplate {
 	c := runtimeContainer()

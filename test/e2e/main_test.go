@@ -27,8 +27,8 @@ import (
 var (
 	cluster *devcluster.Cluster
 	restCfg *rest.Config
-	kube    client.Client         // controller-runtime, core kinds + ours (seeds 001, 003)
-	kcs     *kubernetes.Clientset // client-go, for the exec API (seed 002)
+	kube    client.Client         // controller-runtime, core kinds + ours (claim per conversation, task workspaces)
+	kcs     *kubernetes.Clientset // client-go, for the exec API (the harness's runs)
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }

@@ -28,8 +28,8 @@ import (
 var inClusterClient string
 
 const (
-	upstreamRouterURL = "http://sandbox-router-svc.agent-sandbox-system.svc.cluster.local:8080" // upstream SDKs' default
-	seed003RouterURL  = "http://agent-sandbox-router.agent-sandbox-system.svc:8080"             // seed 003's docs
+	upstreamRouterURL   = "http://sandbox-router-svc.agent-sandbox-system.svc.cluster.local:8080" // upstream SDKs' default
+	taskWorkerRouterURL = "http://agent-sandbox-router.agent-sandbox-system.svc:8080"             // the task workers' docs
 )
 
 // routerResult is the in-cluster client's last line.
@@ -103,14 +103,14 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 	mustf(t, kube.Update(ctx, nsObj), "admin opting %s in to host access", hostNS)
 
 	createTemplate(t, ns, "cognition-sandbox", false)
-	asServiceAccount(t, ns, "cognition", seed004Role, nil)
-	asServiceAccount(t, ns, "orka-worker", seed003Role, nil)
+	asServiceAccount(t, ns, "cognition", agentServerRole, nil)
+	asServiceAccount(t, ns, "task-worker", taskWorkerRole, nil)
 	asServiceAccount(t, ns, "bystander", nil, nil)
-	asServiceAccount(t, other, "cognition", seed004Role, nil)
+	asServiceAccount(t, other, "cognition", agentServerRole, nil)
 	mustf(t, kube.Create(ctx, testwrap.MakeClaim(ns, "target").Template("cognition-sandbox").WarmPool("none").Obj()), "admin: a claim to aim at")
 	pods := []*corev1.Pod{
-		clientPod(ns, "agent-004", "cognition"),
-		clientPod(ns, "worker-003", "orka-worker"),
+		clientPod(ns, "session-agent", "cognition"),
+		clientPod(ns, "task-job", "task-worker"),
 		clientPod(ns, "bystander", "bystander"),
 		clientPod(other, "outsider", "cognition"),
 		clientPod(hostNS, "on-the-node", "default", func(s *corev1.PodSpec) {
@@ -120,10 +120,10 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 	for _, p := range pods {
 		mustf(t, kube.Create(ctx, p), "creating pod %s/%s", p.Namespace, p.Name)
 	}
-	ip := podIPs(t, ns, "agent-004", "worker-003", "bystander", "target")
+	ip := podIPs(t, ns, "session-agent", "task-job", "bystander", "target")
 	podIPs(t, other, "outsider")
 	podIPs(t, hostNS, "on-the-node")
-	// A tenant's sandbox that will try to take agent-004's address. Asking for NET_ADMIN is
+	// A tenant's sandbox that will try to take session-agent's address. Asking for NET_ADMIN is
 	// refused at admission (TestAttacksByTenants); it tries without.
 	mustf(t, kube.Create(ctx, harnessSandbox(ns, "impostor", nil).Obj()), "creating sandbox impostor")
 	podIPs(t, ns, "impostor")
@@ -131,8 +131,8 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 	allowed := []struct {
 		name, pod, flow, claim, router string
 	}{
-		{"seed 004's flow from a pod holding exactly its Role", "agent-004", "seed004", "session-1", upstreamRouterURL},
-		{"seed 003's flow from a pod holding exactly the worker's rights, at its documented URL", "worker-003", "seed003", "job-1", seed003RouterURL},
+		{"an agent session from a pod holding exactly its Role", "session-agent", "agent-session", "session-1", upstreamRouterURL},
+		{"a task job from a pod holding exactly the worker's rights, at its documented URL", "task-job", "task-worker", "job-1", taskWorkerRouterURL},
 	}
 	for _, tc := range allowed {
 		t.Run(tc.name+", no token: 200", func(t *testing.T) {
@@ -152,7 +152,7 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 	}{
 		{"a pod of the namespace without any of the rights", ns, "bystander", http.StatusForbidden,
 			`(pod ` + ns + `/bystander) may not reach sandbox ` + ns + `/target: it holds none of`},
-		{"a pod of another namespace with seed 004's Role there", other, "outsider", http.StatusForbidden,
+		{"a pod of another namespace with the agent server's Role there", other, "outsider", http.StatusForbidden,
 			`:cognition\" (pod ` + other + `/outsider) may not reach sandbox ` + ns + `/target`},
 		{"a host-network pod", hostNS, "on-the-node", http.StatusUnauthorized, "comes from no pod the router can name"},
 	}
@@ -176,7 +176,7 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 	})
 
 	t.Run("a sandbox cannot take the IP of a pod with the rights", func(t *testing.T) {
-		stolen := ip["agent-004"]
+		stolen := ip["session-agent"]
 		var out, errOut bytes.Buffer
 		err := kubeExec(t.Context(), ns, "impostor", "runtime", []string{"busybox", "ip", "addr", "add", stolen + "/32", "dev", "eth0"}, &out, &errOut)
 		if err == nil || !strings.Contains(errOut.String(), "not permitted") {
@@ -186,7 +186,7 @@ func TestRouterNamesTokenlessPodsAndLetsInTheRightsTheyHold(t *testing.T) {
 		res, err := fromPod(t, ns, "impostor", "execute", ns, "target", upstreamRouterURL, stolen)
 		var ce *clientError
 		if err == nil || !errors.As(err, &ce) || !strings.Contains(ce.stderr, "Cannot assign requested address") {
-			t.Errorf("request from %s, the address of pod agent-004: %d %s %v; want the address refused to the sandbox", stolen, res.Code, res.Body, err)
+			t.Errorf("request from %s, the address of pod session-agent: %d %s %v; want the address refused to the sandbox", stolen, res.Code, res.Body, err)
 		}
 	})
 }

@@ -34,7 +34,7 @@ func betaClient(t *testing.T) client.Client {
 	return c
 }
 
-// Seed 004 on the current upstream Python SDK, which speaks v1beta1: the claim body it sends for
+// An agent session (docs/integrations.md) on the current upstream Python SDK, which speaks v1beta1: the claim body it sends for
 // create_sandbox("python-pool", labels=..., shutdown_after_seconds=..., pod_labels=...)
 // (test/integration/testdata/python-sdk-sandboxclaim.json), its wait on the claim and the
 // Sandbox in v1beta1, commands as `sh -c` through the router, the TTL patched on the Sandbox in

@@ -79,7 +79,7 @@ func TestAWarmClaimsEnvReachesItsCommandsAndNoOtherClaims(t *testing.T) {
 			}
 		})
 	}
-	// A tenant of the namespace (seed 004's right: patch sandboxes) forges the header that
+	// A tenant of the namespace (the agent server's right: patch sandboxes) forges the header that
 	// carries a claim's env: the router replaces it with the claim's own, or drops it.
 	tenant := asServiceAccount(t, ns, "tenant", []rbacv1.PolicyRule{{APIGroups: []string{"agents.x-k8s.io"},
 		Resources: []string{"sandboxes"}, Verbs: []string{"get", "patch"}}}, nil)

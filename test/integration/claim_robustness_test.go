@@ -44,7 +44,7 @@ func TestClaimReportsItsDeletedSandboxInsteadOfReplacingIt(t *testing.T) {
 	}
 }
 
-// Seed 001 polls status.sandbox.podIPs as its readiness signal and connects at once: the IPs
+// The claim-per-conversation flow polls status.sandbox.podIPs as its readiness signal and connects at once: the IPs
 // must not appear while the pod is still starting.
 func TestClaimPodIPsAppearOnlyOnceTheSandboxIsReady(t *testing.T) {
 	ns := newNamespace(t)

@@ -18,9 +18,9 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
-// orkaWorkerRules are seed 003's documented worker rights, exactly: claims may be created,
+// taskWorkerRules are the task controller's documented worker rights (docs/integrations.md), exactly: claims may be created,
 // deleted and patched but not read.
-var orkaWorkerRules = []rbacv1.PolicyRule{
+var taskWorkerRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxclaims"}, Verbs: []string{"create", "delete", "patch"}},
 	{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxtemplates", "sandboxwarmpools"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"get", "list", "watch"}},
@@ -28,22 +28,22 @@ var orkaWorkerRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 }
 
-// narrowSDK returns an SDK client of ns acting as a ServiceAccount bound to orkaWorkerRules,
+// narrowSDK returns an SDK client of ns acting as a ServiceAccount bound to taskWorkerRules,
 // once RBAC grants them (and still refuses reading claims).
 func narrowSDK(t *testing.T, ns string) *sdk.Client {
 	t.Helper()
-	mustCreateObj(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orka-worker"}, Rules: orkaWorkerRules})
-	bindRoles(t, ns, "orka-worker", "Role/orka-worker")
-	as := actAs(t, ns, "orka-worker")
+	mustCreateObj(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "task-worker"}, Rules: taskWorkerRules})
+	bindRoles(t, ns, "task-worker", "Role/task-worker")
+	as := actAs(t, ns, "task-worker")
 	testwrap.Eventually(t, "RBAC grants the worker's rules", func() error {
 		return as.List(context.Background(), &extv1alpha1.SandboxTemplateList{}, client.InNamespace(ns))
 	})
 	if err := as.List(context.Background(), &extv1alpha1.SandboxClaimList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
-		t.Fatalf("the worker lists claims: %v; want Forbidden (the test needs the seed's narrow rights)", err)
+		t.Fatalf("the worker lists claims: %v; want Forbidden (the test needs the worker's narrow rights)", err)
 	}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":orka-worker",
+		UserName: "system:serviceaccount:" + ns + ":task-worker",
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
 	cli, err := sdk.New(sdk.Options{RESTConfig: cfg, Namespace: ns, Mode: sdk.ModeDirect, ReadyTimeout: time.Minute})
@@ -91,10 +91,10 @@ func runPodUnlessDone(t *testing.T, ns, pod, ip string, res <-chan sdkResult) sd
 	return <-res
 }
 
-// Seed 003's worker (claims: create/delete/patch only) claims, reattaches to and deletes a
+// The task worker (claims: create/delete/patch only) claims, reattaches to and deletes a
 // workspace with the SDK: readiness is followed on the claim's Sandbox, the claim is read
 // through an empty patch.
-func TestSDKClaimLifecycleUnderTheOrkaWorkerRights(t *testing.T) {
+func TestSDKClaimLifecycleUnderTheTaskWorkerRights(t *testing.T) {
 	ns := newNamespace(t)
 	mustCreateObj(t, testwrap.MakeTemplate(ns, "coding-agent").Obj())
 	cli := narrowSDK(t, ns)
@@ -164,7 +164,7 @@ func TestSDKClaimLifecycleUnderTheOrkaWorkerRights(t *testing.T) {
 
 // A claim adopted from a warm pool gets a Sandbox of another name: the narrow-rights wait finds
 // it by the claim-uid label.
-func TestSDKAdoptsFromAWarmPoolUnderTheOrkaWorkerRights(t *testing.T) {
+func TestSDKAdoptsFromAWarmPoolUnderTheTaskWorkerRights(t *testing.T) {
 	ns := newNamespace(t)
 	mustCreateObj(t, testwrap.MakeTemplate(ns, "coding-agent").Obj(),
 		testwrap.MakeWarmPool(ns, "pool").Template("coding-agent").Replicas(1).Obj())

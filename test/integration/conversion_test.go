@@ -143,7 +143,7 @@ func TestConversionPatchInV1beta1SuspendsAV1alpha1Sandbox(t *testing.T) {
 	})
 }
 
-// Seed 002 pauses with `kubectl patch sandbox X --type merge -p '{"spec":{"replicas":0}}'`,
+// The agent harness pauses with `kubectl patch sandbox X --type merge -p '{"spec":{"replicas":0}}'`,
 // written against v1alpha1; kubectl sends it to the preferred version, v1beta1, which has no
 // replicas. The write is refused with the way to say it there, never pruned with a warning while
 // nothing pauses.

@@ -274,7 +274,7 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 }
 
 // wantRouterService checks that the router is reachable where the integrators' clients look
-// for it: upstream's sandbox-router-svc, and seed 003's agent-sandbox-router, port 8080 first,
+// for it: upstream's sandbox-router-svc, and the task workers' agent-sandbox-router, port 8080 first,
 // selecting the router pods (app=sandbox-router).
 func wantRouterService(t *testing.T, objs []*unstructured.Unstructured, ns string, names ...string) {
 	t.Helper()

@@ -73,7 +73,7 @@ func nsLabels(ns string) map[string]string {
 	return map[string]string{"kubernetes.io/metadata.name": ns}
 }
 
-// Seed 001 talks to its sandbox at podIP:8494 directly. The supported way under enforced policy
+// The claim-per-conversation flow (docs/integrations.md) talks to its sandbox at podIP:8494 directly. The supported way under enforced policy
 // is a template networkPolicy admitting the integrator's pods; config/samples carries one. The
 // policy the controller makes from that sample selects the sandbox's pod and admits exactly the
 // integrator's server on the agent's port, and the router, and nobody else.

@@ -22,7 +22,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
-// Seed 002's egress modes on raw Sandboxes: the agents.x-k8s.io/egress annotations become one
+// The agent harness's egress modes on raw Sandboxes (docs/integrations.md): the agents.x-k8s.io/egress annotations become one
 // NetworkPolicy named after the Sandbox, owned by it, written before its pod.
 
 const (

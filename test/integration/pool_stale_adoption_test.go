@@ -15,7 +15,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-// Seed 000, OnReplenish: "stale pods are only replaced when they are manually deleted or when
+// The contract, OnReplenish: "stale pods are only replaced when they are manually deleted or when
 // these stale pods are adopted by sandboxclaims and hence replaced by fresh pods". A claim takes
 // the stale member as it is, and the pool refills from the edited template.
 func TestOnReplenishPoolReplacesAnAdoptedStaleMemberWithAFreshOne(t *testing.T) {
@@ -52,7 +52,7 @@ func TestOnReplenishPoolReplacesAnAdoptedStaleMemberWithAFreshOne(t *testing.T) 
 	}
 }
 
-// Seed 000, Recreate: "stale pods are deleted immediately to ensure the pool only contains fresh
+// The contract, Recreate: "stale pods are deleted immediately to ensure the pool only contains fresh
 // pods", so a claim must never get one in the moment before it goes. The deletion is held back
 // by an admission policy here, so that the stale member stays a candidate for as long as the
 // test needs: a claim passes it over for the fresh member (or a cold start), not by luck of

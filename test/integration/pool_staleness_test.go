@@ -43,7 +43,7 @@ func membersFrom(t *testing.T, ns string, n int, template string) func() error {
 	}
 }
 
-// Seed 000, Recreate: "stale pods are deleted immediately … This applies to PodTemplate spec
+// The contract, Recreate: "stale pods are deleted immediately … This applies to PodTemplate spec
 // changes only. Changes to annotations or labels in the template do not trigger recreate."
 func TestRecreatePoolReplacesMembersOnlyWhenThePodSpecChanges(t *testing.T) {
 	cases := []struct {
@@ -102,7 +102,7 @@ func TestRecreatePoolReplacesMembersOnlyWhenThePodSpecChanges(t *testing.T) {
 	}
 }
 
-// Seed 000: the update strategy governs "sandboxTemplateRef name change or underlying template
+// The contract: the update strategy governs "sandboxTemplateRef name change or underlying template
 // changes". Pointing a pool at another template makes every member stale: Recreate replaces them
 // at once; OnReplenish keeps them until they go, and builds their replacements from the new one.
 func TestPoolWhoseTemplateRefChangesReplacesItsMembers(t *testing.T) {

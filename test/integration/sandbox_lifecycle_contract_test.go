@@ -45,7 +45,7 @@ func beingDeleted(obj client.Object) func() error {
 	}
 }
 
-// Seed 000: DeleteForeground "deletes the SandboxClaim when expired using foreground cascade
+// The contract: DeleteForeground "deletes the SandboxClaim when expired using foreground cascade
 // deletion. The claim remains in the API (with a deletionTimestamp) until its underlying Sandbox
 // and Pod are fully terminated". Delete removes the claim at once and lets the rest follow.
 func TestClaimDeleteForegroundStaysVisibleUntilItsSandboxAndPodAreGone(t *testing.T) {
@@ -100,7 +100,7 @@ func setFinalizersIfExists(pod *corev1.Pod) {
 	_ = k8s.Patch(ctx, pod, client.MergeFrom(before))
 }
 
-// Seed 000: the claim's shutdownTime "is not propagated to the underlying Sandbox"; the claim
+// The contract: the claim's shutdownTime "is not propagated to the underlying Sandbox"; the claim
 // controller enforces it. Whether the Sandbox was created cold or adopted warm.
 func TestClaimShutdownTimeIsNotCopiedOntoTheSandbox(t *testing.T) {
 	cases := []struct {
@@ -168,9 +168,9 @@ func TestSandboxExpiresWhilePaused(t *testing.T) {
 	}
 }
 
-// Seed 002 keeps a workspace Sandbox alive by moving its shutdownTime forward. A Retain Sandbox
+// The agent harness (docs/integrations.md) keeps a workspace Sandbox alive by moving its shutdownTime forward. A Retain Sandbox
 // whose shutdownTime has passed comes back (pod, service, readiness) once the time is moved into
-// the future again; with replicas 0 → 1 in the same patch, as seed 002 resumes.
+// the future again; with replicas 0 → 1 in the same patch, as the harness resumes.
 func TestSandboxShutdownTimeRefreshedAfterExpiryBringsItBack(t *testing.T) {
 	cases := []struct {
 		name        string

@@ -13,7 +13,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-// Seed 004's production NetworkPolicy (sandbox-deny-egress) selects pods labelled
+// The Python agent server's production NetworkPolicy (sandbox-deny-egress) selects pods labelled
 // agents.x-k8s.io/sandbox=true. The controller puts that label on every sandbox pod, whichever
 // way it was made, and nobody else sets or removes it.
 

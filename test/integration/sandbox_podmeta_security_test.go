@@ -125,7 +125,7 @@ func TestSandboxPodNeverCarriesTheRouterLabels(t *testing.T) {
 	testwrap.Eventually(t, "a RouterLabelsRefused warning on the Sandbox", warningNames(ns, "Sandbox", "raw",
 		agentsv1alpha1.EventRouterLabelsRefused, "app=sandbox-router"))
 
-	// A tenant allowed to patch Sandboxes (seed 004's Role grants patch, for shutdownTime) adds
+	// A tenant allowed to patch Sandboxes (the agent server's Role grants patch, for shutdownTime) adds
 	// the router's recommended label to a running sandbox's pod template.
 	create(t, testwrap.MakeSandbox(ns, "patched").PodLabel("team", "b").Obj())
 	waitForPod(t, ns, "patched")

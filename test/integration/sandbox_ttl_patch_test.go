@@ -17,13 +17,13 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-// Seed 004 patches its claim's Sandbox with spec.shutdownTime as a TTL safety net and expects
-// the Sandbox to be cleaned up. The contract (seed 000) defaults shutdownPolicy to Retain, which
+// An agent session (docs/integrations.md) patches its claim's Sandbox with spec.shutdownTime as a TTL safety net and expects
+// the Sandbox to be cleaned up. The contract defaults shutdownPolicy to Retain, which
 // "keeps the Sandbox when expired (Status will show Expired)" and deletes only the pod and
 // Service; upstream does the same. So the patch alone stops the pod and keeps the Sandbox and the
 // claim, and both say so (condition and event); adding shutdownPolicy Delete to the patch removes
 // the Sandbox, and the claim reports it missing until the integrator's terminate() deletes it.
-func TestSeed004ShutdownTimePatchOnAClaimsSandbox(t *testing.T) {
+func TestAgentSessionShutdownTimePatchOnAClaimsSandbox(t *testing.T) {
 	cases := []struct {
 		name        string
 		extra       string // more of the merge patch's spec
@@ -44,7 +44,7 @@ func TestSeed004ShutdownTimePatchOnAClaimsSandbox(t *testing.T) {
 			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: getClaim(t, ns, "session").Status.SandboxStatus.Name}}
 			patch := fmt.Sprintf(`{"spec":{"shutdownTime":%q%s}}`, at, tc.extra)
 			if err := k8s.Patch(context.Background(), sb, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-				t.Fatalf("seed 004's TTL patch: %v", err)
+				t.Fatalf("the agent session's TTL patch: %v", err)
 			}
 
 			testwrap.Eventually(t, "pod deleted at shutdownTime", exists(podOf(ns, sb.Name), false))

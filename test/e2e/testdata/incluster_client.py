@@ -1,9 +1,9 @@
 # An integrator's client inside a pod, as the upstream SDKs behave there: the Kubernetes API with
 # the pod's ServiceAccount token, the router with no token at all. Written for the e2e tests from
-# the seeds' documented flows (not upstream's code). Usage:
+# the integrators' documented flows in docs/integrations.md (not upstream's code). Usage:
 #   python3 - <flow> <namespace> <name> <router URL> [<source IP>]
-# flow: seed004  create a claim, wait on it, patch the Sandbox's TTL, execute, delete the claim
-#       seed003  create a cold claim, wait on its Sandbox (no claim reads), execute, delete
+# flow: agent-session  create a claim, wait on it, patch the Sandbox's TTL, execute, delete the claim
+#       task-worker    create a cold claim, wait on its Sandbox (no claim reads), execute, delete
 #       execute  only POST /execute to the Sandbox <name> (optionally from <source IP>)
 # The last line printed is JSON: {"code": <router's status>, "body": <router's body>}.
 import http.client, json, os, ssl, sys, time, urllib.error, urllib.parse, urllib.request
@@ -62,7 +62,7 @@ sandboxes = "/apis/agents.x-k8s.io/v1alpha1/namespaces/%s/sandboxes" % ns
 claim = {"apiVersion": "extensions.agents.x-k8s.io/v1alpha1", "kind": "SandboxClaim",
          "metadata": {"name": name, "labels": {"app": "in-cluster-client"}},
          "spec": {"sandboxTemplateRef": {"name": "cognition-sandbox"}}}
-if flow == "seed004":
+if flow == "agent-session":
     must("create claim", kube("POST", claims, claim), 201)
     got = wait("claim ready", lambda: must("get claim", kube("GET", claims + "/" + name), 200),
                lambda c: ready(c) and c.get("status", {}).get("sandbox", {}).get("name"))
@@ -70,7 +70,7 @@ if flow == "seed004":
     ttl = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 600))
     must("TTL patch", kube("PATCH", sandboxes + "/" + sandbox, {"spec": {"shutdownTime": ttl}},
                            "application/merge-patch+json"), 200)
-elif flow == "seed003":
+elif flow == "task-worker":
     claim["spec"]["warmpool"] = "none"
     must("create claim", kube("POST", claims, claim), 201)
     sandbox = name

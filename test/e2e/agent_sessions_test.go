@@ -25,14 +25,14 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
-// Seed 004 (a Python agent server): validate the installation at startup, create the sandbox
+// Lazy agent sessions (docs/integrations.md), a Python agent server's flow: validate the installation at startup, create the sandbox
 // lazily on the first tool call with scoping labels, set a TTL by patching shutdownTime, run
 // every command as `sh -c` through the router's X-Sandbox-ID routing to :8888 /execute (file
 // operations as base64 through execute), and terminate when the session is deleted.
 
-// cognitionCommandTimeout bounds one commands.run through the router (the SDK's per-call
+// sessionCommandTimeout bounds one commands.run through the router (the SDK's per-call
 // timeout); it is a failure bound, the command itself takes milliseconds.
-const cognitionCommandTimeout = time.Minute
+const sessionCommandTimeout = time.Minute
 
 // execute is the Python SDK's commands.run through the router: one POST /execute, no retry,
 // as the integrator sends it right after create_sandbox returns.
@@ -44,7 +44,7 @@ func execute(t *testing.T, ns, sandbox, command string) (string, string, int) {
 		Stderr   string `json:"stderr"`
 		ExitCode int    `json:"exit_code"`
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), cognitionCommandTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), sessionCommandTimeout)
 	defer cancel()
 	code, resp, err := routerPost(ctx, ns, sandbox, "/execute", string(body))
 	if err != nil || code != http.StatusOK {
@@ -54,9 +54,9 @@ func execute(t *testing.T, ns, sandbox, command string) (string, string, int) {
 	return out.Stdout, out.Stderr, out.ExitCode
 }
 
-// cognitionBackend is the integrator's K8sSandbox: it stores its configuration when the session
+// sessionBackend is the integrator's K8sSandbox: it stores its configuration when the session
 // is created and creates the sandbox on the first execute() only.
-type cognitionBackend struct {
+type sessionBackend struct {
 	cli    *sdk.Client
 	kube   client.Client // the server's own identity, for the TTL patch
 	labels map[string]string
@@ -66,7 +66,7 @@ type cognitionBackend struct {
 
 // ensureSandbox is _ensure_sandbox(): create with the scoping labels, then the TTL patch on
 // the Sandbox's spec.shutdownTime.
-func (b *cognitionBackend) ensureSandbox(t *testing.T) string {
+func (b *sessionBackend) ensureSandbox(t *testing.T) string {
 	t.Helper()
 	if b.sb != nil {
 		return b.sb.SandboxName()
@@ -78,7 +78,7 @@ func (b *cognitionBackend) ensureSandbox(t *testing.T) string {
 	return sb.SandboxName()
 }
 
-func (b *cognitionBackend) execute(t *testing.T, command string) (string, string, int) {
+func (b *sessionBackend) execute(t *testing.T, command string) (string, string, int) {
 	t.Helper()
 	name := b.ensureSandbox(t)
 	return execute(t, b.cli.Namespace(), name, "sh -c "+shQuote(command))
@@ -107,13 +107,13 @@ func objectsIn(t *testing.T, ns string) int {
 // shQuote is shlex.quote: the backend wraps every command as sh -c '<command>'.
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'" }
 
-// Seed 004's startup validation: CRDs and template are fatal when missing, an unreachable
+// The agent server's startup validation: CRDs and template are fatal when missing, an unreachable
 // router only a warning.
 func TestStartupValidationFailsOnlyOnMissingPiecesAndWarnsOnTheRouter(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "cogcheck")
-	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating seed 004's template")
-	identity := asServiceAccount(t, ns, "cognition", seed004Role, seed004ClusterRole)
+	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating the agent server's template")
+	identity := asServiceAccount(t, ns, "cognition", agentServerRole, agentServerClusterRole)
 	cli := sdkClientAs(t, ns, identity)
 	mustf(t, cli.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox")), "startup validation of a working install")
 
@@ -132,20 +132,20 @@ func TestStartupValidationFailsOnlyOnMissingPiecesAndWarnsOnTheRouter(t *testing
 	}
 }
 
-// Seed 004's session: nothing is created until the first tool call, which creates one sandbox
+// An agent session: nothing is created until the first tool call, which creates one sandbox
 // with the session's scoping labels and a TTL on the Sandbox; every call runs as `sh -c` through
 // the router's X-Sandbox-ID routing to :8888 /execute (files as base64 through execute); deleting
 // the session terminates the sandbox.
 func TestLazySessionSandboxRunsShellCommandsThroughTheRouter(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed004")
-	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating seed 004's template")
-	identity := asServiceAccount(t, ns, "cognition", seed004Role, seed004ClusterRole)
+	ns := newNamespace(t, "session")
+	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating the agent server's template")
+	identity := asServiceAccount(t, ns, "cognition", agentServerRole, agentServerClusterRole)
 	cli := sdkClientAs(t, ns, identity)
 	mustf(t, cli.CheckCluster(t.Context(), sdk.RequireTemplate("cognition-sandbox")), "startup validation")
 
 	session := "s-" + rand.String(6)
-	backend := &cognitionBackend{cli: cli, kube: clientAs(t, identity), ttl: 3600 * time.Second, labels: map[string]string{
+	backend := &sessionBackend{cli: cli, kube: clientAs(t, identity), ttl: 3600 * time.Second, labels: map[string]string{
 		"cognition.io/session": session, "cognition.io/user": "alice", "cognition.io/org": "acme",
 	}}
 	// Session created, client built, installation validated: nothing exists yet.
@@ -211,16 +211,16 @@ func TestLazySessionSandboxRunsShellCommandsThroughTheRouter(t *testing.T) {
 	})
 }
 
-// Seed 004's TTL safety net: a session whose server never calls terminate. Its SDK patches the
+// An agent session's TTL safety net: a session whose server never calls terminate. Its SDK patches the
 // Sandbox's spec.shutdownTime and leaves shutdownPolicy at the default (Retain): at that time the
 // controller deletes the pod and Service, keeps the Sandbox marked expired, and the router stops
 // routing to it; the claim reports it. A later terminate removes what is left.
 func TestSandboxShutdownTimePatchExpiresAnAbandonedSession(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed004t")
-	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating seed 004's template")
-	identity := asServiceAccount(t, ns, "cognition", seed004Role, nil)
-	backend := &cognitionBackend{cli: sdkClientAs(t, ns, identity), kube: clientAs(t, identity), ttl: 3 * time.Second,
+	ns := newNamespace(t, "session-ttl")
+	mustf(t, kube.Create(t.Context(), hardenedTemplate(ns, "cognition-sandbox")), "creating the agent server's template")
+	identity := asServiceAccount(t, ns, "cognition", agentServerRole, nil)
+	backend := &sessionBackend{cli: sdkClientAs(t, ns, identity), kube: clientAs(t, identity), ttl: 3 * time.Second,
 		labels: map[string]string{"cognition.io/session": "abandoned"}}
 	if out, _, code := backend.execute(t, "echo before"); code != 0 || out != "before\n" {
 		t.Fatalf("tool call before the TTL: %q exit %d", out, code)

@@ -24,13 +24,13 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-// Seed 001 (a Go agent platform): one SandboxClaim per conversation through a plain
+// Claim per conversation (docs/integrations.md), a Go agent platform's flow: one SandboxClaim per conversation through a plain
 // controller-runtime client, adopt the claim on AlreadyExists (a restarted server reconnects),
 // poll status.sandbox.podIPs as the readiness signal (2-minute default), speak its own protocol
 // to podIP:port at once — podIPs must mean "serving" — and delete the claim on disconnect.
 func TestClaimPerConversationIsAdoptedOnReconnectAndServesAtItsPodIP(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed001")
+	ns := newNamespace(t, "conversation")
 	createTemplate(t, ns, "python-sandbox-template", false)
 
 	conv := "conv-" + rand.String(6)
@@ -102,7 +102,7 @@ func talk(t *testing.T, podIP string) {
 	}
 }
 
-// Seed 001: a raw Sandbox with an empty pod spec fails admission; the template must drive the
+// Claim per conversation: a raw Sandbox with an empty pod spec fails admission; the template must drive the
 // pod spec.
 func TestRawSandboxWithoutContainersFailsAdmission(t *testing.T) {
 	t.Parallel()

@@ -27,7 +27,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-// Seed 002 (a TypeScript harness): raw Sandboxes running `sleep infinity`, commands through the
+// Harness runs and workspaces (docs/integrations.md), a TypeScript agent harness's flow: raw Sandboxes running `sleep infinity`, commands through the
 // Kubernetes exec API with streamed output, persistent sandboxes paused and resumed by scaling
 // replicas with the home on a PVC, shutdownTime refreshed, and egress modes as per-Sandbox
 // NetworkPolicies.
@@ -73,11 +73,11 @@ func waitPodReady(t *testing.T, ns, name string) *corev1.Pod {
 	return pod
 }
 
-// Seed 002, ephemeral mode: a raw Sandbox per run, commands through the kube exec API with
+// The harness's ephemeral mode: a raw Sandbox per run, commands through the kube exec API with
 // stdout and stderr streamed apart, deleted after the run.
 func TestRawSandboxPerRunExecsWithSeparateStreamsAndIsDeleted(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed002")
+	ns := newNamespace(t, "harness")
 	name := "fp-" + ns + "-" + rand.String(5)
 	sb := harnessSandbox(ns, name, map[string]string{"EXTRA_VAR": "from-config"}).Obj()
 	mustf(t, kube.Create(t.Context(), sb), "creating sandbox")
@@ -110,11 +110,11 @@ func TestRawSandboxPerRunExecsWithSeparateStreamsAndIsDeleted(t *testing.T) {
 	slow.EventuallyContext(t, "pod gone", func(ctx context.Context) error { return gone(ctx, pod) })
 }
 
-// Seed 002, persistent mode: one deterministic Sandbox per workspace, paused and resumed by
+// The harness's persistent mode: one deterministic Sandbox per workspace, paused and resumed by
 // scaling replicas 0↔1 with the home on a PVC, its shutdownTime refreshed on use.
 func TestWorkspaceSandboxKeepsItsHomeAcrossPauseResumeAndTakesShutdownTimeRefreshes(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed002p")
+	ns := newNamespace(t, "harness-ws")
 	sum := sha256.Sum256([]byte(ns + "/workspace-a"))
 	name := "fp-p-workspace-a-" + hex.EncodeToString(sum[:])[:8] // deterministic per workspace
 	sb := harnessSandbox(ns, name, map[string]string{"HOME": "/home/node"}).Volume(localVolume("home", "1Gi"), "/home/node").
@@ -195,11 +195,11 @@ func egressPolicy(ns, sandbox, mode string, cidrs []string) *networkingv1.Networ
 	return np
 }
 
-// Seed 002's egress modes (deny-all default, restricted CIDRs with DNS, allow-all) as a
+// The harness's egress modes (deny-all default, restricted CIDRs with DNS, allow-all) as a
 // per-Sandbox NetworkPolicy that selects the sandbox's pod by the harness's own label.
 func TestPerSandboxEgressPolicyFollowsTheModeAndSelectsThePod(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed002n")
+	ns := newNamespace(t, "harness-egress")
 	name := "fp-net-" + rand.String(5)
 	mustf(t, kube.Create(t.Context(), harnessSandbox(ns, name, nil).Obj()), "creating sandbox")
 	pod := waitPodReady(t, ns, name)

@@ -19,7 +19,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
-// Seed 003 (a Kubernetes task controller on the Go SDK): worker jobs claim a workspace and
+// Task workspaces (docs/integrations.md), a Kubernetes task controller's flow on the Go SDK: worker jobs claim a workspace and
 // wait, run commands, write nested files, then delete or retain the workspace; session reuse
 // through a deterministic claim name; the warm pool policy mapped onto the claim's warmpool.
 
@@ -27,14 +27,14 @@ import (
 // job of the same session reattaches.
 func sessionClaimName(ns, session, template string) string {
 	sum := sha256.Sum256([]byte(ns + "/" + session + "/" + template))
-	return "orka-ws-" + hex.EncodeToString(sum[:])[:12]
+	return "task-ws-" + hex.EncodeToString(sum[:])[:12]
 }
 
 // The worker's timeouts (controller flags --agent-sandbox-claim-timeout and
 // --agent-sandbox-command-timeout, defaults).
 const (
-	orkaClaimTimeout   = 2 * time.Minute
-	orkaCommandTimeout = 30 * time.Minute
+	taskClaimTimeout   = 2 * time.Minute
+	taskCommandTimeout = 30 * time.Minute
 )
 
 // job is one worker run: claim-or-reattach within the claim timeout, then work at once (no
@@ -42,11 +42,11 @@ const (
 // cleanup policy.
 func job(t *testing.T, cli *sdk.Client, name, template, warmpool, cleanup string, work func(context.Context, *sdk.Sandbox)) *sdk.Sandbox {
 	t.Helper()
-	claimCtx, cancel := context.WithTimeout(t.Context(), orkaClaimTimeout)
+	claimCtx, cancel := context.WithTimeout(t.Context(), taskClaimTimeout)
 	sb, err := cli.GetOrCreate(claimCtx, name, template, sdk.WithWarmPool(warmpool))
 	cancel()
-	mustf(t, err, "claiming workspace %s within %s", name, orkaClaimTimeout)
-	cmdCtx, cancel := context.WithTimeout(t.Context(), orkaCommandTimeout)
+	mustf(t, err, "claiming workspace %s within %s", name, taskClaimTimeout)
+	cmdCtx, cancel := context.WithTimeout(t.Context(), taskCommandTimeout)
 	defer cancel()
 	work(cmdCtx, sb)
 	switch cleanup {
@@ -58,13 +58,13 @@ func job(t *testing.T, cli *sdk.Client, name, template, warmpool, cleanup string
 	return sb
 }
 
-// Seed 003: a deterministic claim name per session lets a later job reattach to a retained
+// Task workspaces: a deterministic claim name per session lets a later job reattach to a retained
 // workspace and find its nested files; cleanupPolicy delete removes it.
 func TestDeterministicClaimNameReattachesARetainedWorkspace(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed003")
+	ns := newNamespace(t, "task")
 	createTemplate(t, ns, "coding-agent", true)
-	cli := sdkClientAs(t, ns, asServiceAccount(t, ns, "orka-worker", seed003Role, nil))
+	cli := sdkClientAs(t, ns, asServiceAccount(t, ns, "task-worker", taskWorkerRole, nil))
 	name := sessionClaimName(ns, "feature-123", "coding-agent")
 	files := map[string]string{
 		"repo/src/pkg/main.go":       "package main\n",
@@ -109,17 +109,17 @@ func TestDeterministicClaimNameReattachesARetainedWorkspace(t *testing.T) {
 	slow.EventuallyContext(t, "sandbox of the deleted workspace gone", func(ctx context.Context) error { return gone(ctx, sandbox) })
 }
 
-// Seed 003's warm-pool policy mapped onto the claim's warmpool field: none starts cold,
+// The task controller's warm-pool policy mapped onto the claim's warmpool field: none starts cold,
 // default adopts from the template's pool.
 func TestClaimWarmpoolFieldChoosesColdOrWarm(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed003w")
+	ns := newNamespace(t, "task-warm")
 	createTemplate(t, ns, "coding-agent", false)
 	createPool(t, ns, "coding-agent-pool", "coding-agent", 1)
-	cli := sdkClientAs(t, ns, asServiceAccount(t, ns, "orka-worker", seed003Role, nil))
+	cli := sdkClientAs(t, ns, asServiceAccount(t, ns, "task-worker", taskWorkerRole, nil))
 
 	for _, tc := range []struct {
-		policy   string // Orka: "template" -> default, "disabled" -> none
+		policy   string // the task controller's "template" -> default, "disabled" -> none
 		wantWarm bool
 	}{
 		{policy: "none", wantWarm: false},

@@ -16,7 +16,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
-// Seed 003's worker reaches its workspace the way its Role allows (pods/portforward, no router)
+// The task worker reaches its workspace the way its Role allows (pods/portforward, no router)
 // and reads no claim: the whole job, through the SDK's port-forward transport, against a live pod.
 
 // sdkPortForwardAs is an SDK client of ns under that identity that tunnels to sandboxd through
@@ -52,14 +52,14 @@ func (l *lineTimes) Write(p []byte) (int, error) {
 	}
 }
 
-func TestSeed003JobThroughPortForwardUnderTheWorkerRights(t *testing.T) {
+func TestTaskJobThroughPortForwardUnderTheWorkerRights(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "seed003pf")
+	ns := newNamespace(t, "task-pf")
 	// kubectl port-forward does not reach a gVisor pod (docs/security.md): containerd dials the
 	// port in the pod's network namespace, where gVisor's own network stack has no socket. A
 	// template whose clients use it runs on the node's runtime.
 	applyTemplate(t, templateFor(ns, "coding-agent", false).RuntimeClass(ptr.To("")))
-	cli := sdkPortForwardAs(t, ns, asServiceAccount(t, ns, "orka-worker", seed003Role, nil))
+	cli := sdkPortForwardAs(t, ns, asServiceAccount(t, ns, "task-worker", taskWorkerRole, nil))
 	name := sessionClaimName(ns, "pf-1", "coding-agent")
 
 	job(t, cli, name, "coding-agent", "none", "delete", func(ctx context.Context, sb *sdk.Sandbox) {
@@ -68,8 +68,8 @@ func TestSeed003JobThroughPortForwardUnderTheWorkerRights(t *testing.T) {
 			run  func(t *testing.T)
 		}{
 			{"a command gets its env and stdin", func(t *testing.T) {
-				res, err := sb.Run(ctx, sdk.Shell(`echo "task=$ORKA_TASK" && tr a-z A-Z`),
-					sdk.WithEnv(map[string]string{"ORKA_TASK": "42"}), sdk.WithStdin(strings.NewReader("from stdin\n")))
+				res, err := sb.Run(ctx, sdk.Shell(`echo "task=$TASK_ID" && tr a-z A-Z`),
+					sdk.WithEnv(map[string]string{"TASK_ID": "42"}), sdk.WithStdin(strings.NewReader("from stdin\n")))
 				mustf(t, err, "running through the port-forward")
 				if res.ExitCode != 0 || res.Stdout != "task=42\nFROM STDIN\n" {
 					t.Fatalf("result %+v, want exit 0 and stdout %q", res, "task=42\nFROM STDIN\n")
