@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/devcluster"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/antispoof"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
@@ -22,7 +21,7 @@ import (
 // check-network (it names tokenless callers by their pod) and it found forged sources dropped.
 func TestRoutersStartOnlyAfterTheirNetworkCheckPasses(t *testing.T) {
 	var routers corev1.PodList
-	mustf(t, kube.List(t.Context(), &routers, client.InNamespace(devcluster.SystemNS), client.MatchingLabels{"app": "sandbox-router"}), "listing routers")
+	mustf(t, kube.List(t.Context(), &routers, client.InNamespace(spec.SystemNS), client.MatchingLabels{"app": "sandbox-router"}), "listing routers")
 	if len(routers.Items) == 0 {
 		t.Fatal("no router pods")
 	}
