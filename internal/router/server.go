@@ -115,7 +115,7 @@ func ProbeHandler(ready func() bool, m *Metrics, protect MetricsFilter) (http.Ha
 		writeOK(w)
 	})
 	if m != nil {
-		var h http.Handler = m.Handler()
+		h := m.Handler()
 		if protect != nil {
 			var err error
 			if h, err = protect(h); err != nil {
