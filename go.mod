@@ -3,6 +3,7 @@ module github.com/agent-sandbox/agent-sandbox
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.19.1
 	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/coder/websocket v1.8.14
 	github.com/containernetworking/cni v1.3.1
@@ -43,7 +44,6 @@ require (
 
 require (
 	cel.dev/expr v0.24.0 // indirect
-	connectrpc.com/connect v1.19.1 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20230124172434-306776ec8161 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
