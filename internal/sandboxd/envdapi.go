@@ -21,3 +21,9 @@ func (s *Server) EnvdHandler() http.Handler {
 		s.envd.ServeHTTP(w, r)
 	})
 }
+
+// runningProcesses counts the commands that run on without a request: the
+// background processes of /v1/processes and those started through envd.
+func (s *Server) runningProcesses() int {
+	return s.exec.RunningProcesses() + s.envd.RunningProcesses()
+}

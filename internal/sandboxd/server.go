@@ -198,7 +198,7 @@ func New(cfg Config) (*Server, error) {
 	s.exec = execapi.New(s.runner, execapi.Config{ExecTimeout: cfg.ExecTimeout, ProcessLogBytes: cfg.ProcessLogBytes, Logger: s.log})
 	s.legacy = legacy.New(root, s.runner, cfg.ExecTimeout)
 	s.envd = envd.New(envd.Config{FS: root, Runner: s.runner, Token: cfg.Token, MaxUploadBytes: cfg.EnvdMaxUploadBytes, Logger: s.log.With("api", "envd")})
-	s.metrics = newMetrics(s.exec.RunningProcesses)
+	s.metrics = newMetrics(s.runningProcesses)
 	s.routes = s.buildRoutes()
 	s.grpc = s.newGRPCServer()
 	return s, nil

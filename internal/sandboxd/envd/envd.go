@@ -108,6 +108,10 @@ func (s *Service) Close() {
 	s.pollers.closeAll()
 }
 
+// RunningProcesses counts the processes started through Start that still
+// run, streamed to a client or not.
+func (s *Service) RunningProcesses() int { return len(s.procs.list()) }
+
 // hasToken checks the request's X-Access-Token or bearer token.
 func (s *Service) hasToken(h http.Header) bool {
 	if s.cfg.Token == "" {
