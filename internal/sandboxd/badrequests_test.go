@@ -50,7 +50,7 @@ type sandboxdBadRequest struct {
 	Server string `json:"server,omitempty"`
 	// API is "sandboxd" (the main port, the default) or "envd" (E2B's API on the envd port,
 	// whose uploads are bounded to 1 MiB here).
-	API string `json:"api,omitempty"`
+	API    string `json:"api,omitempty"`
 	Method string `json:"method,omitempty"` // default GET
 	// Target is the request-target exactly as sent.
 	Target string `json:"target"`
