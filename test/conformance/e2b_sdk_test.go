@@ -96,8 +96,11 @@ func startSandboxd(t *testing.T, bin, token string) string {
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		done := make(chan struct{})
+		go func() {
+			_ = cmd.Wait() // a signalled exit is the expected outcome
+			close(done)
+		}()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -128,12 +131,18 @@ func startSandboxd(t *testing.T, bin, token string) string {
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
-	for range n {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	for range n { // all open at once, so that the ports differ
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
+		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
