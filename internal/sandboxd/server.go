@@ -197,7 +197,7 @@ func New(cfg Config) (*Server, error) {
 	s.files = files.New(root, s.log)
 	s.exec = execapi.New(s.runner, execapi.Config{ExecTimeout: cfg.ExecTimeout, ProcessLogBytes: cfg.ProcessLogBytes, Logger: s.log})
 	s.legacy = legacy.New(root, s.runner, cfg.ExecTimeout)
-	s.envd = envd.New(envd.Config{FS: root, Runner: s.runner, Token: cfg.Token, MaxUploadBytes: cfg.EnvdMaxUploadBytes, Logger: s.log.With("api", "envd")})
+	s.envd = envd.New(envd.Config{FS: root, Runner: s.runner, Shell: cfg.Shell, Token: cfg.Token, MaxUploadBytes: cfg.EnvdMaxUploadBytes, Logger: s.log.With("api", "envd")})
 	s.metrics = newMetrics(s.runningProcesses)
 	s.routes = s.buildRoutes()
 	s.grpc = s.newGRPCServer()

@@ -53,6 +53,9 @@ type Config struct {
 	// Bearer") on everything but /health; a /files request may instead
 	// carry a signature made with it.
 	Token string
+	// Shell runs the commands the SDK sends to bash when the sandbox has no
+	// bash (sandboxd's --shell, /bin/sh); "" turns that off.
+	Shell string
 	// MaxUploadBytes bounds one /files upload body (0: no bound but the
 	// disk's, as sandboxd's other uploads).
 	MaxUploadBytes int64

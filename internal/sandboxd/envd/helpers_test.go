@@ -53,7 +53,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	runner := process.NewRunner(root.Resolver(), process.Config{Shell: "/bin/sh", MaxOutput: 1 << 20, KillGrace: 200 * time.Millisecond})
-	cfg := envd.Config{FS: root, Runner: runner, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := envd.Config{FS: root, Runner: runner, Shell: "/bin/sh", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, o := range opts {
 		o(&cfg)
 	}

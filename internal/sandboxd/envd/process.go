@@ -3,9 +3,13 @@ package envd
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"maps"
 	"math"
 	"net/http"
+	"os"
+	"path"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -204,7 +208,15 @@ func (s *Service) startProcess(ctx context.Context, req *pb.StartRequest, timeou
 		}
 		ereq.TTY, ereq.Cols, ereq.Rows = true, cols, rows
 	}
-	sp, err := s.cfg.Runner.BuildSpec(process.WithSessionEnv(ctx, s.commandEnv(ctx)), ereq, 0)
+	specCtx := process.WithSessionEnv(ctx, s.commandEnv(ctx))
+	sp, err := s.cfg.Runner.BuildSpec(specCtx, ereq, 0)
+	if err == nil && notInstalled(sp) && path.Base(cfg.GetCmd()) == "bash" && s.cfg.Shell != "" {
+		// The SDK runs every command string as /bin/bash -l -c (a terminal as
+		// bash -i -l); an image without bash runs them under its own shell,
+		// which takes the same options, rather than failing them all.
+		ereq.Argv[0] = s.cfg.Shell
+		sp, err = s.cfg.Runner.BuildSpec(specCtx, ereq, 0)
+	}
 	if err != nil {
 		return nil, nil, toConnect(err)
 	}
@@ -231,6 +243,20 @@ func (s *Service) startProcess(ctx context.Context, req *pb.StartRequest, timeou
 		p.run(timeout, s.cfg.Runner.KillGrace())
 	}()
 	return p, sub, nil
+}
+
+// notInstalled says whether the executable a spec resolved to is missing
+// (a relative path counts from the command's directory).
+func notInstalled(sp *process.Spec) bool {
+	if sp.Path == "" {
+		return true
+	}
+	p := sp.Path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(sp.Dir, p)
+	}
+	_, err := os.Stat(p)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // commandEnv is the environment /init set, under the session's (the

@@ -92,6 +92,26 @@ func TestStartRefusesBadRequests(t *testing.T) {
 	}
 }
 
+// The SDK runs command strings as /bin/bash -l -c; without bash they run
+// under the sandbox's shell. Other missing commands still fail.
+func TestMissingBashFallsBackToTheShell(t *testing.T) {
+	e := newEnv(t)
+	s, err := e.proc.Start(t.Context(), connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{
+		Cmd: "/no/such/dir/bash", Args: []string{"-l", "-c", "echo via $0"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := collect(t, s)
+	if err != nil || r.stdout != "via /bin/sh\n" || r.end.GetExitCode() != 0 {
+		t.Fatalf("stdout %q end %v err %v, want the command run by /bin/sh", r.stdout, r.end, err)
+	}
+	s, err = e.proc.Start(t.Context(), connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{Cmd: "/no/such/dir/zsh"}}))
+	if err == nil {
+		_, err = collect(t, s)
+	}
+	wantCode(t, "another missing shell", err, connect.CodeInvalidArgument)
+}
+
 func TestStdinSendAndClose(t *testing.T) {
 	e := newEnv(t)
 	on := true
