@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"connectrpc.com/connect"
@@ -84,20 +85,32 @@ func (s *Service) entryOf(rel string, fi fs.FileInfo) *pb.EntryInfo {
 	return e
 }
 
+// Owner and group names, looked up once per id: a listing of many files
+// would otherwise read /etc/passwd and /etc/group for each.
+var userNames, groupNames sync.Map // uint32 -> string
+
 func userName(uid uint32) string {
-	id := strconv.FormatUint(uint64(uid), 10)
-	if u, err := user.LookupId(id); err == nil {
-		return u.Username
+	if v, ok := userNames.Load(uid); ok {
+		return v.(string)
 	}
-	return id
+	name := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	userNames.Store(uid, name)
+	return name
 }
 
 func groupName(gid uint32) string {
-	id := strconv.FormatUint(uint64(gid), 10)
-	if g, err := user.LookupGroupId(id); err == nil {
-		return g.Name
+	if v, ok := groupNames.Load(gid); ok {
+		return v.(string)
 	}
-	return id
+	name := strconv.FormatUint(uint64(gid), 10)
+	if g, err := user.LookupGroupId(name); err == nil {
+		name = g.Name
+	}
+	groupNames.Store(gid, name)
+	return name
 }
 
 // Stat describes a path; a symlink is described itself.
