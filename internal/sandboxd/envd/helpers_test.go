@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 // env is an envd Service on a fresh root behind an HTTP/1.1 + h2c test
 // server, with Connect clients speaking JSON as E2B's SDK does.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	root   string // real path of the root
 	svc    *envd.Service
 	ts     *httptest.Server
@@ -42,7 +42,7 @@ type env struct {
 
 type envOption func(*envd.Config)
 
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
