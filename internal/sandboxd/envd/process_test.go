@@ -135,12 +135,11 @@ func TestStdinSendAndClose(t *testing.T) {
 
 	// The SDK's default: no stdin. Input is refused, and the command sees EOF at once.
 	off := false
-	s, pid = e.startShell(t.Context(), "cat; echo eof", func(r *pb.StartRequest) { r.Stdin = &off })
+	s, pid = e.startShell(t.Context(), "cat; echo eof; while [ ! -e stop ]; do sleep 0.02; done", func(r *pb.StartRequest) { r.Stdin = &off })
 	in := &pb.SendInputRequest{Process: pidSel(pid), Input: &pb.ProcessInput{Input: &pb.ProcessInput_Stdin{Stdin: []byte("x")}}}
 	_, err = e.proc.SendInput(t.Context(), connect.NewRequest(in))
-	if err != nil {
-		wantCode(t, "stdin to a process started without it", err, connect.CodeFailedPrecondition)
-	}
+	wantCode(t, "stdin to a process started without it", err, connect.CodeFailedPrecondition)
+	e.write("stop", "")
 	r, err = collect(t, s)
 	if err != nil || r.stdout != "eof\n" {
 		t.Fatalf("stdout %q err %v, want only eof", r.stdout, err)
