@@ -1,7 +1,9 @@
 package sandboxd_test
 
 import (
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -54,4 +56,20 @@ func TestEnvdHandlerSessionEnvAndActivity(t *testing.T) {
 		a := activityOf(t, e)
 		return !a.Active && a.RunningProcesses == 0
 	})
+
+	// Requests are measured under bounded route names.
+	resp, err := ts.Client().Get(ts.URL + "/no/such/" + t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	metrics := string(e.Do("GET", "/metrics", nil, http.StatusOK))
+	for _, want := range []string{
+		`sandboxd_http_requests_total{code="200",method="POST",route="envd:/process.Process/Start"} 2`,
+		`sandboxd_http_requests_total{code="404",method="GET",route="envd:unmatched"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }
