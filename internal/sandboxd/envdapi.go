@@ -5,10 +5,14 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
+	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 	fspb "github.com/agent-sandbox/agent-sandbox/pkg/proto/envd/filesystem"
 	pb "github.com/agent-sandbox/agent-sandbox/pkg/proto/envd/process"
 )
@@ -38,7 +42,8 @@ func envdRoute(r *http.Request) string {
 
 // EnvdHandler serves E2B's in-sandbox API (package envd) as Run does on
 // EnvdListen: every request counts as activity, is logged and measured
-// like the main port's (route "envd:<path>"), and the session environment
+// like the main port's (route "envd:<path>"), traced when tracing is on,
+// and the session environment
 // the router sends reaches the commands it starts.
 func (s *Server) EnvdHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,6 +71,14 @@ func (s *Server) EnvdHandler() http.Handler {
 			s.metrics.observeRequest(name, r.Method, code, d)
 			log.Debug("request", "method", r.Method, "status", code, "duration", d)
 		}()
+		if s.tracer != nil {
+			ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			method := tracing.HTTPMethod(r.Method)
+			ctx, span := s.tracer.Start(ctx, method+" "+name, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.method", method), attribute.String("http.route", name)))
+			defer func() { tracing.EndHTTPServerSpan(span, sw.status) }()
+			r = r.WithContext(ctx)
+		}
 		r, err := withSessionEnv(r)
 		if err != nil {
 			respond.Error(sw, http.StatusBadRequest, err.Error())
