@@ -3,6 +3,7 @@ module github.com/agent-sandbox/agent-sandbox
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.19.1
 	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/coder/websocket v1.8.14
 	github.com/containernetworking/cni v1.3.1
@@ -28,7 +29,7 @@ require (
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 	google.golang.org/grpc v1.75.0
-	google.golang.org/protobuf v1.36.8
+	google.golang.org/protobuf v1.36.9
 	k8s.io/api v0.34.4
 	k8s.io/apimachinery v0.34.4
 	k8s.io/cli-runtime v0.34.4

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Generates the Go code of proto/**/*.proto into pkg/proto with protoc (Debian's
 # protobuf-compiler; installed with apt-get when missing and we are root) and the
-# protoc-gen-go / protoc-gen-go-grpc plugins pinned in hack/tools/go.mod.
+# protoc-gen-go / protoc-gen-go-grpc / protoc-gen-connect-go plugins pinned in
+# hack/tools/go.mod. Connect code (envd's services) lands in <package>connect/
+# next to each package; gRPC code is only generated for services that use it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,10 +23,18 @@ include=/usr/include
 
 gen_go=$(cd hack/tools && go tool -n protoc-gen-go)
 gen_grpc=$(cd hack/tools && go tool -n protoc-gen-go-grpc)
+gen_connect=$(cd hack/tools && go tool -n protoc-gen-connect-go)
 mkdir -p pkg/proto
-mapfile -t files < <(cd proto && find . -name '*.proto' | sed 's|^\./||' | sort)
+# envd's services (proto/envd) are served over Connect; the rest over gRPC.
+mapfile -t grpc_files < <(cd proto && find . -name '*.proto' -not -path './envd/*' | sed 's|^\./||' | sort)
+mapfile -t connect_files < <(cd proto && find ./envd -name '*.proto' | sed 's|^\./||' | sort)
 protoc -I proto -I "$include" \
   --plugin=protoc-gen-go="$gen_go" --plugin=protoc-gen-go-grpc="$gen_grpc" \
   --go_out=pkg/proto --go_opt=paths=source_relative \
   --go-grpc_out=pkg/proto --go-grpc_opt=paths=source_relative \
-  "${files[@]}"
+  "${grpc_files[@]}"
+protoc -I proto -I "$include" \
+  --plugin=protoc-gen-go="$gen_go" --plugin=protoc-gen-connect-go="$gen_connect" \
+  --go_out=pkg/proto --go_opt=paths=source_relative \
+  --connect-go_out=pkg/proto --connect-go_opt=paths=source_relative \
+  "${connect_files[@]}"

@@ -80,6 +80,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (sand
 	listen := fset.String("listen", or(env("SANDBOXD_LISTEN"), ":8888"), "address to serve HTTP/1.1 and h2c on (SANDBOXD_LISTEN)")
 	grpcListen := fset.String("grpc-listen", or(env("SANDBOXD_GRPC_LISTEN"), ":9090"), "address to serve the gRPC ProcessService on (upstream sandboxd's port; it is also served on --listen); off disables (SANDBOXD_GRPC_LISTEN)")
 	restListen := fset.String("rest-listen", env("SANDBOXD_REST_LISTEN"), "extra address serving the HTTP API, e.g. :8080 (upstream sandboxd's REST port, the default of upstream SDKs in sandboxd mode); empty: none (SANDBOXD_REST_LISTEN)")
+	envdListen := fset.String("envd-listen", or(env("SANDBOXD_ENVD_LISTEN"), ":49983"), "address to serve E2B's in-sandbox API (envd) on, E2B's SDKs' port; off disables (SANDBOXD_ENVD_LISTEN)")
 	root := fset.String("root", or(env("SANDBOXD_ROOT", "SANDBOX_BASE_DIR"), "/workspace"), "sandbox root for files and working directories; created if missing (SANDBOXD_ROOT)")
 	token := fset.String("token", "", "bearer token required on every endpoint but /healthz and GET /; prefer SANDBOXD_TOKEN or --token-file")
 	tokenFile := fset.String("token-file", env("SANDBOXD_TOKEN_FILE"), "file holding the bearer token (SANDBOXD_TOKEN_FILE)")
@@ -104,7 +105,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (sand
 		return sandboxd.Config{}, fmt.Errorf("unexpected arguments: %v", fset.Args())
 	}
 
-	cfg := sandboxd.Config{Listen: *listen, GRPCListen: *grpcListen, RESTListen: *restListen, Root: *root, MaxOutput: *maxOutput, Version: version}
+	cfg := sandboxd.Config{Listen: *listen, GRPCListen: *grpcListen, RESTListen: *restListen, EnvdListen: *envdListen, Root: *root, MaxOutput: *maxOutput, Version: version}
 	if cfg.ExecTimeout, err = positiveDuration("exec-timeout", *execTimeout); err != nil {
 		return cfg, err
 	}

@@ -130,6 +130,27 @@ func TestGRPCListen(t *testing.T) {
 	}
 }
 
+func TestEnvdListen(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"default is envd's port, which E2B's SDKs address", nil, nil, ":49983"},
+		{"flag", []string{"--envd-listen", "127.0.0.1:4998"}, nil, "127.0.0.1:4998"},
+		{"environment turns it off", nil, map[string]string{"SANDBOXD_ENVD_LISTEN": "off"}, "off"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			if err != nil || cfg.EnvdListen != tc.want {
+				t.Fatalf("EnvdListen %q, %v; want %q", cfg.EnvdListen, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestHelp(t *testing.T) {
 	var out strings.Builder
 	_, err := parseConfig([]string{"--help"}, func(string) string { return "" }, &out)

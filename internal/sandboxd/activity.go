@@ -73,7 +73,7 @@ func countsAsActivity(rt *route) bool {
 
 // handleActivity serves GET /v1/activity.
 func (s *Server) handleActivity(w http.ResponseWriter, _ *http.Request) {
-	respond.JSON(w, http.StatusOK, s.activity.report(s.exec.RunningProcesses()))
+	respond.JSON(w, http.StatusOK, s.activity.report(s.runningProcesses()))
 }
 
 // handleTouch serves POST /v1/activity: the router saw a request for the pod that did not come

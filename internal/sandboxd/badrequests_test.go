@@ -48,6 +48,9 @@ type sandboxdBadRequest struct {
 	Name string `json:"name"`
 	// Server is "open" (no token, the default) or "token" (--token s3cret).
 	Server string `json:"server,omitempty"`
+	// API is "sandboxd" (the main port, the default) or "envd" (E2B's API on the envd port,
+	// whose uploads are bounded to 1 MiB here).
+	API    string `json:"api,omitempty"`
 	Method string `json:"method,omitempty"` // default GET
 	// Target is the request-target exactly as sent.
 	Target string `json:"target"`
@@ -179,18 +182,18 @@ func TestBadRequestsToSandboxd(t *testing.T) {
 	servers := map[string]string{}
 	for kind, token := range map[string]string{"open": "", "token": "s3cret"} {
 		s, err := sandboxd.New(sandboxd.Config{Root: root, Token: token, ExecTimeout: 10 * time.Second, KillGrace: 100 * time.Millisecond,
-			Logger: slog.New(slog.NewTextHandler(errLog, &slog.HandlerOptions{Level: slog.LevelError}))})
+			EnvdMaxUploadBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(errLog, &slog.HandlerOptions{Level: slog.LevelError}))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := httptest.NewUnstartedServer(s)
-		ts.Config.ErrorLog = log.New(errLog, "", 0)
-		ts.Start()
-		t.Cleanup(func() {
-			_ = s.Close()
-			ts.Close()
-		})
-		servers[kind] = ts.Listener.Addr().String()
+		for api, h := range map[string]http.Handler{"sandboxd": s, "envd": s.EnvdHandler()} {
+			ts := httptest.NewUnstartedServer(h)
+			ts.Config.ErrorLog = log.New(errLog, "", 0)
+			ts.Start()
+			t.Cleanup(ts.Close)
+			servers[kind+"/"+api] = ts.Listener.Addr().String()
+		}
+		t.Cleanup(func() { _ = s.Close() }) // runs first: no handler keeps ts.Close waiting
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -199,12 +202,15 @@ func TestBadRequestsToSandboxd(t *testing.T) {
 		}
 		seen[c.Name] = true
 		t.Run(c.Name, func(t *testing.T) {
-			server := c.Server
+			server, api := c.Server, c.API
 			if server == "" {
 				server = "open"
 			}
+			if api == "" {
+				api = "sandboxd"
+			}
 			before := sandboxdtest.TreeState(t, tmp)
-			resp, body := sendRawRequest(t, servers[server], c.raw())
+			resp, body := sendRawRequest(t, servers[server+"/"+api], c.raw())
 			if after := sandboxdtest.TreeState(t, tmp); !reflect.DeepEqual(before, after) {
 				t.Errorf("the request changed the file tree:\nbefore %v\nafter  %v", before, after)
 			}

@@ -32,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/envd"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/execapi"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/files"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/legacy"
@@ -53,6 +54,12 @@ type Config struct {
 	// such as ":8080", upstream sandboxd's REST port, for upstream SDKs in
 	// sandboxd mode with their default ports (default "": none).
 	RESTListen string
+	// EnvdListen is the address Run serves E2B's in-sandbox API (envd) on
+	// (default ":49983", envd's port, which E2B's SDKs address); "off"
+	// disables it. It takes Token as X-Access-Token (docs/e2b.md).
+	EnvdListen string
+	// EnvdMaxUploadBytes bounds one upload to envd's /files (0: no bound).
+	EnvdMaxUploadBytes int64
 	// Root is the directory all file paths and working directories live in
 	// (default "/workspace"); it is created if missing.
 	Root string
@@ -105,6 +112,9 @@ func (c *Config) setDefaults() {
 	if c.GRPCListen == "" {
 		c.GRPCListen = ":9090"
 	}
+	if c.EnvdListen == "" {
+		c.EnvdListen = fmt.Sprintf(":%d", envd.DefaultPort)
+	}
 	if c.ExecTimeout <= 0 {
 		c.ExecTimeout = 300 * time.Second
 	}
@@ -147,12 +157,14 @@ type Server struct {
 	files     *files.Handler
 	exec      *execapi.Handler
 	legacy    *legacy.Handler
+	envd      *envd.Service
 	routes    []route
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
 	tracer    trace.Tracer // nil: tracing off
 	activity  *activity
 	grpcLn    net.Listener // GRPCListen's listener; nil when off or not run by Run
 	restLn    net.Listener // RESTListen's listener; nil when unset or not run by Run
+	envdLn    net.Listener // EnvdListen's listener; nil when off or not run by Run
 
 	mu       sync.Mutex
 	draining bool // shutting down: no new commands
@@ -185,7 +197,8 @@ func New(cfg Config) (*Server, error) {
 	s.files = files.New(root, s.log)
 	s.exec = execapi.New(s.runner, execapi.Config{ExecTimeout: cfg.ExecTimeout, ProcessLogBytes: cfg.ProcessLogBytes, Logger: s.log})
 	s.legacy = legacy.New(root, s.runner, cfg.ExecTimeout)
-	s.metrics = newMetrics(s.exec.RunningProcesses)
+	s.envd = envd.New(envd.Config{FS: root, Runner: s.runner, Shell: cfg.Shell, Token: cfg.Token, MaxUploadBytes: cfg.EnvdMaxUploadBytes, Logger: s.log.With("api", "envd")})
+	s.metrics = newMetrics(s.runningProcesses)
 	s.routes = s.buildRoutes()
 	s.grpc = s.newGRPCServer()
 	return s, nil
@@ -206,6 +219,7 @@ func (s *Server) Close() error {
 	s.grpc.Stop() // ends every gRPC call; their commands die with their contexts
 	s.runner.KillAll()
 	s.exec.Close()
+	s.envd.Close()
 	s.runner.Wait()
 	return s.fs.Close()
 }
@@ -231,6 +245,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- hs.Serve(ln) }()
 	s.log.Info("sandboxd listening", "addr", ln.Addr().String(), "root", s.fs.Dir(), "auth", s.cfg.Token != "")
 	s.serveExtraPorts(hs)
+	envdSrv := s.serveEnvd(hs)
 
 	select {
 	case err := <-errc:
@@ -239,6 +254,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.shutdown(hs, cancelBase)
+	s.stopEnvd(envdSrv)
 	cancelBase()
 	<-errc //nolint:errcheck // http.ErrServerClosed: Shutdown ended it
 	err := s.Close()
@@ -264,6 +280,39 @@ func (s *Server) serveExtraPorts(hs *http.Server) {
 			}
 		}()
 		s.log.Info("sandboxd gRPC listening", "addr", s.grpcLn.Addr().String())
+	}
+}
+
+// serveEnvd serves envd's API on EnvdListen, when Run opened it, with hs's
+// protocols and limits.
+func (s *Server) serveEnvd(hs *http.Server) *http.Server {
+	if s.envdLn == nil {
+		return nil
+	}
+	es := &http.Server{
+		Handler: s.EnvdHandler(), Protocols: hs.Protocols, ReadHeaderTimeout: hs.ReadHeaderTimeout,
+		IdleTimeout: hs.IdleTimeout, BaseContext: hs.BaseContext, ErrorLog: hs.ErrorLog,
+	}
+	go func() {
+		if err := es.Serve(s.envdLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("envd listener stopped", "error", err)
+		}
+	}()
+	s.log.Info("sandboxd listening", "addr", s.envdLn.Addr().String(), "for", "E2B envd API")
+	return es
+}
+
+// stopEnvd ends envd's processes (their streams then end with their end
+// events) and closes its listener after a short grace.
+func (s *Server) stopEnvd(es *http.Server) {
+	if es == nil {
+		return
+	}
+	s.envd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.KillGrace+2*time.Second)
+	defer cancel()
+	if err := es.Shutdown(ctx); err != nil {
+		_ = es.Close()
 	}
 }
 
@@ -333,15 +382,31 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("gRPC listener: %w", err)
 		}
 	}
-	if s.cfg.RESTListen != "" {
-		if s.restLn, err = net.Listen("tcp", s.cfg.RESTListen); err != nil {
-			_ = ln.Close()
-			if s.grpcLn != nil {
-				_ = s.grpcLn.Close()
-			}
-			_ = s.Close()
-			return fmt.Errorf("REST listener: %w", err)
-		}
+	if s.restLn, err = listenUnless(s.cfg.RESTListen, ""); err != nil {
+		s.closeListeners(ln)
+		return fmt.Errorf("REST listener: %w", err)
+	}
+	if s.envdLn, err = listenUnless(s.cfg.EnvdListen, "off"); err != nil {
+		s.closeListeners(ln)
+		return fmt.Errorf("envd listener: %w", err)
 	}
 	return s.Serve(ctx, ln)
+}
+
+// listenUnless listens on addr unless it is the value that turns it off.
+func listenUnless(addr, off string) (net.Listener, error) {
+	if addr == off {
+		return nil, nil
+	}
+	return net.Listen("tcp", addr)
+}
+
+// closeListeners undoes a Run that could not open all its listeners.
+func (s *Server) closeListeners(ln net.Listener) {
+	for _, l := range []net.Listener{ln, s.grpcLn, s.restLn, s.envdLn} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	_ = s.Close()
 }

@@ -1,6 +1,9 @@
 package sandboxd_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -101,5 +104,32 @@ func TestEveryGRPCCallIsASpanUnderTheCallersTraceparent(t *testing.T) {
 				t.Errorf("span's parent %s/%s; want the caller's %s/%s", p.TraceID(), p.SpanID(), callerTrace, callerSpan)
 			}
 		})
+	}
+}
+
+func TestEveryEnvdRequestIsASpanUnderTheCallersTraceparent(t *testing.T) {
+	e, spans := tracedSandboxd(t, "")
+	ts := httptest.NewServer(e.Srv.EnvdHandler())
+	req, err := http.NewRequestWithContext(t.Context(), "POST", ts.URL+"/filesystem.Filesystem/Stat", strings.NewReader(`{"path":"/secret-name.txt"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Traceparent", callerTraceparent)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ts.Close() // the handler's deferred work ends the span
+	got := spans()
+	if len(got) != 1 {
+		t.Fatalf("sandboxd ended %d spans, want 1", len(got))
+	}
+	s := got[0]
+	attrs := attribute.NewSet(s.Attributes()...)
+	code, _ := attrs.Value("http.status_code")
+	if s.Name() != "POST envd:/filesystem.Filesystem/Stat" || code.AsInt64() != 404 || s.Parent().TraceID().String() != callerTrace {
+		t.Errorf("span %q code %d parent %s; want the RPC's route, 404, under the caller's trace", s.Name(), code.AsInt64(), s.Parent().TraceID())
 	}
 }

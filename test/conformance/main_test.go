@@ -4,7 +4,8 @@
 // shaped as those clients send it (headers, percent-quoting of paths, JSON spacing, multipart
 // parts, gRPC Execute of ["/bin/sh", "-c", cmd]); the fixtures were written from reading the
 // clients' code, not copied from it. Each case runs against sandboxd directly and through the
-// router, which the upstream clients reach with the X-Sandbox-* headers.
+// router, which the upstream clients reach with the X-Sandbox-* headers. E2B's JS SDK, unmodified,
+// runs against sandboxd's envd port (e2b_sdk_test.go).
 package conformance
 
 import (

@@ -41,7 +41,7 @@ func (h *Handler) Watch(w http.ResponseWriter, r *http.Request, arg string) {
 	// watch when an editor replaces the file) and events are filtered.
 	only := ""
 	if fi.IsDir() {
-		err = h.addWatches(watcher, abs, recursive)
+		err = AddWatches(watcher, abs, recursive)
 	} else {
 		only = abs
 		err = watcher.Add(filepath.Dir(abs))
@@ -65,7 +65,7 @@ func (h *Handler) Watch(w http.ResponseWriter, r *http.Request, arg string) {
 			if recursive && ev.Has(fsnotify.Create) {
 				// New directories join the watch; errors just mean it vanished.
 				if fi, err := h.fs.Lstat(h.fs.RelOf(ev.Name)); err == nil && fi.IsDir() {
-					_ = h.addWatches(watcher, ev.Name, true)
+					_ = AddWatches(watcher, ev.Name, true)
 				}
 			}
 			if err := h.writeEvents(nw, ev, len(watcher.Events) == 0); err != nil {
@@ -86,9 +86,9 @@ func (h *Handler) Watch(w http.ResponseWriter, r *http.Request, arg string) {
 	}
 }
 
-// addWatches watches dir and, when recursive, every directory below it.
+// AddWatches watches dir and, when recursive, every directory below it.
 // Symlinked directories are not followed.
-func (h *Handler) addWatches(w *fsnotify.Watcher, dir string, recursive bool) error {
+func AddWatches(w *fsnotify.Watcher, dir string, recursive bool) error {
 	if !recursive {
 		return w.Add(dir)
 	}

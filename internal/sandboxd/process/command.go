@@ -109,6 +109,24 @@ func (c *Command) Exited() <-chan struct{} { return c.exited }
 // HasTTY reports whether the child runs on a pseudo-terminal.
 func (c *Command) HasTTY() bool { return c.pty != nil }
 
+// State is the child's wait status once it exited and was reaped, else nil.
+func (c *Command) State() *os.ProcessState {
+	select {
+	case <-c.exited:
+		return c.state
+	default:
+		return nil
+	}
+}
+
+// StdinOpen reports whether input sent with SendStdin can still reach the
+// child: it was started with keepStdin and its stdin was not closed.
+func (c *Command) StdinOpen() bool {
+	c.stdinMu.Lock()
+	defer c.stdinMu.Unlock()
+	return c.stdinQ != nil && c.stdin != nil && !c.stdinClosed
+}
+
 // ExitCode follows the shell: 128+n for a signal; -1 before the child
 // exited.
 func (c *Command) ExitCode() int {
