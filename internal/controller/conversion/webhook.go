@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // The cert rotator keeps the serving certificate in a Secret of the controller's namespace (the
@@ -136,7 +136,7 @@ func addRotator(mgr ctrl.Manager, opts Options, ready chan struct{}) error {
 		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", r.ServiceName, r.Namespace)},
 		IsReady:        ready,
 		Webhooks:       webhooks,
-		FieldOwner:     string(agentsv1alpha1.FieldOwner),
+		FieldOwner:     string(agentsv1beta1.FieldOwner),
 	})
 	if err != nil {
 		return fmt.Errorf("setting up webhook certificate rotation: %w", err)
