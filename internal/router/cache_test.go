@@ -220,7 +220,9 @@ func TestSandboxCacheEvents(t *testing.T) {
 				sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.2"))
 		}, "ns", "a", "10.0.0.2", nil},
 		{"deleted", func() { c.OnDelete(sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.2")) }, "ns", "a", "", ErrNotFound},
-		{"re-added", func() { c.OnAdd(sandbox("ns", "b", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.3"), false) }, "ns", "b", "10.0.0.3", nil},
+		{"re-added", func() {
+			c.OnAdd(sandbox("ns", "b", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.3"), false)
+		}, "ns", "b", "10.0.0.3", nil},
 		{"tombstone delete", func() {
 			c.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/b", Obj: sandbox("ns", "b", "", "")})
 		}, "ns", "b", "", ErrNotFound},
