@@ -162,11 +162,12 @@ func (r *Reconciler) acceptFor(ctx context.Context, claim *extv1beta1.SandboxCla
 
 // adoptable: an unclaimed, ready pool member whose spec is still the one its pool made
 // (generation 1: no spec write since the create, by anyone), so a member edited before its
-// adoption is never handed to someone else; its pool replaces it.
+// adoption is never handed to someone else; its pool replaces it. The owner is told by group
+// and kind: members made before the upgrade to v1beta1 storage name their pool in v1alpha1.
 func adoptable(sb *agentsv1beta1.Sandbox) bool {
 	owner := metav1.GetControllerOf(sb)
 	return sb.DeletionTimestamp.IsZero() && owner != nil && sb.Generation <= agentsv1beta1.PristineGeneration &&
-		owner.Kind == "SandboxWarmPool" && owner.APIVersion == extv1beta1.GroupVersion.String() &&
+		owner.Kind == "SandboxWarmPool" && index.IsClaimOrPool(owner) &&
 		meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) &&
 		len(sb.Status.PodIPs) > 0
 }
