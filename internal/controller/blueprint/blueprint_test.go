@@ -2,7 +2,6 @@ package blueprint
 
 import (
 	"fmt"
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"regexp"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"

@@ -2,7 +2,6 @@ package sandboxclaim
 
 import (
 	"context"
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/logtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"

@@ -3,7 +3,6 @@ package sandboxtemplate
 import (
 	"context"
 	"errors"
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
