@@ -104,11 +104,16 @@ func v1alpha1Flow(t *testing.T, _ client.WithWatch, ns string, i int) {
 // is not the storage one (about 9 per warm claim: the claim's, its Sandbox's and the pool's
 // writes); a client speaking the storage version adds nothing to that, one speaking the other
 // version pays for its own create, reads and watch events on top. v1beta1 being the storage
-// version, the upstream Python SDK's flow must cost less than a v1alpha1 client's.
+// version, the upstream Python SDK's flow must cost less than a v1alpha1 client's. The counter
+// is the whole API server's, so it only runs with CONVERSION_COST_N set, alone (other tests'
+// objects, e.g. namespaces being deleted, make calls of their own):
+//
+//	CONVERSION_COST_N=20 KUBEBUILDER_ASSETS=$(hack/build-k8s.sh --print-dir) \
+//	  go test -count=1 -v -run TestConversionCallsPerWarmClaim ./test/integration/
 func TestConversionCallsPerWarmClaim(t *testing.T) {
-	n := 10
-	if v, err := strconv.Atoi(os.Getenv("CONVERSION_COST_N")); err == nil && v > 0 {
-		n = v
+	n, _ := strconv.Atoi(os.Getenv("CONVERSION_COST_N"))
+	if n <= 0 {
+		t.Skip("set CONVERSION_COST_N to measure")
 	}
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
 	if err != nil {
