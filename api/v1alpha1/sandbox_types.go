@@ -86,7 +86,6 @@ type SandboxStatus struct {
 
 // Sandbox is the Schema for the sandboxes API.
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=sbx;sandbox

@@ -80,6 +80,12 @@ type SandboxStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// replicas is 1 while the sandbox has a pod, else 0. Not in upstream's v1beta1: it is
+	// v1alpha1's status.replicas (the scale subresource's status path there), kept here because
+	// this is the stored version and the controller writes it through /status.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
 	// selector is the label selector of the sandbox's pod.
 	// +optional
 	LabelSelector string `json:"selector,omitempty"`
@@ -96,6 +102,7 @@ type SandboxStatus struct {
 
 // Sandbox is an isolated, stateful pod for one agent session.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=sbx;sandbox
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

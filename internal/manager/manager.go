@@ -250,8 +250,8 @@ func addReconcilers(mgr ctrl.Manager, opts Options) error {
 
 // watchedKinds are the kinds the reconcilers watch.
 var watchedKinds = []client.Object{
-	&agentsv1alpha1.Sandbox{}, &extensionsv1alpha1.SandboxClaim{}, &extensionsv1alpha1.SandboxWarmPool{},
-	&extensionsv1alpha1.SandboxTemplate{}, &corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{},
+	&agentsv1beta1.Sandbox{}, &extensionsv1beta1.SandboxClaim{}, &extensionsv1beta1.SandboxWarmPool{},
+	&extensionsv1beta1.SandboxTemplate{}, &corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{},
 	&networkingv1.NetworkPolicy{},
 }
 
@@ -294,7 +294,7 @@ func addWebhookAndProbes(mgr ctrl.Manager, opts Options) error {
 // cacheOptions limits the pod, service and PVC informers to objects a Sandbox made, so that the
 // controller's memory follows the number of sandboxes, not the size of the cluster.
 func cacheOptions() cache.Options {
-	tracked, err := labels.NewRequirement(agentsv1alpha1.SandboxNameHashLabel, selection.Exists, nil)
+	tracked, err := labels.NewRequirement(agentsv1beta1.SandboxNameHashLabel, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key; cannot fail
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extensionsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // unreachable is a rest.Config no API server answers; New must fail before it needs one.
@@ -130,7 +130,7 @@ func TestManagerOptions(t *testing.T) {
 // strangers matter (a NetworkPolicy in the way of a Sandbox's own) are held whole.
 func TestCacheHoldsOnlyWhatSandboxesMade(t *testing.T) {
 	byObject := cacheOptions().ByObject
-	tracked := labels.Set{agentsv1alpha1.SandboxNameHashLabel: "abc"}
+	tracked := labels.Set{agentsv1beta1.SandboxNameHashLabel: "abc"}
 	stranger := labels.Set{"app": "web"}
 	filtered := map[string]bool{}
 	for obj, by := range byObject {
@@ -160,7 +160,7 @@ func kindName(obj client.Object) string {
 		return "PersistentVolumeClaim"
 	case *networkingv1.NetworkPolicy:
 		return "NetworkPolicy"
-	case *agentsv1alpha1.Sandbox:
+	case *agentsv1beta1.Sandbox:
 		return "Sandbox"
 	case *extensionsv1alpha1.SandboxClaim:
 		return "SandboxClaim"

@@ -18,8 +18,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/router/watch"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
@@ -253,7 +253,7 @@ func (c *SandboxCache) OnDelete(obj any) {
 }
 
 func (c *SandboxCache) upsert(obj any) {
-	sb, ok := obj.(*v1alpha1.Sandbox)
+	sb, ok := obj.(*agentsv1beta1.Sandbox)
 	if !ok {
 		return
 	}
@@ -269,10 +269,10 @@ func (c *SandboxCache) upsert(obj any) {
 }
 
 // entryFor decides routability once per event, so Resolve is a map lookup.
-func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
+func (c *SandboxCache) entryFor(sb *agentsv1beta1.Sandbox) cacheEntry {
 	e := cacheEntry{uid: sb.UID, ports: declaredPorts(&sb.Spec.PodTemplate.Spec),
-		wakes: sb.WakesOnRequest(), paused: sb.DesiredReplicas() == v1alpha1.PausedReplicas, rv: sb.ResourceVersion}
-	_, e.idle = sb.Annotations[v1alpha1.IdleTimeoutAnnotation]
+		wakes: sb.WakesOnRequest(), paused: sb.DesiredReplicas() == agentsv1beta1.PausedReplicas, rv: sb.ResourceVersion}
+	_, e.idle = sb.Annotations[agentsv1beta1.IdleTimeoutAnnotation]
 	notReady := func(reason string) cacheEntry {
 		e.kind, e.reason = ErrNotReady, reason
 		return e
@@ -289,7 +289,7 @@ func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
 	case sb.DeletionTimestamp != nil:
 		return notReady(reasonTerminating)
 	}
-	if raw, ok := sb.Annotations[v1alpha1.SessionEnvAnnotation]; ok {
+	if raw, ok := sb.Annotations[agentsv1beta1.SessionEnvAnnotation]; ok {
 		// Without its claim's env a command would run differently from what the claim asked:
 		// better no command at all, with the reason.
 		env, err := wire.ParseSessionEnv(raw)
@@ -297,11 +297,11 @@ func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
 			e.env, err = wire.EncodeSessionEnv(env)
 		}
 		if err != nil {
-			e.kind, e.reason = ErrRefused, fmt.Sprintf("%s: annotation %s: %v", reasonBadSessionEnv, v1alpha1.SessionEnvAnnotation, err)
+			e.kind, e.reason = ErrRefused, fmt.Sprintf("%s: annotation %s: %v", reasonBadSessionEnv, agentsv1beta1.SessionEnvAnnotation, err)
 			return e
 		}
 	}
-	cond := meta.FindStatusCondition(sb.Status.Conditions, v1alpha1.SandboxConditionReady)
+	cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
 	switch {
 	case cond == nil:
 		return notReady(reasonNoReadyCondition)
@@ -311,7 +311,7 @@ func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
 		}
 		return notReady(cond.Reason)
 	case len(sb.Status.PodIPs) == 0:
-		return notReady(v1alpha1.ReasonPodNoIP)
+		return notReady(agentsv1beta1.ReasonPodNoIP)
 	}
 	addr, err := netip.ParseAddr(sb.Status.PodIPs[0])
 	if err != nil || !c.dialable(addr) {
@@ -323,13 +323,13 @@ func (c *SandboxCache) entryFor(sb *v1alpha1.Sandbox) cacheEntry {
 
 // unclaimedPoolMember: the Sandbox's controller is a SandboxWarmPool (of any version of the
 // extensions group), so it waits in a pool for a claim and belongs to nobody yet.
-func unclaimedPoolMember(sb *v1alpha1.Sandbox) bool {
+func unclaimedPoolMember(sb *agentsv1beta1.Sandbox) bool {
 	ref := metav1.GetControllerOfNoCopy(sb)
 	if ref == nil || ref.Kind != warmPoolKind {
 		return false
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && gv.Group == extv1alpha1.GroupVersion.Group
+	return err == nil && gv.Group == extv1beta1.GroupVersion.Group
 }
 
 // declaredPorts are the TCP ports of the pod's containers, sorted, without duplicates. Init
@@ -366,13 +366,13 @@ func (c *SandboxCache) dialable(a netip.Addr) bool {
 // slimSandbox is the informer transform: the informer store keeps only the fields routing reads,
 // so memory stays small with many Sandboxes (pod templates can be large). Of the spec that is
 // hostNetwork and the declared TCP ports, merged into one nameless container; of the owners, the
-// controller; of the annotations, the session's env and the idle pause's; spec.replicas.
+// controller; of the annotations, the session's env and the idle pause's; spec.operatingMode.
 func slimSandbox(obj any) (any, error) {
-	sb, ok := obj.(*v1alpha1.Sandbox)
+	sb, ok := obj.(*agentsv1beta1.Sandbox)
 	if !ok {
 		return obj, nil
 	}
-	slim := &v1alpha1.Sandbox{
+	slim := &agentsv1beta1.Sandbox{
 		TypeMeta: sb.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              sb.Name,
@@ -382,12 +382,12 @@ func slimSandbox(obj any) (any, error) {
 			Generation:        sb.Generation,
 			DeletionTimestamp: sb.DeletionTimestamp,
 		},
-		Status: v1alpha1.SandboxStatus{PodIPs: sb.Status.PodIPs},
+		Status: agentsv1beta1.SandboxStatus{PodIPs: sb.Status.PodIPs},
 	}
 	if ref := metav1.GetControllerOfNoCopy(sb); ref != nil {
 		slim.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
-	for _, k := range []string{v1alpha1.SessionEnvAnnotation, v1alpha1.IdleTimeoutAnnotation, v1alpha1.WakeOnRequestAnnotation} {
+	for _, k := range []string{agentsv1beta1.SessionEnvAnnotation, agentsv1beta1.IdleTimeoutAnnotation, agentsv1beta1.WakeOnRequestAnnotation} {
 		if v, ok := sb.Annotations[k]; ok {
 			if slim.Annotations == nil {
 				slim.Annotations = map[string]string{}
@@ -395,7 +395,7 @@ func slimSandbox(obj any) (any, error) {
 			slim.Annotations[k] = v
 		}
 	}
-	slim.Spec.Replicas = sb.Spec.Replicas
+	slim.Spec.OperatingMode = sb.Spec.OperatingMode
 	spec := &slim.Spec.PodTemplate.Spec
 	spec.HostNetwork = sb.Spec.PodTemplate.Spec.HostNetwork
 	if ports := declaredPorts(&sb.Spec.PodTemplate.Spec); len(ports) > 0 {
@@ -405,7 +405,7 @@ func slimSandbox(obj any) (any, error) {
 		}
 		spec.Containers = []corev1.Container{c}
 	}
-	if cond := meta.FindStatusCondition(sb.Status.Conditions, v1alpha1.SandboxConditionReady); cond != nil {
+	if cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady); cond != nil {
 		slim.Status.Conditions = []metav1.Condition{*cond}
 	}
 	return slim, nil
@@ -415,7 +415,7 @@ func slimSandbox(obj any) (any, error) {
 // "") and returns the informer cache, which the caller runs with Start. HasSynced turns true once
 // the initial list has been handled. It fails when the API has no Sandbox kind.
 func (c *SandboxCache) Attach(ctx context.Context, cfg *rest.Config, namespace string) (crcache.Cache, error) {
-	informers, synced, err := watch.Attach(ctx, cfg, namespace, &v1alpha1.Sandbox{}, v1alpha1.AddToScheme, slimSandbox, c)
+	informers, synced, err := watch.Attach(ctx, cfg, namespace, &agentsv1beta1.Sandbox{}, agentsv1beta1.AddToScheme, slimSandbox, c)
 	if err != nil {
 		return nil, err
 	}

@@ -10,66 +10,66 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
-func sandbox(ns, name string, ready metav1.ConditionStatus, reason string, ips ...string) *v1alpha1.Sandbox {
-	sb := &v1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+func sandbox(ns, name string, ready metav1.ConditionStatus, reason string, ips ...string) *agentsv1beta1.Sandbox {
+	sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	if ready != "" {
-		sb.Status.Conditions = []metav1.Condition{{Type: v1alpha1.SandboxConditionReady, Status: ready, Reason: reason}}
+		sb.Status.Conditions = []metav1.Condition{{Type: agentsv1beta1.SandboxConditionReady, Status: ready, Reason: reason}}
 	}
 	sb.Status.PodIPs = ips
 	return sb
 }
 
 // ready is a routable Sandbox ns/sb at 10.0.0.7, to vary.
-func ready() *v1alpha1.Sandbox {
-	return sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.7")
+func ready() *agentsv1beta1.Sandbox {
+	return sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.7")
 }
 
 // ownedBy makes the Sandbox's owner apiVersion/kind; controller says whether it is the
 // controller owner.
-func ownedBy(sb *v1alpha1.Sandbox, apiVersion, kind string, controller bool) *v1alpha1.Sandbox {
+func ownedBy(sb *agentsv1beta1.Sandbox, apiVersion, kind string, controller bool) *agentsv1beta1.Sandbox {
 	sb.OwnerReferences = append(sb.OwnerReferences, metav1.OwnerReference{APIVersion: apiVersion, Kind: kind,
 		Name: "owner", UID: "owner-uid", Controller: &controller})
 	return sb
 }
 
-func hostNetwork(sb *v1alpha1.Sandbox) *v1alpha1.Sandbox {
+func hostNetwork(sb *agentsv1beta1.Sandbox) *agentsv1beta1.Sandbox {
 	sb.Spec.PodTemplate.Spec.HostNetwork = true
 	return sb
 }
 
 func TestSandboxCacheResolve(t *testing.T) {
-	terminating := sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.7")
+	terminating := sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.7")
 	terminating.DeletionTimestamp = &metav1.Time{}
 	const ext = "extensions.agents.x-k8s.io/v1alpha1" // pools and claims alike
 	tests := []struct {
 		name          string
-		sb            *v1alpha1.Sandbox
+		sb            *agentsv1beta1.Sandbox
 		allowLoopback bool
 		wantAddr      string
 		wantKind      error
 		wantReason    string
 	}{
-		{"ready", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.7", "fd00::7"), false, "10.0.0.7", nil, ""},
-		{"ready ipv6", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "fd00::7"), false, "fd00::7", nil, ""},
-		{"ipv4-mapped ipv6 is unmapped", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "::ffff:10.0.0.7"), false, "10.0.0.7", nil, ""},
+		{"ready", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.7", "fd00::7"), false, "10.0.0.7", nil, ""},
+		{"ready ipv6", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "fd00::7"), false, "fd00::7", nil, ""},
+		{"ipv4-mapped ipv6 is unmapped", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "::ffff:10.0.0.7"), false, "10.0.0.7", nil, ""},
 		{"no condition", sandbox("ns", "sb", "", "", "10.0.0.7"), false, "", ErrNotReady, reasonNoReadyCondition},
-		{"pending", sandbox("ns", "sb", metav1.ConditionFalse, v1alpha1.ReasonPodPending), false, "", ErrNotReady, v1alpha1.ReasonPodPending},
-		{"paused", sandbox("ns", "sb", metav1.ConditionFalse, v1alpha1.ReasonPaused, "10.0.0.7"), false, "", ErrNotReady, v1alpha1.ReasonPaused},
+		{"pending", sandbox("ns", "sb", metav1.ConditionFalse, agentsv1beta1.ReasonPodPending), false, "", ErrNotReady, agentsv1beta1.ReasonPodPending},
+		{"paused", sandbox("ns", "sb", metav1.ConditionFalse, agentsv1beta1.ReasonPaused, "10.0.0.7"), false, "", ErrNotReady, agentsv1beta1.ReasonPaused},
 		{"unknown status", sandbox("ns", "sb", metav1.ConditionUnknown, ""), false, "", ErrNotReady, "NotReady"},
-		{"ready without ip", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady), false, "", ErrNotReady, v1alpha1.ReasonPodNoIP},
-		{"garbage ip", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "pod.example.com"), false, "", ErrNotReady, reasonInvalidPodIP},
-		{"metadata ip", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "169.254.169.254"), false, "", ErrNotReady, reasonInvalidPodIP},
-		{"unspecified ip", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "0.0.0.0"), false, "", ErrNotReady, reasonInvalidPodIP},
-		{"multicast ip", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "224.0.0.1"), false, "", ErrNotReady, reasonInvalidPodIP},
-		{"zoned ip", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "fd00::1%eth0"), false, "", ErrNotReady, reasonInvalidPodIP},
-		{"loopback refused", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "127.0.0.1"), false, "", ErrNotReady, reasonInvalidPodIP},
-		{"loopback allowed", sandbox("ns", "sb", metav1.ConditionTrue, v1alpha1.ReasonReady, "127.0.0.1"), true, "127.0.0.1", nil, ""},
+		{"ready without ip", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady), false, "", ErrNotReady, agentsv1beta1.ReasonPodNoIP},
+		{"garbage ip", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "pod.example.com"), false, "", ErrNotReady, reasonInvalidPodIP},
+		{"metadata ip", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "169.254.169.254"), false, "", ErrNotReady, reasonInvalidPodIP},
+		{"unspecified ip", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "0.0.0.0"), false, "", ErrNotReady, reasonInvalidPodIP},
+		{"multicast ip", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "224.0.0.1"), false, "", ErrNotReady, reasonInvalidPodIP},
+		{"zoned ip", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "fd00::1%eth0"), false, "", ErrNotReady, reasonInvalidPodIP},
+		{"loopback refused", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "127.0.0.1"), false, "", ErrNotReady, reasonInvalidPodIP},
+		{"loopback allowed", sandbox("ns", "sb", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "127.0.0.1"), true, "127.0.0.1", nil, ""},
 		{"terminating", terminating, false, "", ErrNotReady, reasonTerminating},
 		{"host network refused though ready", hostNetwork(ready()), false, "", ErrRefused, reasonHostNetwork},
-		{"host network refused before readiness", hostNetwork(sandbox("ns", "sb", metav1.ConditionFalse, v1alpha1.ReasonPodPending)), false, "", ErrRefused, reasonHostNetwork},
+		{"host network refused before readiness", hostNetwork(sandbox("ns", "sb", metav1.ConditionFalse, agentsv1beta1.ReasonPodPending)), false, "", ErrRefused, reasonHostNetwork},
 		{"unclaimed pool member", ownedBy(ready(), ext, "SandboxWarmPool", true), false, "", ErrUnclaimed, ""},
 		{"unclaimed pool member of the v1beta1 API", ownedBy(ready(), "extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool", true), false, "", ErrUnclaimed, ""},
 		{"claimed member: the claim is its controller", ownedBy(ready(), ext, "SandboxClaim", true), false, "10.0.0.7", nil, ""},
@@ -101,7 +101,7 @@ func TestSandboxCacheResolve(t *testing.T) {
 // A known Sandbox's UID and declared ports come with every answer, routable or not, so that the
 // proxy can check a request's port and token before it says "retry".
 func TestSandboxCacheTargetFacts(t *testing.T) {
-	withPorts := func(sb *v1alpha1.Sandbox) *v1alpha1.Sandbox {
+	withPorts := func(sb *agentsv1beta1.Sandbox) *agentsv1beta1.Sandbox {
 		sb.UID = "uid-1"
 		sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{
 			{Name: "a", Ports: []corev1.ContainerPort{{ContainerPort: 8888}, {ContainerPort: 3000, Protocol: corev1.ProtocolTCP}}},
@@ -113,10 +113,10 @@ func TestSandboxCacheTargetFacts(t *testing.T) {
 	want := Target{UID: "uid-1", Ports: []uint16{3000, 8888}}
 	tests := []struct {
 		name string
-		sb   *v1alpha1.Sandbox
+		sb   *agentsv1beta1.Sandbox
 	}{
 		{"routable", withPorts(ready())},
-		{"not ready", withPorts(sandbox("ns", "sb", metav1.ConditionFalse, v1alpha1.ReasonPodPending))},
+		{"not ready", withPorts(sandbox("ns", "sb", metav1.ConditionFalse, agentsv1beta1.ReasonPodPending))},
 		{"host network", hostNetwork(withPorts(ready()))},
 		{"unclaimed pool member", ownedBy(withPorts(ready()), "extensions.agents.x-k8s.io/v1alpha1", "SandboxWarmPool", true)},
 	}
@@ -165,7 +165,7 @@ func TestSandboxCacheChanged(t *testing.T) {
 	c := NewSandboxCache(false)
 	c.OnAdd(ready(), true)
 	ch := c.Changed("ns", "sb")
-	c.OnAdd(sandbox("ns", "other", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.8"), false)
+	c.OnAdd(sandbox("ns", "other", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.8"), false)
 	select {
 	case <-ch:
 		t.Fatal("closed by an event for another Sandbox")
@@ -209,18 +209,20 @@ func TestSandboxCacheEvents(t *testing.T) {
 		wantErr  error
 	}{
 		{"unknown", func() {}, "ns", "a", "", ErrNotFound},
-		{"added pending", func() { c.OnAdd(sandbox("ns", "a", metav1.ConditionFalse, v1alpha1.ReasonPodPending), false) }, "ns", "a", "", ErrNotReady},
+		{"added pending", func() { c.OnAdd(sandbox("ns", "a", metav1.ConditionFalse, agentsv1beta1.ReasonPodPending), false) }, "ns", "a", "", ErrNotReady},
 		{"became ready", func() {
-			c.OnUpdate(sandbox("ns", "a", metav1.ConditionFalse, v1alpha1.ReasonPodPending),
-				sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.1"))
+			c.OnUpdate(sandbox("ns", "a", metav1.ConditionFalse, agentsv1beta1.ReasonPodPending),
+				sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.1"))
 		}, "ns", "a", "10.0.0.1", nil},
 		{"same name other namespace is separate", func() {}, "other", "a", "", ErrNotFound},
 		{"pod replaced", func() {
-			c.OnUpdate(sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.1"),
-				sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.2"))
+			c.OnUpdate(sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.1"),
+				sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.2"))
 		}, "ns", "a", "10.0.0.2", nil},
-		{"deleted", func() { c.OnDelete(sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.2")) }, "ns", "a", "", ErrNotFound},
-		{"re-added", func() { c.OnAdd(sandbox("ns", "b", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.3"), false) }, "ns", "b", "10.0.0.3", nil},
+		{"deleted", func() { c.OnDelete(sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.2")) }, "ns", "a", "", ErrNotFound},
+		{"re-added", func() {
+			c.OnAdd(sandbox("ns", "b", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.3"), false)
+		}, "ns", "b", "10.0.0.3", nil},
 		{"tombstone delete", func() {
 			c.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/b", Obj: sandbox("ns", "b", "", "")})
 		}, "ns", "b", "", ErrNotFound},
@@ -260,7 +262,7 @@ func TestSandboxCacheUnsynced(t *testing.T) {
 }
 
 func TestSlimSandbox(t *testing.T) {
-	sb := sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.1")
+	sb := sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.1")
 	sb.Labels = map[string]string{"big": "label"}
 	sb.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x"}}
 	sb.Status.Conditions = append(sb.Status.Conditions, metav1.Condition{Type: "Other", Status: metav1.ConditionTrue})
@@ -277,7 +279,7 @@ func TestSlimSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slim := out.(*v1alpha1.Sandbox)
+	slim := out.(*agentsv1beta1.Sandbox)
 	spec := slim.Spec.PodTemplate.Spec
 	if slim.Labels != nil || slim.ManagedFields != nil || spec.Hostname != "" || spec.InitContainers != nil {
 		t.Fatalf("slim kept unneeded fields: %+v", slim)
@@ -302,11 +304,11 @@ func TestSlimSandbox(t *testing.T) {
 	}
 	for _, keep := range []struct {
 		name   string
-		sb     *v1alpha1.Sandbox
+		sb     *agentsv1beta1.Sandbox
 		wantTo error
 	}{
-		{"host network", hostNetwork(sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.1")), ErrRefused},
-		{"pool controller", ownedBy(sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.1"),
+		{"host network", hostNetwork(sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.1")), ErrRefused},
+		{"pool controller", ownedBy(sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.1"),
 			"extensions.agents.x-k8s.io/v1alpha1", "SandboxWarmPool", true), ErrUnclaimed},
 	} {
 		out, _ := slimSandbox(keep.sb)
@@ -343,7 +345,7 @@ const (
 
 func BenchmarkSandboxCacheResolve(b *testing.B) {
 	c := NewSandboxCache(false)
-	c.OnAdd(sandbox("ns", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.1"), true)
+	c.OnAdd(sandbox("ns", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.1"), true)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -356,8 +358,8 @@ func BenchmarkSandboxCacheResolve(b *testing.B) {
 
 func TestSandboxCacheHasNamespace(t *testing.T) {
 	c := NewSandboxCache(false)
-	a := sandbox("team-a", "a", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.2")
-	b := sandbox("team-a", "b", metav1.ConditionTrue, v1alpha1.ReasonReady, "10.0.0.3")
+	a := sandbox("team-a", "a", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.2")
+	b := sandbox("team-a", "b", metav1.ConditionTrue, agentsv1beta1.ReasonReady, "10.0.0.3")
 	steps := []struct {
 		name  string
 		event func()

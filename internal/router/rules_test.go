@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
@@ -31,8 +31,8 @@ import (
 const poolAPI = "extensions.agents.x-k8s.io/v1alpha1"
 
 // routable is a ready Sandbox default/name at 127.0.0.1 with uid, declaring ports.
-func routable(name string, uid types.UID, ports ...uint16) *v1alpha1.Sandbox {
-	sb := sandbox(DefaultNamespace, name, metav1.ConditionTrue, v1alpha1.ReasonReady, "127.0.0.1")
+func routable(name string, uid types.UID, ports ...uint16) *agentsv1beta1.Sandbox {
+	sb := sandbox(DefaultNamespace, name, metav1.ConditionTrue, agentsv1beta1.ReasonReady, "127.0.0.1")
 	sb.UID = uid
 	c := corev1.Container{Name: "main"}
 	for _, p := range ports {
@@ -114,8 +114,8 @@ func TestRoutingRules(t *testing.T) {
 
 	cache := NewSandboxCache(true)
 	pending := routable("pending", "uid-p", declared)
-	pending.Status.Conditions[0].Status, pending.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonPodPending
-	for _, sb := range []*v1alpha1.Sandbox{
+	pending.Status.Conditions[0].Status, pending.Status.Conditions[0].Reason = metav1.ConditionFalse, agentsv1beta1.ReasonPodPending
+	for _, sb := range []*agentsv1beta1.Sandbox{
 		routable("sb", "uid-1", declared),
 		routable("bare", "uid-2"),
 		pending,
@@ -192,7 +192,7 @@ func waitForWaiter(t *testing.T, c *SandboxCache, name string) {
 func TestUnclaimedMemberWaitsForItsClaim(t *testing.T) {
 	_, portStr := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "claimed") }))
 	port := mustPort(t, portStr)
-	member := func() *v1alpha1.Sandbox {
+	member := func() *agentsv1beta1.Sandbox {
 		return ownedBy(routable("member", "uid-m", port), poolAPI, "SandboxWarmPool", true)
 	}
 	claimed := ownedBy(routable("member", "uid-m", port), poolAPI, "SandboxClaim", true)
@@ -282,7 +282,7 @@ func TestScopedTokenBindsTheSandboxUID(t *testing.T) {
 	}
 	cache := NewSandboxCache(true)
 	pending := routable("pending", "uid-p", port)
-	pending.Status.Conditions[0].Status, pending.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonPodPending
+	pending.Status.Conditions[0].Status, pending.Status.Conditions[0].Reason = metav1.ConditionFalse, agentsv1beta1.ReasonPodPending
 	cache.OnAdd(routable("sb", "uid-now", port), true)
 	cache.OnAdd(pending, true)
 	guard := GuardOptions{Authenticator: access.NewScopedTokenAuthenticator(signer, nil), Authorizer: access.NewSandboxAuthorizer(nil, 0, 0, 0, 1)}

@@ -8,16 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
 
 // withSessionEnv gives the Sandbox the annotation a warm claim's adoption writes.
-func withSessionEnv(sb *v1alpha1.Sandbox, raw string) *v1alpha1.Sandbox {
+func withSessionEnv(sb *agentsv1beta1.Sandbox, raw string) *agentsv1beta1.Sandbox {
 	if sb.Annotations == nil {
 		sb.Annotations = map[string]string{}
 	}
-	sb.Annotations[v1alpha1.SessionEnvAnnotation] = raw
+	sb.Annotations[agentsv1beta1.SessionEnvAnnotation] = raw
 	return sb
 }
 
@@ -46,7 +46,7 @@ func TestSessionEnvAnnotationBecomesTheSandboxdHeader(t *testing.T) {
 			if tc.wantReason != "" {
 				var re *ResolveError
 				if !errors.As(err, &re) || !errors.Is(err, ErrRefused) || !strings.HasPrefix(re.Reason, tc.wantReason) ||
-					!strings.Contains(re.Error(), v1alpha1.SessionEnvAnnotation) {
+					!strings.Contains(re.Error(), agentsv1beta1.SessionEnvAnnotation) {
 					t.Fatalf("Resolve = %v; want ErrRefused, reason %s naming the annotation", err, tc.wantReason)
 				}
 				return

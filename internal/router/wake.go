@@ -13,7 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // Wake on request: a request for a paused Sandbox that wakes on request (the
@@ -46,8 +47,8 @@ const reasonWaking = "WakingUp"
 // for a Sandbox that wakes on request waits through; anything else is answered at once.
 func waitsForWake(reason string) bool {
 	switch reason {
-	case v1alpha1.ReasonPaused, v1alpha1.ReasonIdlePaused, v1alpha1.ReasonPodPending, v1alpha1.ReasonPodCreating,
-		v1alpha1.ReasonPodNotReady, v1alpha1.ReasonPodNoIP, reasonNoReadyCondition:
+	case agentsv1beta1.ReasonPaused, agentsv1beta1.ReasonIdlePaused, agentsv1beta1.ReasonPodPending, agentsv1beta1.ReasonPodCreating,
+		agentsv1beta1.ReasonPodNotReady, agentsv1beta1.ReasonPodNoIP, reasonNoReadyCondition:
 		return true
 	}
 	return false
@@ -129,7 +130,11 @@ type ScaleWaker struct {
 	Client dynamic.Interface
 }
 
-var sandboxesGVR = v1alpha1.GroupVersion.WithResource("sandboxes")
+// sandboxesGVR is v1alpha1's: only v1alpha1 Sandboxes have a scale subresource (v1beta1 has
+// operatingMode, no replicas), and the router's role grants patch on sandboxes/scale alone. A
+// wake is rare, so its one conversion webhook call costs nothing on the request path that
+// matters.
+var sandboxesGVR = agentsv1alpha1.GroupVersion.WithResource("sandboxes")
 
 // Resume implements Waker: a merge patch of the scale subresource (whose resourceVersion is the
 // Sandbox's) that the API server applies only while the Sandbox is as the router saw it paused.

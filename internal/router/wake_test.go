@@ -14,21 +14,21 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
 // pausedSandbox is ns/sb paused by its idle timeout, waking on request.
-func pausedSandbox(annotations map[string]string) *v1alpha1.Sandbox {
-	sb := sandbox("default", "sb", metav1.ConditionFalse, v1alpha1.ReasonIdlePaused)
+func pausedSandbox(annotations map[string]string) *agentsv1beta1.Sandbox {
+	sb := sandbox("default", "sb", metav1.ConditionFalse, agentsv1beta1.ReasonIdlePaused)
 	sb.Annotations = annotations
-	sb.Spec.Replicas = new(int32(0))
+	sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended
 	sb.ResourceVersion = "41"
 	return sb
 }
 
-var idleAnnotations = map[string]string{v1alpha1.IdleTimeoutAnnotation: "5m"}
+var idleAnnotations = map[string]string{agentsv1beta1.IdleTimeoutAnnotation: "5m"}
 
 // fakeWaker resumes the way the controller and kubelet would: replicas 1 at once, the pod
 // Pending, then Ready at the upstream's address a moment later.
@@ -42,7 +42,7 @@ type fakeWaker struct {
 
 func (f *fakeWaker) Resume(_ context.Context, ns, name, _ string) (bool, error) {
 	f.calls.Add(1)
-	starting := sandbox(ns, name, metav1.ConditionFalse, v1alpha1.ReasonPodPending)
+	starting := sandbox(ns, name, metav1.ConditionFalse, agentsv1beta1.ReasonPodPending)
 	starting.Annotations = idleAnnotations
 	f.cache.OnUpdate(nil, starting)
 	if f.delay < 0 {
@@ -50,7 +50,7 @@ func (f *fakeWaker) Resume(_ context.Context, ns, name, _ string) (bool, error) 
 	}
 	f.wg.Go(func() {
 		time.Sleep(f.delay)
-		ready := sandbox(ns, name, metav1.ConditionTrue, v1alpha1.ReasonReady, f.readyAt)
+		ready := sandbox(ns, name, metav1.ConditionTrue, agentsv1beta1.ReasonReady, f.readyAt)
 		ready.Annotations = idleAnnotations
 		f.cache.OnUpdate(nil, ready)
 	})
@@ -99,7 +99,7 @@ func TestWakeOnRequestAnswersWithoutResumingWhereItMustNot(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		sandbox    *v1alpha1.Sandbox
+		sandbox    *agentsv1beta1.Sandbox
 		guard      GuardOptions
 		wantCode   int
 		wantDetail string
@@ -107,8 +107,8 @@ func TestWakeOnRequestAnswersWithoutResumingWhereItMustNot(t *testing.T) {
 		{"a caller without rights: 403, nothing resumed", pausedSandbox(idleAnnotations), deny, http.StatusForbidden, ""},
 		{"a Sandbox paused by hand without wake-on-request: 503 at once", pausedSandbox(nil), GuardOptions{},
 			http.StatusServiceUnavailable, "sandbox default/sb is not ready (IdlePaused)"},
-		{"wake-on-request false beats the idle timeout", pausedSandbox(map[string]string{v1alpha1.IdleTimeoutAnnotation: "5m",
-			v1alpha1.WakeOnRequestAnnotation: "false"}), GuardOptions{}, http.StatusServiceUnavailable, "is not ready (IdlePaused)"},
+		{"wake-on-request false beats the idle timeout", pausedSandbox(map[string]string{agentsv1beta1.IdleTimeoutAnnotation: "5m",
+			agentsv1beta1.WakeOnRequestAnnotation: "false"}), GuardOptions{}, http.StatusServiceUnavailable, "is not ready (IdlePaused)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,7 +250,7 @@ func TestOnlyARequestThatWouldBeForwardedWakesTheSandbox(t *testing.T) {
 	p := NewProxy(ProxyOptions{Resolver: &stubResolver{}, Waker: &fakeWaker{}, DeclaredPortsOnly: true, AllowedPorts: DefaultAllowedPorts})
 	t.Cleanup(p.Close)
 	paused := Target{UID: "uid-now", Wakes: true, Paused: true, Ports: []uint16{3000}}
-	notReady := &ResolveError{Kind: ErrNotReady, Namespace: "default", Name: "sb", Reason: v1alpha1.ReasonIdlePaused}
+	notReady := &ResolveError{Kind: ErrNotReady, Namespace: "default", Name: "sb", Reason: agentsv1beta1.ReasonIdlePaused}
 	tests := []struct {
 		name  string
 		scope *scopedtoken.Claims

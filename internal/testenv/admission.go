@@ -168,7 +168,8 @@ func (e *Env) waitForAdmissionPolicies(ctx context.Context) error {
 
 func probeSandbox(mutate func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	sb := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "agents.x-k8s.io/v1alpha1",
+		// The storage version: the probe runs before any conversion webhook serves.
+		"apiVersion": "agents.x-k8s.io/v1beta1",
 		"kind":       "Sandbox",
 		"metadata":   map[string]any{"namespace": "default", "name": "admission-probe"},
 		"spec": map[string]any{"podTemplate": map[string]any{"spec": map[string]any{

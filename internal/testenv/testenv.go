@@ -32,6 +32,12 @@ type Options struct {
 	// AuditLogPath, when set, makes the API server log every write (user, verb, object) there
 	// as JSON lines, so benchmarks can count writes per client.
 	AuditLogPath string
+	// CRDDir replaces config/crd/bases as the CRDs installed, e.g. an earlier release's to
+	// test an upgrade.
+	CRDDir string
+	// NoAdmissionPolicies leaves config/admission out: its policies match the current storage
+	// version, which CRDs from CRDDir may not serve without a running conversion webhook.
+	NoAdmissionPolicies bool
 	// DataDir holds logs and kubeconfigs of the processes started; a temp dir when empty.
 	DataDir string
 	// Restartable keeps etcd's data and the API server's certificates in DataDir, so that
@@ -67,8 +73,12 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	crdDir := filepath.Join(root, "config", "crd", "bases")
+	if opts.CRDDir != "" {
+		crdDir = opts.CRDDir
+	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{crdDir},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
@@ -110,9 +120,11 @@ func Start(opts Options) (*Env, error) {
 		_ = e.Stop()
 		return nil, err
 	}
-	if err := e.installAdmissionPolicies(); err != nil {
-		_ = e.Stop()
-		return nil, err
+	if !opts.NoAdmissionPolicies {
+		if err := e.installAdmissionPolicies(); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
 	}
 	if opts.ControllerManager {
 		if err := e.startControllerManager(opts.KwokNodes > 0); err != nil {

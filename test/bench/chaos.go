@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
 )
 
@@ -140,7 +140,7 @@ func watchRun(ctx context.Context, cc cache.Cache) (*recorder, *ownership, error
 
 // claimsWithPodIPs asks the API server which claims have pod IPs right now.
 func claimsWithPodIPs(ctx context.Context, c client.Client) (map[string]bool, error) {
-	list := &extv1alpha1.SandboxClaimList{}
+	list := &extv1beta1.SandboxClaimList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, err
 	}

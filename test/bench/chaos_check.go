@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // ownership remembers, from watch events, every claim that ever controlled each Sandbox and
@@ -33,7 +33,7 @@ func newOwnership() *ownership {
 }
 
 func (o *ownership) watch(ctx context.Context, c cache.Cache) error {
-	for _, obj := range []client.Object{&agentsv1alpha1.Sandbox{}, &extv1alpha1.SandboxClaim{}} {
+	for _, obj := range []client.Object{&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxClaim{}} {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return err
@@ -51,11 +51,11 @@ func (o *ownership) observe(obj any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch v := obj.(type) {
-	case *agentsv1alpha1.Sandbox:
+	case *agentsv1beta1.Sandbox:
 		if ref := metav1.GetControllerOf(v); ref != nil && ref.Kind == "SandboxClaim" {
 			add(o.ownersOf, v.Name, ref.UID)
 		}
-	case *extv1alpha1.SandboxClaim:
+	case *extv1beta1.SandboxClaim:
 		if name := v.Status.SandboxStatus.Name; name != "" {
 			add(o.sandboxOf, v.Name, name)
 		}
@@ -114,7 +114,7 @@ func (r *recorder) pending() int {
 
 // waitPoolSize waits for the pool to be back at size and says how long after since that was.
 func waitPoolSize(ctx context.Context, c client.Client, size int, since time.Time) string {
-	pool := &extv1alpha1.SandboxWarmPool{}
+	pool := &extv1beta1.SandboxWarmPool{}
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: poolName}, pool); err == nil && int(pool.Status.ReadyReplicas) >= size {
@@ -129,8 +129,8 @@ func waitPoolSize(ctx context.Context, c client.Client, size int, since time.Tim
 // and returns what is left that no live object owns: Sandboxes, Pods, Services, PVCs and
 // NetworkPolicies (the template's own policy is owned by the live template, so not a leak).
 func cleanUpAndFindLeaks(ctx context.Context, c client.Client) map[string]int {
-	_ = c.DeleteAllOf(ctx, &extv1alpha1.SandboxClaim{}, client.InNamespace(namespace))
-	pool := &extv1alpha1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName}}
+	_ = c.DeleteAllOf(ctx, &extv1beta1.SandboxClaim{}, client.InNamespace(namespace))
+	pool := &extv1beta1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName}}
 	_ = c.Patch(ctx, pool, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)))
 	// Garbage collection of thousands of pods after a heavy run takes minutes; a list that fails
 	// (an API server still busy) is asked again rather than counted.
@@ -174,7 +174,7 @@ func orphans(ctx context.Context, c client.Client) map[string]int {
 		return apimeta.LenList(list)
 	}
 	out := map[string]int{
-		"sandboxes": count(&agentsv1alpha1.SandboxList{}),
+		"sandboxes": count(&agentsv1beta1.SandboxList{}),
 		"pods":      count(&corev1.PodList{}),
 		"services":  count(&corev1.ServiceList{}),
 		"pvcs":      count(&corev1.PersistentVolumeClaimList{}),
@@ -191,6 +191,6 @@ func orphans(ctx context.Context, c client.Client) map[string]int {
 }
 
 func templateLives(ctx context.Context, c client.Client, name string, uid types.UID) bool {
-	t := &extv1alpha1.SandboxTemplate{}
+	t := &extv1beta1.SandboxTemplate{}
 	return c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, t) == nil && t.UID == uid
 }

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 )
 
 // claimTimes is what the client saw of one claim.
@@ -53,7 +53,7 @@ func (r *recorder) entry(name string) *claimTimes {
 }
 
 func (r *recorder) observe(o any) {
-	claim, ok := o.(*extv1alpha1.SandboxClaim)
+	claim, ok := o.(*extv1beta1.SandboxClaim)
 	if !ok {
 		return
 	}
@@ -70,7 +70,7 @@ func (r *recorder) observe(o any) {
 			close(r.done)
 		}
 	}
-	if c.ready.IsZero() && meta.IsStatusConditionTrue(claim.Status.Conditions, extv1alpha1.ClaimConditionReady) {
+	if c.ready.IsZero() && meta.IsStatusConditionTrue(claim.Status.Conditions, extv1beta1.ClaimConditionReady) {
 		c.ready = now
 	}
 }
@@ -87,7 +87,7 @@ func (r *recorder) expect(n int) {
 
 // watchClaims starts an informer on the namespace's claims feeding the recorder.
 func watchClaims(ctx context.Context, c cache.Cache, rec *recorder) error {
-	inf, err := c.GetInformer(ctx, &extv1alpha1.SandboxClaim{})
+	inf, err := c.GetInformer(ctx, &extv1beta1.SandboxClaim{})
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func watchClaims(ctx context.Context, c cache.Cache, rec *recorder) error {
 
 // fire sends n claims (each with env) at rate per second, open loop: each create runs on its own goroutine so a
 // slow API server cannot slow the arrivals. It returns when every create has returned.
-func fire(ctx context.Context, c client.Client, ns, template string, n int, rate float64, prefix string, env []extv1alpha1.EnvVar, rec *recorder) time.Duration {
+func fire(ctx context.Context, c client.Client, ns, template string, n int, rate float64, prefix string, env []extv1beta1.EnvVar, rec *recorder) time.Duration {
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -117,9 +117,11 @@ func fire(ctx context.Context, c client.Client, ns, template string, n int, rate
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			claim := &extv1alpha1.SandboxClaim{
+			claim := &extv1beta1.SandboxClaim{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec:       extv1alpha1.SandboxClaimSpec{TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}, Env: env},
+				// Any pool of the template, as a v1alpha1 claim naming only the template: the
+				// benchmark's CRDs have no conversion webhook, so it speaks the stored version.
+				Spec: extv1beta1.SandboxClaimSpec{WarmPoolRef: extv1beta1.SandboxWarmPoolRef{Name: extv1beta1.ShadowPoolPrefix + template}, Env: env},
 			}
 			sentAt := time.Now()
 			rec.sent(name, sentAt, c.Create(ctx, claim))

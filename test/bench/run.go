@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
@@ -279,21 +279,22 @@ func createNamespaceAndTemplate(ctx context.Context, c client.Client) error {
 
 // benchTemplate runs sandboxd in container runtime and lets claims add env, so claims with env
 // are served warm (the warm-env scenario); claims without env do not notice.
-func benchTemplate() *extv1alpha1.SandboxTemplate {
-	return &extv1alpha1.SandboxTemplate{
+func benchTemplate() *extv1beta1.SandboxTemplate {
+	return &extv1beta1.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: template,
-			Annotations: map[string]string{extv1alpha1.SandboxdContainerAnnotation: "runtime"}},
-		Spec: extv1alpha1.SandboxTemplateSpec{EnvVarsInjectionPolicy: extv1alpha1.EnvVarsInjectionPolicyAllowed, PodTemplate: agentsv1alpha1.PodTemplate{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "runtime", Image: "agent-sandbox/runtime:bench", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
-		}}},
+			Annotations: map[string]string{extv1beta1.SandboxdContainerAnnotation: "runtime"}},
+		Spec: extv1beta1.SandboxTemplateSpec{EnvVarsInjectionPolicy: extv1beta1.EnvVarsInjectionPolicyAllowed,
+			SandboxBlueprint: agentsv1beta1.SandboxBlueprint{PodTemplate: agentsv1beta1.PodTemplate{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "runtime", Image: "agent-sandbox/runtime:bench", Ports: []corev1.ContainerPort{{ContainerPort: 8888}}}},
+			}}}},
 	}
 }
 
 func fillPool(ctx context.Context, c client.Client, size int) (time.Duration, error) {
 	start := time.Now()
-	pool := &extv1alpha1.SandboxWarmPool{
+	pool := &extv1beta1.SandboxWarmPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: poolName},
-		Spec:       extv1alpha1.SandboxWarmPoolSpec{Replicas: int32(size), TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template}},
+		Spec:       extv1beta1.SandboxWarmPoolSpec{Replicas: new(int32(size)), TemplateRef: extv1beta1.SandboxTemplateRef{Name: template}},
 	}
 	if err := c.Create(ctx, pool); err != nil {
 		return 0, err
@@ -331,7 +332,7 @@ func churn(ctx context.Context, c client.Client, rec *recorder, after time.Durat
 		rec.mu.Unlock()
 		for _, name := range due {
 			deleted[name] = true
-			_ = c.Delete(ctx, &extv1alpha1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
+			_ = c.Delete(ctx, &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
 		}
 		select {
 		case <-ctx.Done():
@@ -370,10 +371,10 @@ func podHint(ctx context.Context, c client.Client) string {
 }
 
 // claimEnv is n variables shaped like a session's (a key, a user id, a task id, ...).
-func claimEnv(n int) []extv1alpha1.EnvVar {
-	env := make([]extv1alpha1.EnvVar, n)
+func claimEnv(n int) []extv1beta1.EnvVar {
+	env := make([]extv1beta1.EnvVar, n)
 	for i := range env {
-		env[i] = extv1alpha1.EnvVar{Name: fmt.Sprintf("SESSION_VAR_%d", i), Value: fmt.Sprintf("value-%d-0123456789abcdef", i)}
+		env[i] = extv1beta1.EnvVar{Name: fmt.Sprintf("SESSION_VAR_%d", i), Value: fmt.Sprintf("value-%d-0123456789abcdef", i)}
 	}
 	return env
 }

@@ -114,6 +114,11 @@ func TestASandboxUsesOnlyWhatItsAuthorMayRead(t *testing.T) {
 				`dataSource: {kind: PersistentVolumeClaim, name: shared-data}}}}}]}`),
 			policy: referencesPolicy, want: "spec: volume data source persistentvolumeclaims/shared-data: system:serviceaccount:" + ns + ":" + asTenant +
 				" may not get every one of them; a new volume may be cloned only from what its author could read directly"},
+		{name: "an ephemeral volume cloned from another PVC, in v1beta1", as: asTenant, version: "v1beta1",
+			create: podSpecFragment(`{volumes: [{name: e, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}, ` +
+				`dataSource: {kind: PersistentVolumeClaim, name: shared-data}}}}}]}`),
+			policy: referencesPolicy, want: "spec: volume data source persistentvolumeclaims/shared-data: system:serviceaccount:" + ns + ":" + asTenant +
+				" may not get every one of them; a new volume may be cloned only from what its author could read directly"},
 		{name: "a claim template restored from a snapshot", as: asTenant,
 			create: `spec: {volumeClaimTemplates: [{metadata: {name: home}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}, ` +
 				`dataSourceRef: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: golden}}}]}`,

@@ -75,36 +75,34 @@ func TestConversionV1beta1SandboxVolumeClaimTemplatesAreImmutable(t *testing.T) 
 }
 
 // TestConversionWebhookDownLosesNothing points one CRD's conversion at a port nobody listens on:
-// v1beta1 requests fail with the API server's clear error, v1alpha1 (storage) keeps working, a
-// failed v1beta1 create leaves nothing behind, and everything is there again once it is back.
+// v1alpha1 requests fail with the API server's clear error, v1beta1 (storage, what the
+// controllers speak) keeps working, a failed v1alpha1 create leaves nothing behind, and
+// everything is there again once it is back.
 func TestConversionWebhookDownLosesNothing(t *testing.T) {
 	ns := newNamespace(t)
 	mustCreateObj(t, testwrap.MakeTemplate(ns, "before").Obj())
-	getBeta := func() error {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, &extv1beta1.SandboxTemplate{})
+	getAlpha := func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, &extv1alpha1.SandboxTemplate{})
 	}
-	restore := breakConversion(t, "sandboxtemplates.extensions.agents.x-k8s.io", getBeta)
+	restore := breakConversion(t, "sandboxtemplates.extensions.agents.x-k8s.io", getAlpha)
 
-	err := getBeta()
+	err := getAlpha()
 	if err == nil || !strings.Contains(err.Error(), "conversion webhook for extensions.agents.x-k8s.io") {
-		t.Errorf("v1beta1 get with the webhook down: error = %v, want the API server's conversion webhook error", err)
+		t.Errorf("v1alpha1 get with the webhook down: error = %v, want the API server's conversion webhook error", err)
 	}
-	during := testwrap.MakeTemplateV1beta1(ns, "during").Obj()
+	during := testwrap.MakeTemplate(ns, "during").Obj()
 	if err := k8s.Create(context.Background(), during); err == nil {
-		t.Errorf("v1beta1 create with the webhook down succeeded, want an error")
+		t.Errorf("v1alpha1 create with the webhook down succeeded, want an error")
 	}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, &extv1alpha1.SandboxTemplate{}); err != nil {
-		t.Errorf("v1alpha1 get with the webhook down: %v, want the stored object", err)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, &extv1beta1.SandboxTemplate{}); err != nil {
+		t.Errorf("v1beta1 get with the webhook down: %v, want the stored object", err)
 	}
-	testwrap.Eventually(t, "the failed v1beta1 create left nothing", exists(&extv1alpha1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "during"}}, false))
+	testwrap.Eventually(t, "the failed v1alpha1 create left nothing", exists(&extv1beta1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "during"}}, false))
 
 	restore()
-	got := &extv1beta1.SandboxTemplate{}
-	testwrap.Eventually(t, "v1beta1 get once the webhook is back", func() error {
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, got); err != nil {
-			return err
-		}
-		return nil
+	got := &extv1alpha1.SandboxTemplate{}
+	testwrap.Eventually(t, "v1alpha1 get once the webhook is back", func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "before"}, got)
 	})
 	if got.Spec.PodTemplate.Spec.Containers[0].Image != "sandbox-runtime:test" {
 		t.Errorf("template after the outage = %+v", got.Spec.PodTemplate.Spec)

@@ -216,10 +216,10 @@ func routerAfterRequests(t *testing.T) []*dto.MetricFamily {
 	port := standIn(t, "hello from")
 	refused := closedLocalPort(t)
 	cache := router.NewSandboxCache(true)
-	cache.OnAdd(testwrap.MakeSandbox(ns, "up").ReadyWith("127.0.0.1").Obj(), true)
-	cache.OnAdd(testwrap.MakeSandbox(ns, "down").ReadyWith("127.0.0.1").Obj(), true)
+	cache.OnAdd(testwrap.MakeSandbox(ns, "up").ReadyWith("127.0.0.1").Hub(), true)
+	cache.OnAdd(testwrap.MakeSandbox(ns, "down").ReadyWith("127.0.0.1").Hub(), true)
 	cache.OnAdd(testwrap.MakeSandbox(ns, "sleepy").Replicas(0).Annotation(agentsv1alpha1.WakeOnRequestAnnotation, "true").
-		Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPaused}).Obj(), true)
+		Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPaused}).Hub(), true)
 
 	m := router.NewMetrics(cache)
 	proxy := router.NewProxy(router.ProxyOptions{Resolver: cache, Metrics: m, DialRetries: 1, RetryBackoff: time.Millisecond,

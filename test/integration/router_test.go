@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/router"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -61,7 +61,7 @@ func (h laggingHandler) OnDelete(obj any)            { h.cache.OnDelete(obj) }
 func startLaggingRouterCache(t *testing.T, ns string, lag time.Duration) *router.SandboxCache {
 	t.Helper()
 	scheme := runtime.NewScheme()
-	if err := agentsv1alpha1.AddToScheme(scheme); err != nil {
+	if err := agentsv1beta1.AddToScheme(scheme); err != nil { // the router watches the storage version
 		t.Fatal(err)
 	}
 	informers, err := crcache.New(env.Config, crcache.Options{Scheme: scheme, DefaultNamespaces: map[string]crcache.Config{ns: {}}})
@@ -70,7 +70,7 @@ func startLaggingRouterCache(t *testing.T, ns string, lag time.Duration) *router
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cache := router.NewSandboxCache(true)
-	inf, err := informers.GetInformer(ctx, &agentsv1alpha1.Sandbox{})
+	inf, err := informers.GetInformer(ctx, &agentsv1beta1.Sandbox{})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

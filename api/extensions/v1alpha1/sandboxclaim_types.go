@@ -142,7 +142,6 @@ type SandboxClaimStatus struct {
 
 // SandboxClaim is the Schema for the sandbox Claim API.
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=sbxc;sandboxclaim
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -96,7 +96,6 @@ type SandboxTemplateStatus struct{}
 
 // SandboxTemplate is the Schema for the sandbox template API.
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:resource:scope=Namespaced,shortName=sbxt;sandboxtemplate
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SandboxTemplate struct {

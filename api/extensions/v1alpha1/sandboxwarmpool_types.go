@@ -72,7 +72,6 @@ type SandboxWarmPoolStatus struct {
 
 // SandboxWarmPool is the Schema for the sandboxwarmpools API.
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=swp

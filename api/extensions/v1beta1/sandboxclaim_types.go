@@ -121,6 +121,7 @@ type SandboxClaimStatus struct {
 
 // SandboxClaim asks for a sandbox from a warm pool.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=sbxc;sandboxclaim
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -88,6 +88,7 @@ type SandboxTemplateSpec struct {
 
 // SandboxTemplate describes the sandboxes that claims and warm pools make.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:resource:scope=Namespaced,shortName=sbxt;sandboxtemplate
 type SandboxTemplate struct {
 	metav1.TypeMeta `json:",inline"`

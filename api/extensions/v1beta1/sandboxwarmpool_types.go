@@ -68,10 +68,19 @@ type SandboxWarmPoolStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions of the pool (Ready: PoolReady, Filling, MembersUnschedulable,
+	// TemplateNotFound). Not in upstream's v1beta1: it is v1alpha1's status.conditions, kept
+	// here because this is the stored version and the controller writes it through /status.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // SandboxWarmPool keeps a number of ready sandboxes of one template for claims to take.
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=swp

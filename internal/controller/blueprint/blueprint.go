@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/lru"
 	"k8s.io/utils/ptr"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
 
@@ -34,7 +34,7 @@ type Builder struct {
 // Hash identifies the parts of a template that shape a sandbox's pod and volumes, with the
 // defaults this builder adds to them; metadata-only edits do not change it, so they never make
 // warm sandboxes stale, while a new default runtime class or hardening revision does.
-func (b Builder) Hash(tmpl *extv1alpha1.SandboxTemplate) string {
+func (b Builder) Hash(tmpl *extv1beta1.SandboxTemplate) string {
 	// Claims ask for the hash of the same template revision over and over on the hot path.
 	key := hashKey{tmpl.UID, tmpl.ResourceVersion, b.RuntimeClassName}
 	if tmpl.ResourceVersion != "" {
@@ -63,11 +63,11 @@ const hashCacheSize = 1024
 // hashCache maps a template revision to its hash, least recently used out first.
 var hashCache = lru.New(hashCacheSize)
 
-func (b Builder) computeHash(tmpl *extv1alpha1.SandboxTemplate) string {
+func (b Builder) computeHash(tmpl *extv1beta1.SandboxTemplate) string {
 	data, _ := json.Marshal(struct {
-		Spec     corev1.PodSpec                                 `json:"spec"`
-		VCTs     []agentsv1alpha1.PersistentVolumeClaimTemplate `json:"vcts,omitempty"`
-		Defaults string                                         `json:"defaults"`
+		Spec     corev1.PodSpec                                `json:"spec"`
+		VCTs     []agentsv1beta1.PersistentVolumeClaimTemplate `json:"vcts,omitempty"`
+		Defaults string                                        `json:"defaults"`
 	}{tmpl.Spec.PodTemplate.Spec, tmpl.Spec.VolumeClaimTemplates, b.defaultsKey(&tmpl.Spec.PodTemplate.Spec)})
 	h := fnv.New64a()
 	_, _ = h.Write(data)
@@ -77,35 +77,35 @@ func (b Builder) computeHash(tmpl *extv1alpha1.SandboxTemplate) string {
 // NewSandbox returns an unnamed Sandbox built from the template, in the template's namespace.
 // Pod labels and annotations the rules refuse (reserved domains, the router's identity) are left
 // out; the template controller tells the template's author with an event.
-func (b Builder) NewSandbox(tmpl *extv1alpha1.SandboxTemplate) *agentsv1alpha1.Sandbox {
-	sb := &agentsv1alpha1.Sandbox{}
+func (b Builder) NewSandbox(tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.Sandbox {
+	sb := &agentsv1beta1.Sandbox{}
 	sb.Namespace = tmpl.Namespace
 	sb.Labels = map[string]string{
-		extv1alpha1.TemplateRefHashLabel: agentsv1alpha1.NameHash(tmpl.Name),
-		extv1alpha1.TemplateHashLabel:    b.Hash(tmpl),
+		extv1beta1.TemplateRefHashLabel: agentsv1beta1.NameHash(tmpl.Name),
+		extv1beta1.TemplateHashLabel:    b.Hash(tmpl),
 	}
-	sb.Annotations = map[string]string{extv1alpha1.TemplateRefAnnotation: tmpl.Name}
+	sb.Annotations = map[string]string{extv1beta1.TemplateRefAnnotation: tmpl.Name}
 	// The template's idle pause applies to every Sandbox made from it (a claim's own wins).
-	for _, k := range agentsv1alpha1.IdleAnnotations {
+	for _, k := range agentsv1beta1.IdleAnnotations {
 		if v, ok := tmpl.Annotations[k]; ok {
 			sb.Annotations[k] = v
 		}
 	}
-	if tmpl.Spec.NetworkPolicyManagement == extv1alpha1.NetworkPolicyManagementUnmanaged {
+	if tmpl.Spec.NetworkPolicyManagement == extv1beta1.NetworkPolicyManagementUnmanaged {
 		// The template's author opened its Sandboxes to the cluster: no policy of their own either.
-		sb.Annotations[agentsv1alpha1.NetworkPolicyManagementAnnotation] = agentsv1alpha1.NetworkPolicyUnmanaged
+		sb.Annotations[agentsv1beta1.NetworkPolicyManagementAnnotation] = agentsv1beta1.NetworkPolicyUnmanaged
 	}
 	sb.Spec.PodTemplate = *tmpl.Spec.PodTemplate.DeepCopy()
 	for _, v := range tmpl.Spec.VolumeClaimTemplates {
 		sb.Spec.VolumeClaimTemplates = append(sb.Spec.VolumeClaimTemplates, *v.DeepCopy())
 	}
-	meta := &sb.Spec.PodTemplate.Metadata
+	meta := &sb.Spec.PodTemplate.ObjectMeta
 	meta.Labels, meta.Annotations, _ = b.PodRules.Filter(meta.Labels, meta.Annotations)
 	if meta.Labels == nil {
 		meta.Labels = map[string]string{}
 	}
 	// The template's NetworkPolicy selects the pods by this label.
-	meta.Labels[extv1alpha1.TemplateRefHashLabel] = agentsv1alpha1.NameHash(tmpl.Name)
+	meta.Labels[extv1beta1.TemplateRefHashLabel] = agentsv1beta1.NameHash(tmpl.Name)
 	applySecureDefaults(&sb.Spec.PodTemplate.Spec, tmpl)
 	harden(&sb.Spec.PodTemplate.Spec)
 	b.applyRuntimeClass(&sb.Spec.PodTemplate.Spec)
@@ -115,11 +115,11 @@ func (b Builder) NewSandbox(tmpl *extv1alpha1.SandboxTemplate) *agentsv1alpha1.S
 // applySecureDefaults: no API credentials unless asked; and where the template relies on the
 // secure-default NetworkPolicy (which blocks private ranges, cluster DNS included), public
 // resolvers so names still resolve.
-func applySecureDefaults(spec *corev1.PodSpec, tmpl *extv1alpha1.SandboxTemplate) {
+func applySecureDefaults(spec *corev1.PodSpec, tmpl *extv1beta1.SandboxTemplate) {
 	if spec.AutomountServiceAccountToken == nil {
 		spec.AutomountServiceAccountToken = ptr.To(false)
 	}
-	managed := tmpl.Spec.NetworkPolicyManagement != extv1alpha1.NetworkPolicyManagementUnmanaged
+	managed := tmpl.Spec.NetworkPolicyManagement != extv1beta1.NetworkPolicyManagementUnmanaged
 	if managed && tmpl.Spec.NetworkPolicy == nil && spec.DNSPolicy == "" && spec.DNSConfig == nil {
 		spec.DNSPolicy = corev1.DNSNone
 		spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: defaultNameservers}

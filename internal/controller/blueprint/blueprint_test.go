@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -47,12 +48,12 @@ func TestHashIgnoresWhatDoesNotShapeThePod(t *testing.T) {
 			w.NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged)
 		}},
 	}
-	base := plain.Hash(template().Obj())
+	base := plain.Hash(template().Hub())
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := template()
 			tc.edit(w)
-			if got := plain.Hash(w.Obj()); got != base {
+			if got := plain.Hash(w.Hub()); got != base {
 				t.Errorf("hash %s, want %s: this edit must not make warm sandboxes stale", got, base)
 			}
 		})
@@ -74,13 +75,13 @@ func TestHashChangesWithThePodSpecAndVolumes(t *testing.T) {
 			w.Volume(testwrap.MakeVolumeClaim("cache", "1Gi").Label("purpose", "cache").Obj(), "")
 		}},
 	}
-	base := plain.Hash(template().Obj())
+	base := plain.Hash(template().Hub())
 	seen := map[string]string{base: "the base template"}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := template()
 			tc.edit(w)
-			got := plain.Hash(w.Obj())
+			got := plain.Hash(w.Hub())
 			if other, dup := seen[got]; dup {
 				t.Errorf("hash %s is the same as for %s: the edit must make warm sandboxes stale", got, other)
 			}
@@ -90,14 +91,14 @@ func TestHashChangesWithThePodSpecAndVolumes(t *testing.T) {
 }
 
 func TestHashIsALabelValue(t *testing.T) {
-	if h := plain.Hash(template().Obj()); !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(h) {
+	if h := plain.Hash(template().Hub()); !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(h) {
 		t.Errorf("hash %q, want 16 lower-case hex digits", h)
 	}
 }
 
 // A stored revision (UID and resourceVersion) never changes, so its hash is remembered.
 func TestHashRemembersARevision(t *testing.T) {
-	rev := template().UID("u-remember").ResourceVersion("7").Obj()
+	rev := template().UID("u-remember").ResourceVersion("7").Hub()
 	first := plain.Hash(rev)
 	rev.Spec.PodTemplate.Spec.Containers[0].Image = "changed-behind-the-cache"
 	if got := plain.Hash(rev); got != first {
@@ -113,10 +114,10 @@ func TestHashRemembersARevision(t *testing.T) {
 // Revisions of edited and deleted templates fall out of the cache: it never holds more than
 // hashCacheSize, and every revision, remembered or not, still gets its own hash.
 func TestHashForgetsOldRevisions(t *testing.T) {
-	revs := make([]*extv1alpha1.SandboxTemplate, hashCacheSize+100)
+	revs := make([]*extv1beta1.SandboxTemplate, hashCacheSize+100)
 	for i := range revs {
 		revs[i] = template().UID(types.UID(fmt.Sprintf("u-bounded-%d", i))).ResourceVersion("1").
-			Image(fmt.Sprintf("img:%d", i)).Obj()
+			Image(fmt.Sprintf("img:%d", i)).Hub()
 		_ = plain.Hash(revs[i])
 	}
 	if got := hashCache.Len(); got != hashCacheSize {
@@ -130,7 +131,7 @@ func TestHashForgetsOldRevisions(t *testing.T) {
 }
 
 func TestNewSandboxCopiesTheTemplate(t *testing.T) {
-	tmpl := template().Obj()
+	tmpl := template().Hub()
 	sb := plain.NewSandbox(tmpl)
 	if sb.Namespace != "ns" || sb.Name != "" || sb.GenerateName != "" {
 		t.Errorf("sandbox %s/%s (generateName %q), want an unnamed Sandbox in the template's namespace", sb.Namespace, sb.Name, sb.GenerateName)
@@ -144,38 +145,38 @@ func TestNewSandboxCopiesTheTemplate(t *testing.T) {
 		t.Errorf("containers (-template +sandbox):\n%s", d)
 	}
 	sb.Spec.PodTemplate.Spec.Containers[0].Image = "edited"
-	sb.Spec.PodTemplate.Metadata.Labels["team"] = "edited"
+	sb.Spec.PodTemplate.ObjectMeta.Labels["team"] = "edited"
 	sb.Spec.VolumeClaimTemplates[0].Name = "edited"
-	if tmpl.Spec.PodTemplate.Spec.Containers[0].Image != testwrap.RuntimeImage || tmpl.Spec.PodTemplate.Metadata.Labels["team"] != "a" ||
+	if tmpl.Spec.PodTemplate.Spec.Containers[0].Image != testwrap.RuntimeImage || tmpl.Spec.PodTemplate.ObjectMeta.Labels["team"] != "a" ||
 		tmpl.Spec.VolumeClaimTemplates[0].Name != "home" {
 		t.Errorf("editing the Sandbox changed the template: %+v", tmpl.Spec)
 	}
 }
 
 func TestNewSandboxIdentifiesItsTemplate(t *testing.T) {
-	tmpl := template().Obj()
+	tmpl := template().Hub()
 	sb := plain.NewSandbox(tmpl)
-	ref := sb.Labels[extv1alpha1.TemplateRefHashLabel]
+	ref := sb.Labels[extv1beta1.TemplateRefHashLabel]
 	cases := []struct {
 		what, got, want string
 	}{
-		{"label " + extv1alpha1.TemplateHashLabel, sb.Labels[extv1alpha1.TemplateHashLabel], plain.Hash(tmpl)},
-		{"annotation " + extv1alpha1.TemplateRefAnnotation, sb.Annotations[extv1alpha1.TemplateRefAnnotation], "python"},
-		{"pod label " + extv1alpha1.TemplateRefHashLabel + " (the template's NetworkPolicy selects on it)",
-			sb.Spec.PodTemplate.Metadata.Labels[extv1alpha1.TemplateRefHashLabel], ref},
-		{"label " + extv1alpha1.TemplateRefHashLabel + " of another Sandbox of the template",
-			plain.NewSandbox(template().Image("other").Obj()).Labels[extv1alpha1.TemplateRefHashLabel], ref},
+		{"label " + extv1beta1.TemplateHashLabel, sb.Labels[extv1beta1.TemplateHashLabel], plain.Hash(tmpl)},
+		{"annotation " + extv1beta1.TemplateRefAnnotation, sb.Annotations[extv1beta1.TemplateRefAnnotation], "python"},
+		{"pod label " + extv1beta1.TemplateRefHashLabel + " (the template's NetworkPolicy selects on it)",
+			sb.Spec.PodTemplate.ObjectMeta.Labels[extv1beta1.TemplateRefHashLabel], ref},
+		{"label " + extv1beta1.TemplateRefHashLabel + " of another Sandbox of the template",
+			plain.NewSandbox(template().Image("other").Hub()).Labels[extv1beta1.TemplateRefHashLabel], ref},
 	}
 	if ref == "" {
-		t.Fatalf("labels %v lack %s", sb.Labels, extv1alpha1.TemplateRefHashLabel)
+		t.Fatalf("labels %v lack %s", sb.Labels, extv1beta1.TemplateRefHashLabel)
 	}
 	for _, tc := range cases {
 		if tc.got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.what, tc.got, tc.want)
 		}
 	}
-	other := plain.NewSandbox(testwrap.MakeTemplate("ns", "node").Obj())
-	if other.Labels[extv1alpha1.TemplateRefHashLabel] == ref {
+	other := plain.NewSandbox(testwrap.MakeTemplate("ns", "node").Hub())
+	if other.Labels[extv1beta1.TemplateRefHashLabel] == ref {
 		t.Errorf("templates python and node share the template-ref hash %s", ref)
 	}
 }
@@ -197,7 +198,7 @@ func TestNewSandboxLeavesOutReservedPodMetadata(t *testing.T) {
 			[2]string{}, map[string]string{"team": "a"}, nil},
 		{"the installation's router label is left out", gateway, map[string]string{"role": "gateway"},
 			[2]string{}, map[string]string{}, nil},
-		{"a controller label is left out", podmeta.Rules{}, map[string]string{extv1alpha1.ClaimUIDLabel: "forged"},
+		{"a controller label is left out", podmeta.Rules{}, map[string]string{extv1beta1.ClaimUIDLabel: "forged"},
 			[2]string{}, map[string]string{}, nil},
 		{"a reserved annotation is left out", podmeta.Rules{}, nil,
 			[2]string{"kubernetes.io/egress-bandwidth", "1G"}, map[string]string{}, nil},
@@ -208,8 +209,8 @@ func TestNewSandboxLeavesOutReservedPodMetadata(t *testing.T) {
 			if tc.annotation[0] != "" {
 				w.PodAnnotation(tc.annotation[0], tc.annotation[1])
 			}
-			md := (Builder{PodRules: tc.rules}).NewSandbox(w.Obj()).Spec.PodTemplate.Metadata
-			delete(md.Labels, extv1alpha1.TemplateRefHashLabel)
+			md := (Builder{PodRules: tc.rules}).NewSandbox(w.Hub()).Spec.PodTemplate.ObjectMeta
+			delete(md.Labels, extv1beta1.TemplateRefHashLabel)
 			if d := cmp.Diff(tc.wantLabels, md.Labels, cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("pod labels (-want +got):\n%s", d)
 			}
@@ -225,23 +226,23 @@ func TestNewSandboxAppliesSecureDefaults(t *testing.T) {
 	ownDNS := &corev1.PodDNSConfig{Nameservers: []string{"10.0.0.10"}}
 	cases := []struct {
 		name          string
-		tmpl          *extv1alpha1.SandboxTemplate
+		tmpl          *extv1beta1.SandboxTemplate
 		wantAutomount *bool
 		wantDNSPolicy corev1.DNSPolicy
 		wantDNSConfig *corev1.PodDNSConfig
 	}{
 		{"no API token unless asked; public resolvers under the secure-default policy",
-			testwrap.MakeTemplate("ns", "t").Obj(), ptr.To(false), corev1.DNSNone, publicDNS},
+			testwrap.MakeTemplate("ns", "t").Hub(), ptr.To(false), corev1.DNSNone, publicDNS},
 		{"a token the template asks for is kept",
-			testwrap.MakeTemplate("ns", "t").AutomountServiceAccountToken(ptr.To(true)).Obj(), ptr.To(true), corev1.DNSNone, publicDNS},
+			testwrap.MakeTemplate("ns", "t").AutomountServiceAccountToken(ptr.To(true)).Hub(), ptr.To(true), corev1.DNSNone, publicDNS},
 		{"the template's own NetworkPolicy keeps cluster DNS",
-			testwrap.MakeTemplate("ns", "t").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{}).Obj(), ptr.To(false), "", nil},
+			testwrap.MakeTemplate("ns", "t").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{}).Hub(), ptr.To(false), "", nil},
 		{"an Unmanaged template keeps cluster DNS",
-			testwrap.MakeTemplate("ns", "t").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Obj(), ptr.To(false), "", nil},
+			testwrap.MakeTemplate("ns", "t").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Hub(), ptr.To(false), "", nil},
 		{"the template's DNS policy is kept",
-			withDNS(testwrap.MakeTemplate("ns", "t").Obj(), corev1.DNSClusterFirst, nil), ptr.To(false), corev1.DNSClusterFirst, nil},
+			withDNS(testwrap.MakeTemplate("ns", "t").Hub(), corev1.DNSClusterFirst, nil), ptr.To(false), corev1.DNSClusterFirst, nil},
 		{"the template's DNS config is kept",
-			withDNS(testwrap.MakeTemplate("ns", "t").Obj(), "", ownDNS), ptr.To(false), "", ownDNS},
+			withDNS(testwrap.MakeTemplate("ns", "t").Hub(), "", ownDNS), ptr.To(false), "", ownDNS},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,7 +260,7 @@ func TestNewSandboxAppliesSecureDefaults(t *testing.T) {
 	}
 }
 
-func withDNS(tmpl *extv1alpha1.SandboxTemplate, policy corev1.DNSPolicy, cfg *corev1.PodDNSConfig) *extv1alpha1.SandboxTemplate {
+func withDNS(tmpl *extv1beta1.SandboxTemplate, policy corev1.DNSPolicy, cfg *corev1.PodDNSConfig) *extv1beta1.SandboxTemplate {
 	tmpl.Spec.PodTemplate.Spec.DNSPolicy = policy
 	tmpl.Spec.PodTemplate.Spec.DNSConfig = cfg
 	return tmpl

@@ -60,7 +60,7 @@ func TestNewSandboxHardensThePod(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := plain.NewSandbox(tc.tmpl.Obj()).Spec.PodTemplate.Spec
+			spec := plain.NewSandbox(tc.tmpl.Hub()).Spec.PodTemplate.Spec
 			if d := cmp.Diff(tc.wantPod, spec.SecurityContext); d != "" {
 				t.Errorf("pod securityContext (-want +got):\n%s", d)
 			}
@@ -72,7 +72,7 @@ func TestNewSandboxHardensThePod(t *testing.T) {
 }
 
 func TestNewSandboxHardensInitContainers(t *testing.T) {
-	tmpl := testwrap.MakeTemplate("ns", "t").InitContainers(corev1.Container{Name: "setup", Image: "busybox"}).Obj()
+	tmpl := testwrap.MakeTemplate("ns", "t").InitContainers(corev1.Container{Name: "setup", Image: "busybox"}).Hub()
 	got := plain.NewSandbox(tmpl).Spec.PodTemplate.Spec.InitContainers[0].SecurityContext
 	if d := cmp.Diff(restricted, got); d != "" {
 		t.Errorf("init container securityContext (-want +got):\n%s", d)
@@ -80,7 +80,7 @@ func TestNewSandboxHardensInitContainers(t *testing.T) {
 }
 
 func TestNewSandboxLeavesWindowsPodsAlone(t *testing.T) {
-	tmpl := testwrap.MakeTemplate("ns", "t").Obj()
+	tmpl := testwrap.MakeTemplate("ns", "t").Hub()
 	tmpl.Spec.PodTemplate.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
 	spec := plain.NewSandbox(tmpl).Spec.PodTemplate.Spec
 	if spec.SecurityContext != nil || spec.Containers[0].SecurityContext != nil {
@@ -103,7 +103,7 @@ func TestNewSandboxGivesTheDefaultRuntimeClass(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tmpl := testwrap.MakeTemplate("ns", "t").RuntimeClass(tc.template).Obj()
+			tmpl := testwrap.MakeTemplate("ns", "t").RuntimeClass(tc.template).Hub()
 			got := tc.builder.NewSandbox(tmpl).Spec.PodTemplate.Spec.RuntimeClassName
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("runtimeClassName (-want +got):\n%s", d)
@@ -116,16 +116,16 @@ func TestNewSandboxGivesTheDefaultRuntimeClass(t *testing.T) {
 // out on the old runtime; a template that names its own class is not affected.
 func TestHashFollowsTheDefaultRuntimeClass(t *testing.T) {
 	gvisor := Builder{RuntimeClassName: "gvisor"}
-	own := testwrap.MakeTemplate("ns", "t").RuntimeClass(ptr.To("kata")).Obj()
+	own := testwrap.MakeTemplate("ns", "t").RuntimeClass(ptr.To("kata")).Hub()
 	cases := []struct {
 		name      string
 		a, b      string
 		wantEqual bool
 	}{
 		{"a template without one: default on and off differ",
-			gvisor.Hash(testwrap.MakeTemplate("ns", "t").Obj()), plain.Hash(testwrap.MakeTemplate("ns", "t").Obj()), false},
+			gvisor.Hash(testwrap.MakeTemplate("ns", "t").Hub()), plain.Hash(testwrap.MakeTemplate("ns", "t").Hub()), false},
 		{"a template without one: two defaults differ",
-			gvisor.Hash(testwrap.MakeTemplate("ns", "t").Obj()), Builder{RuntimeClassName: "kata"}.Hash(testwrap.MakeTemplate("ns", "t").Obj()), false},
+			gvisor.Hash(testwrap.MakeTemplate("ns", "t").Hub()), Builder{RuntimeClassName: "kata"}.Hash(testwrap.MakeTemplate("ns", "t").Hub()), false},
 		{"a template with its own class: the default does not matter", gvisor.Hash(own), plain.Hash(own), true},
 	}
 	for _, tc := range cases {

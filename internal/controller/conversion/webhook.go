@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // The cert rotator keeps the serving certificate in a Secret of the controller's namespace (the
@@ -99,7 +99,7 @@ func Setup(mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
 	} else {
 		close(ready)
 	}
-	if err := mgr.Add(&gatedServer{server: server, ready: ready}); err != nil {
+	if err := mgr.Add(&gatedServer{Server: hooks, server: server, ready: ready}); err != nil {
 		return nil, err
 	}
 	if opts.Service != nil {
@@ -136,7 +136,7 @@ func addRotator(mgr ctrl.Manager, opts Options, ready chan struct{}) error {
 		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", r.ServiceName, r.Namespace)},
 		IsReady:        ready,
 		Webhooks:       webhooks,
-		FieldOwner:     string(agentsv1alpha1.FieldOwner),
+		FieldOwner:     string(agentsv1beta1.FieldOwner),
 	})
 	if err != nil {
 		return fmt.Errorf("setting up webhook certificate rotation: %w", err)
@@ -144,8 +144,12 @@ func addRotator(mgr ctrl.Manager, opts Options, ready chan struct{}) error {
 	return nil
 }
 
-// gatedServer starts the webhook server once its certificate exists.
+// gatedServer starts the webhook server once its certificate exists. It is a webhook.Server
+// (the one lending its mux) so that the manager starts it with its webhooks, before it waits for
+// its caches: after an upgrade the controllers' informers list objects still stored in v1alpha1,
+// which the API server converts through this very webhook.
 type gatedServer struct {
+	webhook.Server
 	server *Server
 	ready  <-chan struct{}
 }

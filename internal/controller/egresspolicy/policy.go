@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	// Same name, other package: the public annotation contract this one enforces.
 	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
@@ -43,7 +43,7 @@ type Peers struct {
 func DefaultPeers() Peers {
 	return Peers{
 		RouterNamespace: "agent-sandbox-system",
-		RouterPodLabels: map[string]string{agentsv1alpha1.RouterPodLabel: agentsv1alpha1.RouterPodLabelValue},
+		RouterPodLabels: map[string]string{agentsv1beta1.RouterPodLabel: agentsv1beta1.RouterPodLabelValue},
 		DNSNamespace:    "kube-system",
 		DNSPodLabels:    map[string]string{"k8s-app": "kube-dns"},
 	}
@@ -101,21 +101,21 @@ func (p Peers) linkLocalAllowed(pfx netip.Prefix) bool {
 // ParseIngressFrom reads the IngressFromPodsAnnotation: a label selector (k=v, k in (a,b),
 // k) of pods in the Sandbox's namespace; nil when the annotation is absent.
 func ParseIngressFrom(annotations map[string]string) (*metav1.LabelSelector, error) {
-	v, ok := annotations[agentsv1alpha1.IngressFromPodsAnnotation]
+	v, ok := annotations[agentsv1beta1.IngressFromPodsAnnotation]
 	if !ok {
 		return nil, nil
 	}
 	if strings.TrimSpace(v) == "" {
 		return nil, fmt.Errorf("annotation %s is empty; write a label selector of the pods that may connect (app=agent)",
-			agentsv1alpha1.IngressFromPodsAnnotation)
+			agentsv1beta1.IngressFromPodsAnnotation)
 	}
 	sel, err := metav1.ParseToLabelSelector(v)
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %q is not a label selector: %w", agentsv1alpha1.IngressFromPodsAnnotation, v, err)
+		return nil, fmt.Errorf("annotation %s: %q is not a label selector: %w", agentsv1beta1.IngressFromPodsAnnotation, v, err)
 	}
 	if s, err := metav1.LabelSelectorAsSelector(sel); err != nil || s.Empty() {
 		return nil, fmt.Errorf("annotation %s: %q selects no particular pods; name them by label (app=agent)",
-			agentsv1alpha1.IngressFromPodsAnnotation, v)
+			agentsv1beta1.IngressFromPodsAnnotation, v)
 	}
 	// As the API server stores it, so the policy is not rewritten on every reconcile.
 	if len(sel.MatchLabels) == 0 {

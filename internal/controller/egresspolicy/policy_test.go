@@ -12,13 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var pod = map[string]string{agentsv1alpha1.SandboxNameHashLabel: "0a1b2c3d", agentsv1alpha1.SandboxNameLabel: "fp-1"}
+var pod = map[string]string{agentsv1beta1.SandboxNameHashLabel: "0a1b2c3d", agentsv1beta1.SandboxNameLabel: "fp-1"}
 
 // testPeers are a cluster with a DNS Service at 10.96.0.10 and a node-local cache opened.
 func testPeers() Peers {
@@ -167,7 +167,7 @@ func TestParseIngressFrom(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ann := map[string]string{}
 			if tc.value != nil {
-				ann[agentsv1alpha1.IngressFromPodsAnnotation] = *tc.value
+				ann[agentsv1beta1.IngressFromPodsAnnotation] = *tc.value
 			}
 			got, err := ParseIngressFrom(ann)
 			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 const (
@@ -30,12 +30,12 @@ const (
 // a claim's UID (admission guards only references to our kinds).
 func IsClaimOrPool(ref *metav1.OwnerReference) bool {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && gv.Group == extv1alpha1.GroupVersion.Group && (ref.Kind == "SandboxClaim" || ref.Kind == "SandboxWarmPool")
+	return err == nil && gv.Group == extv1beta1.GroupVersion.Group && (ref.Kind == "SandboxClaim" || ref.Kind == "SandboxWarmPool")
 }
 
 // Register adds every index to the manager's cache.
 func Register(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &agentsv1alpha1.Sandbox{}, SandboxControllerUID, func(o client.Object) []string {
+	if err := indexer.IndexField(ctx, &agentsv1beta1.Sandbox{}, SandboxControllerUID, func(o client.Object) []string {
 		if ref := metav1.GetControllerOf(o); ref != nil && IsClaimOrPool(ref) {
 			return []string{string(ref.UID)}
 		}
@@ -43,14 +43,14 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	if err := indexer.IndexField(ctx, &extv1alpha1.SandboxClaim{}, ClaimTemplate, func(o client.Object) []string {
-		return []string{o.(*extv1alpha1.SandboxClaim).Spec.TemplateRef.Name}
+	if err := indexer.IndexField(ctx, &extv1beta1.SandboxClaim{}, ClaimTemplate, func(o client.Object) []string {
+		return []string{o.(*extv1beta1.SandboxClaim).TemplateName()}
 	}); err != nil {
 		return err
 	}
-	if err := indexer.IndexField(ctx, &extv1alpha1.SandboxClaim{}, ClaimWarmPool, func(o client.Object) []string {
-		switch p := o.(*extv1alpha1.SandboxClaim).EffectiveWarmPool(); p {
-		case extv1alpha1.WarmPoolPolicyNone, extv1alpha1.WarmPoolPolicyDefault:
+	if err := indexer.IndexField(ctx, &extv1beta1.SandboxClaim{}, ClaimWarmPool, func(o client.Object) []string {
+		switch p := o.(*extv1beta1.SandboxClaim).EffectiveWarmPool(); p {
+		case extv1beta1.WarmPoolPolicyNone, extv1beta1.WarmPoolPolicyDefault:
 			return nil
 		default:
 			return []string{string(p)}
@@ -58,7 +58,7 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	return indexer.IndexField(ctx, &extv1alpha1.SandboxWarmPool{}, PoolTemplate, func(o client.Object) []string {
-		return []string{o.(*extv1alpha1.SandboxWarmPool).Spec.TemplateRef.Name}
+	return indexer.IndexField(ctx, &extv1beta1.SandboxWarmPool{}, PoolTemplate, func(o client.Object) []string {
+		return []string{o.(*extv1beta1.SandboxWarmPool).Spec.TemplateRef.Name}
 	})
 }

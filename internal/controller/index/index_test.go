@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -42,41 +42,41 @@ func TestIndexedValues(t *testing.T) {
 	if err := Register(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	pool := testwrap.MakeWarmPool("ns", "pool").UID("pool-uid").Obj()
-	claim := testwrap.MakeClaim("ns", "claim").UID("claim-uid").Obj()
-	poolGVK := extv1alpha1.GroupVersion.WithKind("SandboxWarmPool")
-	claimGVK := extv1alpha1.GroupVersion.WithKind("SandboxClaim")
+	pool := testwrap.MakeWarmPool("ns", "pool").UID("pool-uid").Hub()
+	claim := testwrap.MakeClaim("ns", "claim").UID("claim-uid").Hub()
+	poolGVK := extv1beta1.GroupVersion.WithKind("SandboxWarmPool")
+	claimGVK := extv1beta1.GroupVersion.WithKind("SandboxClaim")
 	cases := []struct {
 		name  string
 		obj   client.Object
 		field string
 		want  []string
 	}{
-		{"a pool member by its pool's UID", testwrap.MakeSandbox("ns", "m").ControlledBy(pool, poolGVK).Obj(),
+		{"a pool member by its pool's UID", testwrap.MakeSandbox("ns", "m").ControlledBy(pool, poolGVK).Hub(),
 			SandboxControllerUID, []string{"pool-uid"}},
-		{"a claimed Sandbox by its claim's UID", testwrap.MakeSandbox("ns", "c").ControlledBy(claim, claimGVK).Obj(),
+		{"a claimed Sandbox by its claim's UID", testwrap.MakeSandbox("ns", "c").ControlledBy(claim, claimGVK).Hub(),
 			SandboxControllerUID, []string{"claim-uid"}},
-		{"a Sandbox nobody controls is not indexed", testwrap.MakeSandbox("ns", "raw").Obj(),
+		{"a Sandbox nobody controls is not indexed", testwrap.MakeSandbox("ns", "raw").Hub(),
 			SandboxControllerUID, nil},
 		{"a controller of another kind carrying a claim's UID is not indexed",
-			testwrap.MakeSandbox("ns", "forged").ControlledBy(claim, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}).Obj(),
+			testwrap.MakeSandbox("ns", "forged").ControlledBy(claim, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}).Hub(),
 			SandboxControllerUID, nil},
 		{"a SandboxClaim kind of another group is not indexed",
-			testwrap.MakeSandbox("ns", "forged").ControlledBy(claim, schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "SandboxClaim"}).Obj(),
+			testwrap.MakeSandbox("ns", "forged").ControlledBy(claim, schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "SandboxClaim"}).Hub(),
 			SandboxControllerUID, nil},
-		{"a claim by its template", testwrap.MakeClaim("ns", "c").Template("python").Obj(),
+		{"a claim by its template", testwrap.MakeClaim("ns", "c").Template("python").Hub(),
 			ClaimTemplate, []string{"python"}},
-		{"a v1beta1 claim (no template) under the empty name", testwrap.MakeClaim("ns", "c").WarmPool("pool").Obj(),
+		{"a v1beta1 claim (no template) under the empty name", testwrap.MakeClaim("ns", "c").WarmPool("pool").Hub(),
 			ClaimTemplate, []string{""}},
-		{"a claim naming a pool by that pool", testwrap.MakeClaim("ns", "c").Template("python").WarmPool("fast").Obj(),
+		{"a claim naming a pool by that pool", testwrap.MakeClaim("ns", "c").Template("python").WarmPool("fast").Hub(),
 			ClaimWarmPool, []string{"fast"}},
-		{"a claim with warmpool none is not indexed", testwrap.MakeClaim("ns", "c").Template("python").WarmPool("none").Obj(),
+		{"a claim with warmpool none is not indexed", testwrap.MakeClaim("ns", "c").Template("python").WarmPool("none").Hub(),
 			ClaimWarmPool, nil},
-		{"a claim with warmpool default is not indexed", testwrap.MakeClaim("ns", "c").Template("python").WarmPool("default").Obj(),
+		{"a claim with warmpool default is not indexed", testwrap.MakeClaim("ns", "c").Template("python").WarmPool("default").Hub(),
 			ClaimWarmPool, nil},
-		{"a claim without warmpool (the default) is not indexed", testwrap.MakeClaim("ns", "c").Template("python").Obj(),
+		{"a claim without warmpool (the default) is not indexed", testwrap.MakeClaim("ns", "c").Template("python").Hub(),
 			ClaimWarmPool, nil},
-		{"a pool by its template", testwrap.MakeWarmPool("ns", "p").Template("python").Obj(),
+		{"a pool by its template", testwrap.MakeWarmPool("ns", "p").Template("python").Hub(),
 			PoolTemplate, []string{"python"}},
 	}
 	for _, tc := range cases {

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	tw "github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -121,30 +121,30 @@ func TestRecordLaunch(t *testing.T) {
 }
 
 func TestSandboxLabels(t *testing.T) {
-	claim := tw.MakeClaim("ns", "c").Obj()
-	pool := tw.MakeWarmPool("ns", "p").Obj()
-	claimKind := extv1alpha1.GroupVersion.WithKind("SandboxClaim")
-	poolKind := extv1alpha1.GroupVersion.WithKind("SandboxWarmPool")
-	expired := metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonExpired}
+	claim := tw.MakeClaim("ns", "c").Hub()
+	pool := tw.MakeWarmPool("ns", "p").Hub()
+	claimKind := extv1beta1.GroupVersion.WithKind("SandboxClaim")
+	poolKind := extv1beta1.GroupVersion.WithKind("SandboxWarmPool")
+	expired := metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonExpired}
 	tests := []struct {
 		name string
-		sb   *agentsv1alpha1.Sandbox
+		sb   *agentsv1beta1.Sandbox
 		want [7]string
 	}{
-		{"a raw Sandbox, not ready", tw.MakeSandbox("ns", "raw").Obj(),
+		{"a raw Sandbox, not ready", tw.MakeSandbox("ns", "raw").Hub(),
 			[7]string{"ns", "false", "false", "cold", "unknown", "None", "unknown"}},
 		{"a ready pool member counts as warm",
 			tw.MakeSandbox("ns", "m").ReadyWith("10.0.0.1").ControlledBy(pool, poolKind).
-				Annotation(extv1alpha1.TemplateRefAnnotation, "t").Obj(),
+				Annotation(extv1beta1.TemplateRefAnnotation, "t").Hub(),
 			[7]string{"ns", "true", "false", "warm", "t", "SandboxWarmPool", "unknown"}},
 		{"an adopted Sandbox of a Python client's claim",
 			tw.MakeSandbox("ns", "a").ReadyWith("10.0.0.1").ControlledBy(claim, claimKind).
-				Label(extv1alpha1.LaunchTypeLabel, "warm").Label(CreatedByLabel, "python-client").
-				Annotation(extv1alpha1.TemplateRefAnnotation, "t").Obj(),
+				Label(extv1beta1.LaunchTypeLabel, "warm").Label(CreatedByLabel, "python-client").
+				Annotation(extv1beta1.TemplateRefAnnotation, "t").Hub(),
 			[7]string{"ns", "true", "false", "warm", "t", "SandboxClaim", "python-client"}},
 		{"an expired, retained cold Sandbox",
 			tw.MakeSandbox("ns", "e").Condition(expired).ControlledBy(claim, claimKind).
-				Label(extv1alpha1.LaunchTypeLabel, "cold").Annotation(extv1alpha1.TemplateRefAnnotation, "t").Obj(),
+				Label(extv1beta1.LaunchTypeLabel, "cold").Annotation(extv1beta1.TemplateRefAnnotation, "t").Hub(),
 			[7]string{"ns", "false", "true", "cold", "t", "SandboxClaim", "unknown"}},
 	}
 	for _, tc := range tests {

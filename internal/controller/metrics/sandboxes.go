@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 )
 
@@ -69,13 +69,13 @@ func (c *SandboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	list := &agentsv1alpha1.SandboxList{}
+	list := &agentsv1beta1.SandboxList{}
 	// Read-only and not kept: no copy of every Sandbox per scrape.
 	if err := c.reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		c.log.Error(err, "listing Sandboxes for agent_sandboxes")
 		return
 	}
-	pools := &extv1alpha1.SandboxWarmPoolList{}
+	pools := &extv1beta1.SandboxWarmPoolList{}
 	if err := c.reader.List(ctx, pools, client.UnsafeDisableDeepCopy); err != nil {
 		c.log.Error(err, "listing SandboxWarmPools for agent_sandbox_warmpool_*")
 		return
@@ -96,7 +96,7 @@ func (c *SandboxCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range pools.Items {
 		pool := &pools.Items[i]
 		labels := []string{pool.Namespace, pool.Name, pool.Spec.TemplateRef.Name}
-		ch <- prometheus.MustNewConstMetric(poolReplicasDesc, prometheus.GaugeValue, float64(pool.Spec.Replicas), labels...)
+		ch <- prometheus.MustNewConstMetric(poolReplicasDesc, prometheus.GaugeValue, float64(pool.DesiredReplicas()), labels...)
 		ch <- prometheus.MustNewConstMetric(poolReadyDesc, prometheus.GaugeValue, float64(readyMembers[pool.UID]), labels...)
 	}
 }
@@ -108,13 +108,13 @@ const (
 )
 
 // sandboxLabels are one Sandbox's agent_sandboxes labels, in sandboxesDesc's order.
-func sandboxLabels(sb *agentsv1alpha1.Sandbox) [7]string {
+func sandboxLabels(sb *agentsv1beta1.Sandbox) [7]string {
 	ready, expired := "false", "false"
-	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c != nil {
+	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady); c != nil {
 		if c.Status == metav1.ConditionTrue {
 			ready = "true"
 		}
-		if c.Reason == agentsv1alpha1.ReasonExpired {
+		if c.Reason == agentsv1beta1.ReasonExpired {
 			expired = "true"
 		}
 	}
@@ -123,10 +123,10 @@ func sandboxLabels(sb *agentsv1alpha1.Sandbox) [7]string {
 		owner = ref.Kind
 	}
 	launch := LaunchCold
-	if sb.Labels[extv1alpha1.LaunchTypeLabel] == LaunchWarm || owner == "SandboxWarmPool" {
+	if sb.Labels[extv1beta1.LaunchTypeLabel] == LaunchWarm || owner == "SandboxWarmPool" {
 		launch = LaunchWarm
 	}
-	template := sb.Annotations[extv1alpha1.TemplateRefAnnotation]
+	template := sb.Annotations[extv1beta1.TemplateRefAnnotation]
 	if template == "" {
 		template = "unknown" // a Sandbox created directly, not from a template
 	}

@@ -14,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // ReservedDomains are the label and annotation key domains (with their subdomains) that tenant
@@ -33,8 +33,8 @@ var openAnnotations = map[string]bool{
 // RouterIdentity are label pairs that always identify a sandbox router, whatever the router's
 // configured labels: ours (app=sandbox-router) and the recommended-label form.
 var RouterIdentity = map[string]string{
-	agentsv1alpha1.RouterPodLabel: agentsv1alpha1.RouterPodLabelValue,
-	"app.kubernetes.io/name":      agentsv1alpha1.RouterPodLabelValue,
+	agentsv1beta1.RouterPodLabel: agentsv1beta1.RouterPodLabelValue,
+	"app.kubernetes.io/name":     agentsv1beta1.RouterPodLabelValue,
 }
 
 // Rules carry the installation's router labels; the zero value refuses RouterIdentity only.

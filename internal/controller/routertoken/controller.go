@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
@@ -79,7 +79,7 @@ const sandboxLag = time.Second
 
 // Reconcile keeps the claim's token Secret current, or removes it once the claim stops asking.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	claim := &extv1alpha1.SandboxClaim{}
+	claim := &extv1beta1.SandboxClaim{}
 	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err) // the Secret goes with its owner
 	}
@@ -94,23 +94,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil // never touch a Secret someone else made
 	}
 	sandbox := claim.Status.SandboxStatus.Name
-	if !claim.DeletionTimestamp.IsZero() || claim.Annotations[extv1alpha1.RouterTokenAnnotation] != "true" || sandbox == "" {
-		if found && (claim.Annotations[extv1alpha1.RouterTokenAnnotation] != "true") {
+	if !claim.DeletionTimestamp.IsZero() || claim.Annotations[extv1beta1.RouterTokenAnnotation] != "true" || sandbox == "" {
+		if found && (claim.Annotations[extv1beta1.RouterTokenAnnotation] != "true") {
 			log.FromContext(ctx).V(2).Info("the claim no longer asks for a router token: deleting its Secret", "secret", klog.KObj(current))
 			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
 		}
 		return ctrl.Result{}, nil
 	}
 	// The token binds the Sandbox's UID, so that it never opens a later Sandbox of the same name.
-	sb := &agentsv1alpha1.Sandbox{}
+	sb := &agentsv1beta1.Sandbox{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: sandbox}, sb); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
 		// Not cached yet, or deleted: a claim never replaces a deleted Sandbox and says so in its
 		// status, and that status write brings the claim back here, so polling can stop then.
-		if cond := meta.FindStatusCondition(claim.Status.Conditions, extv1alpha1.ClaimConditionReady); cond != nil &&
-			cond.Reason == extv1alpha1.ReasonSandboxMissing {
+		if cond := meta.FindStatusCondition(claim.Status.Conditions, extv1beta1.ClaimConditionReady); cond != nil &&
+			cond.Reason == extv1beta1.ReasonSandboxMissing {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{RequeueAfter: sandboxLag}, nil
@@ -144,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // writeToken mints want and writes it into the claim's Secret: an update of current when found,
 // else a create.
-func (r *Reconciler) writeToken(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox,
+func (r *Reconciler) writeToken(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox,
 	current *corev1.Secret, found bool, want scopedtoken.Claims) error {
 	tok, err := r.signer.Mint(want)
 	if err != nil {
@@ -152,10 +152,10 @@ func (r *Reconciler) writeToken(ctx context.Context, claim *extv1alpha1.SandboxC
 	}
 	expires := time.Unix(want.Expires, 0)
 	desired := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: SecretName(claim.Name), Namespace: claim.Namespace, Labels: map[string]string{extv1alpha1.RouterTokenSecretLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: SecretName(claim.Name), Namespace: claim.Namespace, Labels: map[string]string{extv1beta1.RouterTokenSecretLabel: "true"}},
 		Type:       corev1.SecretTypeOpaque,
-		Data: map[string][]byte{extv1alpha1.RouterTokenKeyToken: []byte(tok), extv1alpha1.RouterTokenKeyNamespace: []byte(claim.Namespace),
-			extv1alpha1.RouterTokenKeySandbox: []byte(sb.Name), extv1alpha1.RouterTokenKeyExpires: []byte(expires.UTC().Format(time.RFC3339))},
+		Data: map[string][]byte{extv1beta1.RouterTokenKeyToken: []byte(tok), extv1beta1.RouterTokenKeyNamespace: []byte(claim.Namespace),
+			extv1beta1.RouterTokenKeySandbox: []byte(sb.Name), extv1beta1.RouterTokenKeyExpires: []byte(expires.UTC().Format(time.RFC3339))},
 	}
 	if err := controllerutil.SetControllerReference(claim, desired, r.client.Scheme()); err != nil {
 		return err
@@ -176,7 +176,7 @@ func (r *Reconciler) writeToken(ctx context.Context, claim *extv1alpha1.SandboxC
 }
 
 // expiry is the token's end: the validity from now, but never past the claim's shutdownTime.
-func (r *Reconciler) expiry(claim *extv1alpha1.SandboxClaim, now time.Time) time.Time {
+func (r *Reconciler) expiry(claim *extv1beta1.SandboxClaim, now time.Time) time.Time {
 	exp := now.Add(r.validity).Truncate(time.Second)
 	if lc := claim.Spec.Lifecycle; lc != nil && lc.ShutdownTime != nil && lc.ShutdownTime.Time.Before(exp) {
 		exp = lc.ShutdownTime.Time.Truncate(time.Second)
@@ -188,7 +188,7 @@ func (r *Reconciler) expiry(claim *extv1alpha1.SandboxClaim, now time.Time) time
 // want names (the same object, by UID). A token signed with a rotated secret, expired, minted
 // before tokens bound a UID, or for another Sandbox is replaced at once.
 func (r *Reconciler) held(s *corev1.Secret, want scopedtoken.Claims, now time.Time) (scopedtoken.Claims, bool) {
-	c, err := r.signer.Verify(string(s.Data[extv1alpha1.RouterTokenKeyToken]), now)
+	c, err := r.signer.Verify(string(s.Data[extv1beta1.RouterTokenKeyToken]), now)
 	if err != nil || c.Namespace != want.Namespace || c.Name != want.Name || c.UID != want.UID {
 		return scopedtoken.Claims{}, false
 	}
@@ -210,7 +210,7 @@ func renewAt(c scopedtoken.Claims) time.Time {
 // that taking it off removes the Secret); every other claim never reaches this controller.
 func asksOrAsked() predicate.Predicate {
 	asks := func(o client.Object) bool {
-		return o != nil && o.GetAnnotations()[extv1alpha1.RouterTokenAnnotation] != ""
+		return o != nil && o.GetAnnotations()[extv1beta1.RouterTokenAnnotation] != ""
 	}
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return asks(e.Object) },
@@ -223,7 +223,7 @@ func asksOrAsked() predicate.Predicate {
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&extv1alpha1.SandboxClaim{}, builder.WithPredicates(asksOrAsked())).
+		For(&extv1beta1.SandboxClaim{}, builder.WithPredicates(asksOrAsked())).
 		Named("routertoken").
 		Complete(r)
 }

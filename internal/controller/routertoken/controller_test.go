@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
@@ -66,7 +66,7 @@ func newRig(t *testing.T, objs ...client.Object) *rig {
 // newRigWith is newRig with the client's calls going through funcs (to make some fail).
 func newRigWith(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *rig {
 	t.Helper()
-	c := interceptor.NewClient(fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithStatusSubresource(&extv1alpha1.SandboxClaim{})).API, funcs)
+	c := interceptor.NewClient(fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithStatusSubresource(&extv1beta1.SandboxClaim{})).API, funcs)
 	clk := clocktesting.NewFakeClock(epoch)
 	return &rig{t: t, c: c, clock: clk, r: New(c, c, testSigner, Options{Clock: clk})}
 }
@@ -80,17 +80,17 @@ func shutdownIn(d time.Duration) time.Time {
 	return epoch.Add(d)
 }
 
-func claim(shutdown time.Time) *extv1alpha1.SandboxClaim {
+func claim(shutdown time.Time) *extv1beta1.SandboxClaim {
 	w := testwrap.MakeClaim(testNS, testClaim).Template("tmpl").
-		Annotation(extv1alpha1.RouterTokenAnnotation, "true").SandboxStatus(testSandbox)
+		Annotation(extv1beta1.RouterTokenAnnotation, "true").SandboxStatus(testSandbox)
 	if !shutdown.IsZero() {
 		w = w.ShutdownTime(shutdown)
 	}
-	return w.Obj()
+	return w.Hub()
 }
 
-func sandboxObj(uid types.UID) *agentsv1alpha1.Sandbox {
-	sb := testwrap.MakeSandbox(testNS, testSandbox).Obj()
+func sandboxObj(uid types.UID) *agentsv1beta1.Sandbox {
+	sb := testwrap.MakeSandbox(testNS, testSandbox).Hub()
 	sb.UID = uid
 	return sb
 }
@@ -159,7 +159,7 @@ func TestRenewalWaitsForAThirdOfTheTokensOwnLifetime(t *testing.T) {
 // tokenIn returns the claims of the Secret's token, verified at the fake clock's time.
 func (g *rig) tokenIn(s *corev1.Secret) scopedtoken.Claims {
 	g.t.Helper()
-	c, err := testSigner.Verify(string(s.Data[extv1alpha1.RouterTokenKeyToken]), g.clock.Now())
+	c, err := testSigner.Verify(string(s.Data[extv1beta1.RouterTokenKeyToken]), g.clock.Now())
 	if err != nil {
 		g.t.Fatalf("the Secret's token does not verify: %v", err)
 	}
@@ -170,7 +170,7 @@ func (g *rig) tokenIn(s *corev1.Secret) scopedtoken.Claims {
 func (g *rig) setToken(tok string) {
 	g.t.Helper()
 	s := g.secret()
-	s.Data[extv1alpha1.RouterTokenKeyToken] = []byte(tok)
+	s.Data[extv1beta1.RouterTokenKeyToken] = []byte(tok)
 	if err := g.c.Update(context.Background(), s); err != nil {
 		g.t.Fatal(err)
 	}
@@ -267,8 +267,8 @@ func TestWaitsForTheSandboxToReachTheCache(t *testing.T) {
 // A claim whose Sandbox was deleted says so, and is not polled for a Sandbox that will not come.
 func TestStopsWaitingForADeletedSandbox(t *testing.T) {
 	missing := claim(time.Time{})
-	missing.Status.Conditions = []metav1.Condition{{Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionFalse,
-		Reason: extv1alpha1.ReasonSandboxMissing, LastTransitionTime: metav1.NewTime(epoch)}}
+	missing.Status.Conditions = []metav1.Condition{{Type: extv1beta1.ClaimConditionReady, Status: metav1.ConditionFalse,
+		Reason: extv1beta1.ReasonSandboxMissing, LastTransitionTime: metav1.NewTime(epoch)}}
 	g := newRig(t, missing)
 	if got := g.reconcile().RequeueAfter; got != 0 {
 		t.Fatalf("requeue in %v, want none: the claim reports its Sandbox deleted", got)
@@ -321,9 +321,9 @@ func TestSecretHoldsTheTokenAndWhatItOpens(t *testing.T) {
 		t.Fatal("no token Secret was written")
 	}
 	want := map[string]string{
-		extv1alpha1.RouterTokenKeyNamespace: testNS,
-		extv1alpha1.RouterTokenKeySandbox:   testSandbox,
-		extv1alpha1.RouterTokenKeyExpires:   epoch.Add(2 * time.Hour).Format(time.RFC3339),
+		extv1beta1.RouterTokenKeyNamespace: testNS,
+		extv1beta1.RouterTokenKeySandbox:   testSandbox,
+		extv1beta1.RouterTokenKeyExpires:   epoch.Add(2 * time.Hour).Format(time.RFC3339),
 	}
 	got := map[string]string{}
 	for k := range want {
@@ -332,7 +332,7 @@ func TestSecretHoldsTheTokenAndWhatItOpens(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Secret data (-want +got):\n%s", d)
 	}
-	if s.Labels[extv1alpha1.RouterTokenSecretLabel] != "true" || s.Type != corev1.SecretTypeOpaque {
+	if s.Labels[extv1beta1.RouterTokenSecretLabel] != "true" || s.Type != corev1.SecretTypeOpaque {
 		t.Errorf("Secret labels %v type %s, want the router-token label and Opaque", s.Labels, s.Type)
 	}
 	if ref := metav1.GetControllerOf(s); ref == nil || ref.Kind != "SandboxClaim" || ref.Name != testClaim {
@@ -344,8 +344,8 @@ func TestSecretHoldsTheTokenAndWhatItOpens(t *testing.T) {
 }
 
 // withoutAnnotation is the claim no longer asking for a token.
-func withoutAnnotation(c *extv1alpha1.SandboxClaim) *extv1alpha1.SandboxClaim {
-	delete(c.Annotations, extv1alpha1.RouterTokenAnnotation)
+func withoutAnnotation(c *extv1beta1.SandboxClaim) *extv1beta1.SandboxClaim {
+	delete(c.Annotations, extv1beta1.RouterTokenAnnotation)
 	return c
 }
 
@@ -357,7 +357,7 @@ func foreignSecret() *corev1.Secret {
 
 func TestWhenThereIsNoToken(t *testing.T) {
 	asking := func() *testwrap.ClaimWrapper {
-		return testwrap.MakeClaim(testNS, testClaim).Template("tmpl").Annotation(extv1alpha1.RouterTokenAnnotation, "true").SandboxStatus(testSandbox)
+		return testwrap.MakeClaim(testNS, testClaim).Template("tmpl").Annotation(extv1beta1.RouterTokenAnnotation, "true").SandboxStatus(testSandbox)
 	}
 	cases := []struct {
 		name string
@@ -365,25 +365,25 @@ func TestWhenThereIsNoToken(t *testing.T) {
 		// became claim (and was deleted, when deleting) before the reconcile under test.
 		minted   bool
 		deleting bool
-		claim    *extv1alpha1.SandboxClaim
+		claim    *extv1beta1.SandboxClaim
 		seed     *corev1.Secret // a Secret there from the start
 
 		wantSecret string // "ours", "theirs", or "" for none
 	}{
 		{name: "the claim no longer asks: its Secret is deleted",
-			minted: true, claim: withoutAnnotation(asking().Obj()), wantSecret: ""},
+			minted: true, claim: withoutAnnotation(asking().Hub()), wantSecret: ""},
 		{name: "the claim asks with another value than true: its Secret is deleted",
-			minted: true, claim: asking().Annotation(extv1alpha1.RouterTokenAnnotation, "yes").Obj(), wantSecret: ""},
+			minted: true, claim: asking().Annotation(extv1beta1.RouterTokenAnnotation, "yes").Hub(), wantSecret: ""},
 		{name: "the claim is being deleted: the Secret is left to garbage collection",
-			minted: true, deleting: true, claim: asking().Finalizers("test/hold").Obj(), wantSecret: "ours"},
+			minted: true, deleting: true, claim: asking().Finalizers("test/hold").Hub(), wantSecret: "ours"},
 		{name: "a Secret of the name someone else made is never overwritten",
-			claim: asking().Obj(), seed: foreignSecret(), wantSecret: "theirs"},
+			claim: asking().Hub(), seed: foreignSecret(), wantSecret: "theirs"},
 		{name: "a Secret of the name someone else made is never deleted",
-			claim: withoutAnnotation(asking().Obj()), seed: foreignSecret(), wantSecret: "theirs"},
+			claim: withoutAnnotation(asking().Hub()), seed: foreignSecret(), wantSecret: "theirs"},
 		{name: "a claim not served yet gets none",
-			claim: testwrap.MakeClaim(testNS, testClaim).Annotation(extv1alpha1.RouterTokenAnnotation, "true").Obj(), wantSecret: ""},
+			claim: testwrap.MakeClaim(testNS, testClaim).Annotation(extv1beta1.RouterTokenAnnotation, "true").Hub(), wantSecret: ""},
 		{name: "a claim at its end gets none",
-			claim: asking().ShutdownTime(epoch).Obj(), wantSecret: ""},
+			claim: asking().ShutdownTime(epoch).Hub(), wantSecret: ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -393,7 +393,7 @@ func TestWhenThereIsNoToken(t *testing.T) {
 			}
 			first := tc.claim
 			if tc.minted {
-				first = asking().Finalizers(tc.claim.Finalizers...).Obj()
+				first = asking().Finalizers(tc.claim.Finalizers...).Hub()
 			}
 			g := newRig(t, append(objs, first)...)
 			if tc.minted {
@@ -429,7 +429,7 @@ func TestWhenThereIsNoToken(t *testing.T) {
 func (g *rig) changeClaim(annotations map[string]string, deleting bool) {
 	g.t.Helper()
 	ctx := context.Background()
-	c := &extv1alpha1.SandboxClaim{}
+	c := &extv1beta1.SandboxClaim{}
 	if err := g.c.Get(ctx, types.NamespacedName{Namespace: testNS, Name: testClaim}, c); err != nil {
 		g.t.Fatal(err)
 	}
@@ -469,7 +469,7 @@ func TestALaterShutdownTimeRenewsACappedToken(t *testing.T) {
 	if res := g.reconcile(); res.RequeueAfter != 0 || !time.Unix(g.tokenIn(g.secret()).Expires, 0).Equal(epoch.Add(2*time.Hour)) {
 		t.Fatalf("requeue %v, token until %v; want the capped token left alone", res.RequeueAfter, time.Unix(g.tokenIn(g.secret()).Expires, 0))
 	}
-	c := &extv1alpha1.SandboxClaim{}
+	c := &extv1beta1.SandboxClaim{}
 	if err := g.c.Get(context.Background(), types.NamespacedName{Namespace: testNS, Name: testClaim}, c); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/logtest"
 )
 
@@ -27,7 +27,7 @@ func TestAMintIsLoggedWithoutTheToken(t *testing.T) {
 	if err := rec.Check(2, "minted a router token", want); err != nil {
 		t.Error(err)
 	}
-	token := string(g.secret().Data[extv1alpha1.RouterTokenKeyToken])
+	token := string(g.secret().Data[extv1beta1.RouterTokenKeyToken])
 	if token == "" {
 		t.Fatal("the Secret holds no token")
 	}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
@@ -86,7 +86,7 @@ type Reconciler struct {
 	createdServices *expectations.Store[types.UID, *corev1.Service]
 	createdPolicies *expectations.Store[types.UID, *networkingv1.NetworkPolicy]
 	// writtenStatus remembers the status this process last wrote, until the cache shows it.
-	writtenStatus *expectations.Store[types.UID, agentsv1alpha1.SandboxStatus]
+	writtenStatus *expectations.Store[types.UID, agentsv1beta1.SandboxStatus]
 }
 
 // New returns a Sandbox reconciler that reads through c (the cache) and, for objects the cache
@@ -115,7 +115,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r.createdPods = expectations.New[types.UID, *corev1.Pod](r.clock, expectations.CacheLag)
 	r.createdServices = expectations.New[types.UID, *corev1.Service](r.clock, expectations.CacheLag)
 	r.createdPolicies = expectations.New[types.UID, *networkingv1.NetworkPolicy](r.clock, expectations.CacheLag)
-	r.writtenStatus = expectations.New[types.UID, agentsv1alpha1.SandboxStatus](r.clock, expectations.CacheLag)
+	r.writtenStatus = expectations.New[types.UID, agentsv1beta1.SandboxStatus](r.clock, expectations.CacheLag)
 	return r
 }
 
@@ -131,7 +131,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 
 // Reconcile brings the children of one Sandbox in line with its spec and writes its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	sb := &agentsv1alpha1.Sandbox{}
+	sb := &agentsv1beta1.Sandbox{}
 	if err := r.client.Get(ctx, req.NamespacedName, sb); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.createdPods.Forget(req.NamespacedName)
@@ -194,7 +194,7 @@ type observed struct {
 	podMetadataDue time.Duration // a pod metadata update the gate held back is due in this long
 }
 
-func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) (observed, error) {
+func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1beta1.Sandbox) (observed, error) {
 	var obs observed
 	if err := r.reconcilePVCs(ctx, sb); err != nil {
 		return obs, fmt.Errorf("persistent volume claims: %w", err)
@@ -222,7 +222,7 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1alpha1.S
 // recreates it and pod state changes reach the status.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&agentsv1alpha1.Sandbox{}).
+		For(&agentsv1beta1.Sandbox{}).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.PersistentVolumeClaim{}).

@@ -12,14 +12,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // One pass over a new Sandbox makes all its children, each controlled by it, the NetworkPolicy
 // before the pod (a pod never runs unprotected), and reports where it stands.
 func TestReconcileMakesEveryChildOfANewSandbox(t *testing.T) {
-	sb := aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home/user").Obj()
+	sb := aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home/user").Hub()
 	g := newRig(t, []client.Object{sb})
 
 	if res := g.reconcile(); res != (ctrl.Result{}) {
@@ -49,23 +49,23 @@ func TestReconcileMakesEveryChildOfANewSandbox(t *testing.T) {
 
 	// Replicas counts the pod from its creation; the conditions are checked below.
 	st := g.sandbox().Status
-	got := agentsv1alpha1.SandboxStatus{Service: st.Service, ServiceFQDN: st.ServiceFQDN, LabelSelector: st.LabelSelector, Replicas: st.Replicas}
-	want := agentsv1alpha1.SandboxStatus{
+	got := agentsv1beta1.SandboxStatus{Service: st.Service, ServiceFQDN: st.ServiceFQDN, LabelSelector: st.LabelSelector, Replicas: st.Replicas}
+	want := agentsv1beta1.SandboxStatus{
 		Service: testSB, ServiceFQDN: "s1.team-a.svc.cluster.local", LabelSelector: Selector(testSB), Replicas: 1,
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("status (-want +got):\n%s", d)
 	}
-	g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending)
+	g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonPodPending)
 }
 
 // A Sandbox that has everything it needs costs the API nothing on the next pass.
 func TestReconcileOfASteadySandboxWritesNothing(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Obj()})
+	g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Hub()})
 	g.reconcile()
 	g.podRunsReady()
 	g.reconcile()
-	g.wantReady(metav1.ConditionTrue, agentsv1alpha1.ReasonReady)
+	g.wantReady(metav1.ConditionTrue, agentsv1beta1.ReasonReady)
 
 	before := len(g.reached())
 	g.reconcile()
@@ -81,7 +81,7 @@ func TestReconcileOfAGoneOrDeletingSandboxWritesNothing(t *testing.T) {
 	}{
 		{"no such Sandbox", nil},
 		{"Sandbox being deleted: its children go through garbage collection",
-			[]client.Object{aSandbox().Deleting(epoch).Finalizers("example.com/hold").Obj()}},
+			[]client.Object{aSandbox().Deleting(epoch).Finalizers("example.com/hold").Hub()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestReconcileOfAGoneOrDeletingSandboxWritesNothing(t *testing.T) {
 // A namespace being deleted refuses every create and takes the Sandbox with it: that is no
 // error to retry, and no status to write.
 func TestReconcileInATerminatingNamespaceIsNoError(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Obj()})
+	g := newRig(t, []client.Object{aSandbox().Hub()})
 	terminating := &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: 403, Reason: metav1.StatusReasonForbidden,
 		Message: "namespace team-a is being terminated",
@@ -133,7 +133,7 @@ func TestReconcileAfterAnAPIErrorRecoversWithoutDuplicates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Obj()})
+			g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Hub()})
 			g.refuse(tt.verb, tt.kind, errBoom)
 			if _, err := g.reconcileErr(); !apierrors.IsInternalError(err) {
 				t.Fatalf("Reconcile = %v, want the API's error back for a retry", err)
@@ -142,7 +142,7 @@ func TestReconcileAfterAnAPIErrorRecoversWithoutDuplicates(t *testing.T) {
 				t.Errorf("a pod was created although an earlier step failed")
 			}
 			if tt.wantErrorStatus {
-				g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonReconcilerError)
+				g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonReconcilerError)
 			}
 
 			g.heal()
@@ -152,7 +152,7 @@ func TestReconcileAfterAnAPIErrorRecoversWithoutDuplicates(t *testing.T) {
 					t.Errorf("%s created %d times over both passes, want 1", kind, n)
 				}
 			}
-			g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending)
+			g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonPodPending)
 		})
 	}
 }
@@ -162,11 +162,11 @@ func TestReconcileAfterAnAPIErrorRecoversWithoutDuplicates(t *testing.T) {
 func TestReconcileRequeuesAtTheShutdownTime(t *testing.T) {
 	tests := []struct {
 		name string
-		sb   *agentsv1alpha1.Sandbox
+		sb   *agentsv1beta1.Sandbox
 		want time.Duration
 	}{
-		{"no shutdownTime", aSandbox().Obj(), 0},
-		{"shutdown in 90 min", aSandbox().ShutdownTime(epoch.Add(90 * time.Minute)).Obj(), 90 * time.Minute},
+		{"no shutdownTime", aSandbox().Hub(), 0},
+		{"shutdown in 90 min", aSandbox().ShutdownTime(epoch.Add(90 * time.Minute)).Hub(), 90 * time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

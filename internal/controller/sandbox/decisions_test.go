@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/logtest"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
 )
@@ -30,15 +29,15 @@ func (g *rig) reconcileLogged() *logtest.Recorder {
 
 // Each decision on a Sandbox is a V(2) line naming the object it concerns.
 func TestSandboxDecisionsAreLoggedAtV2(t *testing.T) {
-	del := agentsv1alpha1.ShutdownPolicyDelete
+	del := agentsv1beta1.ShutdownPolicyDelete
 	// paused is a running Sandbox whose user just set replicas: 0.
 	paused := func(t *testing.T) *rig {
-		g := newRig(t, []client.Object{aSandbox().Obj()})
+		g := newRig(t, []client.Object{aSandbox().Hub()})
 		g.reconcile()
 		g.podRunsReady()
 		g.reconcile()
 		sb := g.sandbox()
-		g.update(sb, func() { sb.Spec.Replicas = ptr.To(agentsv1alpha1.PausedReplicas) })
+		g.update(sb, func() { sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 		return g
 	}
 	cases := []struct {
@@ -48,10 +47,10 @@ func TestSandboxDecisionsAreLoggedAtV2(t *testing.T) {
 		want  map[string]any // the values the line must carry (others may follow)
 	}{
 		{name: "the pod created",
-			setup: func(t *testing.T) *rig { return newRig(t, []client.Object{aSandbox().Obj()}) },
+			setup: func(t *testing.T) *rig { return newRig(t, []client.Object{aSandbox().Hub()}) },
 			msg:   "created the pod", want: map[string]any{"pod": logtest.Ref(testNS, testSB)}},
 		{name: "the Service created",
-			setup: func(t *testing.T) *rig { return newRig(t, []client.Object{aSandbox().Obj()}) },
+			setup: func(t *testing.T) *rig { return newRig(t, []client.Object{aSandbox().Hub()}) },
 			msg:   "created the Service", want: map[string]any{"service": logtest.Ref(testNS, testSB)}},
 		{name: "a pause deletes the pod",
 			setup: paused,
@@ -68,7 +67,7 @@ func TestSandboxDecisionsAreLoggedAtV2(t *testing.T) {
 		{name: "an idle pause",
 			setup: func(t *testing.T) *rig {
 				act := &fakeActivity{act: wire.Activity{IdleSeconds: 3600, LastActivity: epoch.Add(-time.Hour)}}
-				g := readyWithActivity(t, idleAfter("1m").Obj(), act)
+				g := readyWithActivity(t, idleAfter("1m").Hub(), act)
 				g.clock.Step(time.Minute)
 				return g
 			},

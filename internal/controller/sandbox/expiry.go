@@ -15,17 +15,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // expired reports whether spec.shutdownTime has come.
-func expired(sb *agentsv1alpha1.Sandbox, now time.Time) bool {
+func expired(sb *agentsv1beta1.Sandbox, now time.Time) bool {
 	return sb.Spec.ShutdownTime != nil && !now.Before(sb.Spec.ShutdownTime.Time)
 }
 
 // untilExpiry is how long until spec.shutdownTime, so the reconcile is requeued exactly then
 // instead of polling; zero when no shutdown is set.
-func untilExpiry(sb *agentsv1alpha1.Sandbox, now time.Time) time.Duration {
+func untilExpiry(sb *agentsv1beta1.Sandbox, now time.Time) time.Duration {
 	if sb.Spec.ShutdownTime == nil {
 		return 0
 	}
@@ -38,36 +38,36 @@ func untilExpiry(sb *agentsv1alpha1.Sandbox, now time.Time) time.Duration {
 // reconcileExpired deletes the pod and Service of an expired Sandbox; with shutdownPolicy
 // Delete the Sandbox goes too (and its PVCs through garbage collection), with Retain it stays
 // with Ready=False/SandboxExpired and keeps its PVCs.
-func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv1alpha1.Sandbox) (ctrl.Result, error) {
+func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv1beta1.Sandbox) (ctrl.Result, error) {
 	if err := r.deleteOwnedChildren(ctx, sb); err != nil {
 		return ctrl.Result{}, err
 	}
-	if sb.EffectiveShutdownPolicy() == agentsv1alpha1.ShutdownPolicyDelete {
-		log.FromContext(ctx).V(2).Info("sandbox expired; deleting it", "shutdownTime", sb.Spec.ShutdownTime.Time, "shutdownPolicy", agentsv1alpha1.ShutdownPolicyDelete)
-		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, "Sandbox expired; deleting it")
+	if sb.EffectiveShutdownPolicy() == agentsv1beta1.ShutdownPolicyDelete {
+		log.FromContext(ctx).V(2).Info("sandbox expired; deleting it", "shutdownTime", sb.Spec.ShutdownTime.Time, "shutdownPolicy", agentsv1beta1.ShutdownPolicyDelete)
+		r.event(sb, corev1.EventTypeNormal, agentsv1beta1.ReasonExpired, "Sandbox expired; deleting it")
 		err := r.client.Delete(ctx, sb, client.PropagationPolicy(metav1.DeletePropagationBackground),
 			client.Preconditions{UID: &sb.UID})
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
-	wasExpired := meta.IsStatusConditionPresentAndEqual(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady, metav1.ConditionFalse) &&
-		meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady).Reason == agentsv1alpha1.ReasonExpired
+	wasExpired := meta.IsStatusConditionPresentAndEqual(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady, metav1.ConditionFalse) &&
+		meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady).Reason == agentsv1beta1.ReasonExpired
 	sb.Status.PodIPs = nil
 	sb.Status.Service = ""
 	sb.Status.ServiceFQDN = ""
 	sb.Status.Replicas = 0
 	sb.Status.LabelSelector = Selector(sb.Name)
 	meta.SetStatusCondition(&sb.Status.Conditions, metav1.Condition{
-		Type:               agentsv1alpha1.SandboxConditionReady,
+		Type:               agentsv1beta1.SandboxConditionReady,
 		Status:             metav1.ConditionFalse,
-		Reason:             agentsv1alpha1.ReasonExpired,
+		Reason:             agentsv1beta1.ReasonExpired,
 		Message:            retainedMessage(sb),
 		ObservedGeneration: sb.Generation,
 	})
 	if !wasExpired {
 		log.FromContext(ctx).V(2).Info("sandbox expired; its pod and Service deleted, the sandbox and its volumes kept",
 			"shutdownTime", sb.Spec.ShutdownTime.Time, "shutdownPolicy", sb.EffectiveShutdownPolicy())
-		r.event(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired, retainedMessage(sb))
+		r.event(sb, corev1.EventTypeNormal, agentsv1beta1.ReasonExpired, retainedMessage(sb))
 	}
 	return ctrl.Result{}, r.writeStatus(ctx, original, sb, observed{})
 }
@@ -75,13 +75,13 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv
 // retainedMessage says what expiry under Retain (the default) did and did not do: a client that
 // set only shutdownTime (seed 004's TTL patch) may expect the Sandbox gone, and must learn from
 // the condition (mirrored onto its claim) and the event how to get that.
-func retainedMessage(sb *agentsv1alpha1.Sandbox) string {
+func retainedMessage(sb *agentsv1beta1.Sandbox) string {
 	return fmt.Sprintf("Sandbox expired at %s and was retained (shutdownPolicy Retain): its pod and Service were deleted, "+
 		"the Sandbox and its volumes kept. Delete it (or its SandboxClaim) to remove it, or set shutdownPolicy Delete "+
 		"to have expiry delete it", sb.Spec.ShutdownTime.UTC().Format(time.RFC3339))
 }
 
-func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1.Sandbox) error {
+func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
 	key := types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}
 	pod := &corev1.Pod{}
 	if err := r.client.Get(ctx, key, pod); err == nil {
@@ -108,6 +108,6 @@ func (r *Reconciler) deleteOwnedChildren(ctx context.Context, sb *agentsv1alpha1
 	return nil
 }
 
-func (r *Reconciler) event(sb *agentsv1alpha1.Sandbox, eventType, reason, message string) {
+func (r *Reconciler) event(sb *agentsv1beta1.Sandbox, eventType, reason, message string) {
 	r.recorder.Event(sb, eventType, reason, message)
 }

@@ -10,20 +10,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // expiring is a running Sandbox with a volume, due to shut down an hour after the epoch.
-func expiring(policy *agentsv1alpha1.ShutdownPolicy) *agentsv1alpha1.Sandbox {
+func expiring(policy *agentsv1beta1.ShutdownPolicy) *agentsv1beta1.Sandbox {
 	w := aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").ShutdownTime(epoch.Add(time.Hour))
 	if policy != nil {
-		w = w.ShutdownPolicy(*policy)
+		w = w.ShutdownPolicy(agentsv1alpha1.ShutdownPolicy(*policy))
 	}
-	return w.Obj()
+	return w.Hub()
 }
 
 // running brings the Sandbox to Ready before its expiry.
-func running(t *testing.T, sb *agentsv1alpha1.Sandbox) *rig {
+func running(t *testing.T, sb *agentsv1beta1.Sandbox) *rig {
 	t.Helper()
 	g := newRig(t, []client.Object{sb})
 	g.reconcile()
@@ -31,7 +32,7 @@ func running(t *testing.T, sb *agentsv1alpha1.Sandbox) *rig {
 	if got := g.reconcile().RequeueAfter; got != time.Hour {
 		t.Fatalf("RequeueAfter = %v, want the hour until shutdownTime", got)
 	}
-	g.wantReady(metav1.ConditionTrue, agentsv1alpha1.ReasonReady)
+	g.wantReady(metav1.ConditionTrue, agentsv1beta1.ReasonReady)
 	g.drainEvents()
 	return g
 }
@@ -40,10 +41,10 @@ func running(t *testing.T, sb *agentsv1alpha1.Sandbox) *rig {
 // its volumes and says so, once; Delete deletes the Sandbox (its PVCs follow by garbage
 // collection).
 func TestExpiryFollowsTheShutdownPolicy(t *testing.T) {
-	retain, del := agentsv1alpha1.ShutdownPolicyRetain, agentsv1alpha1.ShutdownPolicyDelete
+	retain, del := agentsv1beta1.ShutdownPolicyRetain, agentsv1beta1.ShutdownPolicyDelete
 	tests := []struct {
 		name        string
-		policy      *agentsv1alpha1.ShutdownPolicy
+		policy      *agentsv1beta1.ShutdownPolicy
 		wantSandbox bool
 	}{
 		{"no policy: Retain", nil, true},
@@ -63,18 +64,18 @@ func TestExpiryFollowsTheShutdownPolicy(t *testing.T) {
 			if g.pvc("home-"+testSB) == nil {
 				t.Error("expiry deleted the PVC itself, want garbage collection (Delete) or nothing (Retain) to decide")
 			}
-			if events := g.eventReasons(); len(events) != 1 || events[0] != "Normal "+agentsv1alpha1.ReasonExpired {
-				t.Errorf("events %v, want one Normal %s", events, agentsv1alpha1.ReasonExpired)
+			if events := g.eventReasons(); len(events) != 1 || events[0] != "Normal "+agentsv1beta1.ReasonExpired {
+				t.Errorf("events %v, want one Normal %s", events, agentsv1beta1.ReasonExpired)
 			}
-			sb := &agentsv1alpha1.Sandbox{}
+			sb := &agentsv1beta1.Sandbox{}
 			if exists := g.get(testSB, sb); exists != tt.wantSandbox {
 				t.Fatalf("Sandbox exists after expiry: %v, want %v", exists, tt.wantSandbox)
 			}
 			if !tt.wantSandbox {
 				return
 			}
-			g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonExpired)
-			if c := g.condition(agentsv1alpha1.SandboxConditionReady); !strings.Contains(c.Message, "shutdownPolicy Delete") {
+			g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonExpired)
+			if c := g.condition(agentsv1beta1.SandboxConditionReady); !strings.Contains(c.Message, "shutdownPolicy Delete") {
 				t.Errorf("Ready message %q, want it to tell how to have expiry delete the Sandbox", c.Message)
 			}
 			if st := g.sandbox().Status; st.Replicas != 0 || st.PodIPs != nil || st.Service != "" || st.ServiceFQDN != "" {
@@ -98,30 +99,30 @@ func TestExpiryFollowsTheShutdownPolicy(t *testing.T) {
 func TestExpiryLeavesSomeoneElsesPodAndServiceAlone(t *testing.T) {
 	theirPod := foreign(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testSB}})
 	theirSvc := foreign(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testSB}})
-	g := newRig(t, []client.Object{aSandbox().ShutdownTime(epoch).Obj(), theirPod, theirSvc})
+	g := newRig(t, []client.Object{aSandbox().ShutdownTime(epoch).Hub(), theirPod, theirSvc})
 	g.reconcile()
 	if g.pod() == nil || g.service() == nil {
 		t.Errorf("expiry deleted someone else's pod (%v) or Service (%v)", g.pod() == nil, g.service() == nil)
 	}
-	g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonExpired)
+	g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonExpired)
 }
 
 // A failed delete is returned for a retry; under Delete the Sandbox stays until its pod is
 // gone, and the retry finishes the work.
 func TestExpiryRetriesAFailedDelete(t *testing.T) {
-	del := agentsv1alpha1.ShutdownPolicyDelete
+	del := agentsv1beta1.ShutdownPolicyDelete
 	g := running(t, expiring(&del))
 	g.clock.Step(2 * time.Hour)
 	g.refuse("delete", "Pod", errBoom)
 	if _, err := g.reconcileErr(); err == nil {
 		t.Fatal("Reconcile = nil although the pod could not be deleted, want the error back")
 	}
-	if !g.get(testSB, &agentsv1alpha1.Sandbox{}) || g.pod() == nil {
+	if !g.get(testSB, &agentsv1beta1.Sandbox{}) || g.pod() == nil {
 		t.Fatal("the Sandbox or its pod went although the pod's delete failed")
 	}
 	g.heal()
 	g.reconcile()
-	if g.pod() != nil || g.get(testSB, &agentsv1alpha1.Sandbox{}) {
+	if g.pod() != nil || g.get(testSB, &agentsv1beta1.Sandbox{}) {
 		t.Error("after the retry the pod or the Sandbox is still there")
 	}
 }

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // Seed 000: serviceFQDN's "domain defaults to cluster.local but is configurable via the
@@ -26,7 +26,7 @@ func TestServiceFQDNFollowsTheClusterDomain(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New(nil, nil, Options{ClusterDomain: tc.clusterDomain})
-			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Namespace: "team-a"}}
+			sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Namespace: "team-a"}}
 			setStatus(sb, observed{service: tc.service}, nil, r.clusterDomain)
 			if sb.Status.ServiceFQDN != tc.want {
 				t.Errorf("serviceFQDN = %q, want %q", sb.Status.ServiceFQDN, tc.want)

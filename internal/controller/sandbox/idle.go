@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
@@ -39,33 +39,33 @@ type ActivitySource interface {
 }
 
 // idleTimeout reads the annotation: set says whether there is one, err why it is unusable.
-func idleTimeout(sb *agentsv1alpha1.Sandbox) (d time.Duration, set bool, err error) {
-	v, set := sb.Annotations[agentsv1alpha1.IdleTimeoutAnnotation]
+func idleTimeout(sb *agentsv1beta1.Sandbox) (d time.Duration, set bool, err error) {
+	v, set := sb.Annotations[agentsv1beta1.IdleTimeoutAnnotation]
 	if !set {
 		return 0, false, nil
 	}
 	d, err = time.ParseDuration(strings.TrimSpace(v))
 	switch {
 	case err != nil:
-		return 0, true, fmt.Errorf("annotation %s: %q is not a duration such as 10m or 1h30m", agentsv1alpha1.IdleTimeoutAnnotation, v)
+		return 0, true, fmt.Errorf("annotation %s: %q is not a duration such as 10m or 1h30m", agentsv1beta1.IdleTimeoutAnnotation, v)
 	case d < MinIdleTimeout:
-		return 0, true, fmt.Errorf("annotation %s: %s is shorter than the minimum %s", agentsv1alpha1.IdleTimeoutAnnotation, v, MinIdleTimeout)
+		return 0, true, fmt.Errorf("annotation %s: %s is shorter than the minimum %s", agentsv1beta1.IdleTimeoutAnnotation, v, MinIdleTimeout)
 	}
 	return d, true, nil
 }
 
 // idlePauseCondition is the IdlePause condition for the annotation, nil without one.
-func idlePauseCondition(sb *agentsv1alpha1.Sandbox) *metav1.Condition {
+func idlePauseCondition(sb *agentsv1beta1.Sandbox) *metav1.Condition {
 	d, set, err := idleTimeout(sb)
 	if !set {
 		return nil
 	}
-	c := &metav1.Condition{Type: agentsv1alpha1.SandboxConditionIdlePause, ObservedGeneration: sb.Generation}
+	c := &metav1.Condition{Type: agentsv1beta1.SandboxConditionIdlePause, ObservedGeneration: sb.Generation}
 	if err != nil {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1alpha1.ReasonInvalidIdleTimeout, err.Error()+"; the Sandbox is never paused for being idle"
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1beta1.ReasonInvalidIdleTimeout, err.Error()+"; the Sandbox is never paused for being idle"
 		return c
 	}
-	c.Status, c.Reason = metav1.ConditionTrue, agentsv1alpha1.ReasonIdleWatched
+	c.Status, c.Reason = metav1.ConditionTrue, agentsv1beta1.ReasonIdleWatched
 	c.Message = fmt.Sprintf("paused after %s with no request through the router and no command running", d)
 	if sb.WakesOnRequest() {
 		c.Message += "; the next request through the router resumes it"
@@ -74,16 +74,16 @@ func idlePauseCondition(sb *agentsv1alpha1.Sandbox) *metav1.Condition {
 }
 
 // warnIfIdleTimeoutInvalid sends one event when the idle-timeout annotation turns unusable.
-func (r *Reconciler) warnIfIdleTimeoutInvalid(before, after *agentsv1alpha1.Sandbox) {
-	invalid := func(sb *agentsv1alpha1.Sandbox) *metav1.Condition {
-		c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionIdlePause)
+func (r *Reconciler) warnIfIdleTimeoutInvalid(before, after *agentsv1beta1.Sandbox) {
+	invalid := func(sb *agentsv1beta1.Sandbox) *metav1.Condition {
+		c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionIdlePause)
 		if c == nil || c.Status != metav1.ConditionFalse {
 			return nil
 		}
 		return c
 	}
 	if c := invalid(after); c != nil && invalid(before) == nil {
-		r.recorder.Event(after, corev1.EventTypeWarning, agentsv1alpha1.ReasonInvalidIdleTimeout, c.Message)
+		r.recorder.Event(after, corev1.EventTypeWarning, agentsv1beta1.ReasonInvalidIdleTimeout, c.Message)
 	}
 }
 
@@ -95,19 +95,19 @@ func idleCheckEvery(timeout time.Duration) time.Duration {
 
 // reconcileIdle pauses the Sandbox when it has been idle for its timeout and returns when to
 // look again (0: no need). It runs after the status is written, on a running, Ready Sandbox.
-func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandbox) (time.Duration, error) {
+func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1beta1.Sandbox) (time.Duration, error) {
 	if sb.DesiredReplicas() > 0 {
-		if _, marked := sb.Annotations[agentsv1alpha1.IdlePausedAnnotation]; marked {
+		if _, marked := sb.Annotations[agentsv1beta1.IdlePausedAnnotation]; marked {
 			// Resumed (by a request through the router, or by hand): it is no longer idle-paused.
 			log.FromContext(ctx).V(2).Info("resumed: clearing the idle-paused mark", "idlePausedAt", idlePaused(sb))
 			return 0, r.client.Patch(ctx, sb, client.RawPatch(client.Merge.Type(),
-				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, agentsv1alpha1.IdlePausedAnnotation)), agentsv1alpha1.FieldOwner)
+				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, agentsv1beta1.IdlePausedAnnotation)), agentsv1beta1.FieldOwner)
 		}
 	}
 	timeout, set, err := idleTimeout(sb)
 	key := client.ObjectKeyFromObject(sb)
 	if !set || err != nil || r.activity == nil || sb.DesiredReplicas() == 0 || unclaimedPoolMember(sb) ||
-		!meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady) {
+		!meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) {
 		r.watchedSince.Delete(key)
 		return 0, nil
 	}
@@ -128,9 +128,9 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 	}
 	now := r.clock.Now().UTC()
 	patched := sb.DeepCopy()
-	patched.Spec.Replicas = new(agentsv1alpha1.PausedReplicas)
-	metav1.SetMetaDataAnnotation(&patched.ObjectMeta, agentsv1alpha1.IdlePausedAnnotation, now.Format(time.RFC3339))
-	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), agentsv1alpha1.FieldOwner); err != nil {
+	patched.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended
+	metav1.SetMetaDataAnnotation(&patched.ObjectMeta, agentsv1beta1.IdlePausedAnnotation, now.Format(time.RFC3339))
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(sb, client.MergeFromWithOptimisticLock{}), agentsv1beta1.FieldOwner); err != nil {
 		if apierrors.IsConflict(err) {
 			// Changed since this reconcile read it (a user's edit, a resume): look again.
 			log.FromContext(ctx).V(2).Info("idle pause lost a race with another change; looking again")
@@ -140,14 +140,14 @@ func (r *Reconciler) reconcileIdle(ctx context.Context, sb *agentsv1alpha1.Sandb
 	}
 	idlePauses.Inc()
 	log.FromContext(ctx).V(2).Info("paused for being idle", "idle", idle, "timeout", timeout, "lastActivity", act.LastActivity)
-	r.recorder.Eventf(sb, corev1.EventTypeNormal, agentsv1alpha1.ReasonIdlePaused,
+	r.recorder.Eventf(sb, corev1.EventTypeNormal, agentsv1beta1.ReasonIdlePaused,
 		"Paused after %s without activity (last at %s)%s", idle.Round(time.Second), act.LastActivity.Format(time.RFC3339), wakeHint(sb))
 	return 0, nil
 }
 
 // watchedFrom is when this process first saw the Sandbox (this incarnation of it) eligible for
 // the idle pause: running, Ready, not waiting in a pool.
-func (r *Reconciler) watchedFrom(sb *agentsv1alpha1.Sandbox) time.Time {
+func (r *Reconciler) watchedFrom(sb *agentsv1beta1.Sandbox) time.Time {
 	type watched struct {
 		uid   types.UID
 		since time.Time
@@ -163,25 +163,25 @@ func (r *Reconciler) watchedFrom(sb *agentsv1alpha1.Sandbox) time.Time {
 
 // unclaimedPoolMember: a warm pool member waits, idle by design, for a claim; its idle clock
 // starts when a claim takes it.
-func unclaimedPoolMember(sb *agentsv1alpha1.Sandbox) bool {
+func unclaimedPoolMember(sb *agentsv1beta1.Sandbox) bool {
 	ref := metav1.GetControllerOfNoCopy(sb)
 	return ref != nil && ref.Kind == "SandboxWarmPool" && index.IsClaimOrPool(ref)
 }
 
 // idlePaused is when the controller paused the Sandbox for being idle, "" when it did not.
-func idlePaused(sb *agentsv1alpha1.Sandbox) string {
-	return sb.Annotations[agentsv1alpha1.IdlePausedAnnotation]
+func idlePaused(sb *agentsv1beta1.Sandbox) string {
+	return sb.Annotations[agentsv1beta1.IdlePausedAnnotation]
 }
 
 // wakeHintIfWakes tells a paused Sandbox's user that a request resumes it, when one does.
-func wakeHintIfWakes(sb *agentsv1alpha1.Sandbox) string {
+func wakeHintIfWakes(sb *agentsv1beta1.Sandbox) string {
 	if sb.WakesOnRequest() {
 		return wakeHint(sb)
 	}
 	return ""
 }
 
-func wakeHint(sb *agentsv1alpha1.Sandbox) string {
+func wakeHint(sb *agentsv1beta1.Sandbox) string {
 	if sb.WakesOnRequest() {
 		return "; the next request through the router resumes it"
 	}

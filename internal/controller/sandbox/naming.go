@@ -5,12 +5,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // Selector is the label selector of the pod of the named Sandbox, as written in status.selector.
 func Selector(sandboxName string) string {
-	return agentsv1alpha1.SandboxNameHashLabel + "=" + agentsv1alpha1.NameHash(sandboxName)
+	return agentsv1beta1.SandboxNameHashLabel + "=" + agentsv1beta1.NameHash(sandboxName)
 }
 
 // PVCName is the name of the claim made from a volume claim template for a Sandbox, as a
@@ -25,10 +25,10 @@ func ServiceFQDN(service, namespace, clusterDomain string) string {
 }
 
 // trackingLabels are the labels that tie a child object to its Sandbox.
-func trackingLabels(sb *agentsv1alpha1.Sandbox) map[string]string {
-	l := map[string]string{agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(sb.Name)}
+func trackingLabels(sb *agentsv1beta1.Sandbox) map[string]string {
+	l := map[string]string{agentsv1beta1.SandboxNameHashLabel: agentsv1beta1.NameHash(sb.Name)}
 	if len(validation.IsValidLabelValue(sb.Name)) == 0 {
-		l[agentsv1alpha1.SandboxNameLabel] = sb.Name
+		l[agentsv1beta1.SandboxNameLabel] = sb.Name
 	}
 	return l
 }
@@ -36,8 +36,8 @@ func trackingLabels(sb *agentsv1alpha1.Sandbox) map[string]string {
 // podIdentityLabels are the labels the controller puts on the pod and nobody else may set: the
 // tracking labels and the mark every sandbox pod carries. Selectors (Service, NetworkPolicy) use
 // trackingLabels only.
-func podIdentityLabels(sb *agentsv1alpha1.Sandbox) map[string]string {
+func podIdentityLabels(sb *agentsv1beta1.Sandbox) map[string]string {
 	l := trackingLabels(sb)
-	l[agentsv1alpha1.SandboxPodLabel] = agentsv1alpha1.SandboxPodLabelValue
+	l[agentsv1beta1.SandboxPodLabel] = agentsv1beta1.SandboxPodLabelValue
 	return l
 }

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
 	"github.com/agent-sandbox/agent-sandbox/pkg/egress"
 )
@@ -47,7 +47,7 @@ func (s egressState) blocksPod() bool { return s.reason != "" }
 // none). It runs before the pod is created, so a pod never starts unprotected. Bad annotations
 // and someone else's policy in the way leave every policy as it is (never looser) and are
 // reported for the caller to keep the pod from being created.
-func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.Sandbox) (egressState, error) {
+func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1beta1.Sandbox) (egressState, error) {
 	st, pol, managed := r.desiredPolicy(ctx, sb)
 	if st.blocksPod() {
 		r.warnEgress(sb, st)
@@ -80,7 +80,7 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 	case !equality.Semantic.DeepEqual(current.Spec, desired):
 		updated := current.DeepCopy()
 		updated.Spec = desired
-		if err := r.client.Update(ctx, updated, agentsv1alpha1.FieldOwner); err != nil {
+		if err := r.client.Update(ctx, updated, agentsv1beta1.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", current.Name, err)
 		}
 	}
@@ -90,31 +90,31 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1alpha1.San
 
 // desiredPolicy reads the Sandbox's network annotations. managed is false when the Sandbox
 // opted out of its NetworkPolicy (an admin's choice: admission guards the annotation).
-func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox) (st egressState, pol egresspolicy.Policy, managed bool) {
+func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1beta1.Sandbox) (st egressState, pol egresspolicy.Policy, managed bool) {
 	spec, requested, err := egress.FromAnnotations(sb.Annotations)
 	st = egressState{requested: requested, spec: spec}
 	if err == nil && requested {
 		if err = r.peers.CheckLinkLocal(spec); err != nil {
-			err = fmt.Errorf("annotation %s: %w", agentsv1alpha1.EgressCIDRsAnnotation, err)
+			err = fmt.Errorf("annotation %s: %w", agentsv1beta1.EgressCIDRsAnnotation, err)
 		}
 	}
 	if err == nil {
 		pol.IngressFrom, err = egresspolicy.ParseIngressFrom(sb.Annotations)
 	}
-	switch v, set := sb.Annotations[agentsv1alpha1.NetworkPolicyManagementAnnotation]; {
+	switch v, set := sb.Annotations[agentsv1beta1.NetworkPolicyManagementAnnotation]; {
 	case err != nil:
-	case set && v == agentsv1alpha1.NetworkPolicyUnmanaged:
-		st.ignored = "the Sandbox's NetworkPolicy is Unmanaged (annotation " + agentsv1alpha1.NetworkPolicyManagementAnnotation + ")"
+	case set && v == agentsv1beta1.NetworkPolicyUnmanaged:
+		st.ignored = "the Sandbox's NetworkPolicy is Unmanaged (annotation " + agentsv1beta1.NetworkPolicyManagementAnnotation + ")"
 		return st, pol, false
 	case set:
 		err = fmt.Errorf("annotation %s: %q is not a value it takes; the only one is %s",
-			agentsv1alpha1.NetworkPolicyManagementAnnotation, v, agentsv1alpha1.NetworkPolicyUnmanaged)
+			agentsv1beta1.NetworkPolicyManagementAnnotation, v, agentsv1beta1.NetworkPolicyUnmanaged)
 	}
 	if err != nil {
-		st.reason, st.message = agentsv1alpha1.ReasonInvalidEgress, err.Error()+"; no pod is created until it is fixed"
+		st.reason, st.message = agentsv1beta1.ReasonInvalidEgress, err.Error()+"; no pod is created until it is fixed"
 		return st, pol, true
 	}
-	if _, fromTemplate := sb.Labels[extv1alpha1.TemplateRefHashLabel]; !fromTemplate {
+	if _, fromTemplate := sb.Labels[extv1beta1.TemplateRefHashLabel]; !fromTemplate {
 		if !requested {
 			spec = egress.Spec{Mode: egress.AllowAll}
 		}
@@ -136,24 +136,24 @@ func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1alpha1.Sandb
 // templateForbidsEgress says why the egress annotations of a Sandbox made from a template do
 // not count; "" when its template allows them. The template is the one whose name hash the
 // Sandbox's label carries (admission keeps that label the controller's).
-func (r *Reconciler) templateForbidsEgress(ctx context.Context, sb *agentsv1alpha1.Sandbox) string {
-	name := sb.Annotations[extv1alpha1.TemplateRefAnnotation]
+func (r *Reconciler) templateForbidsEgress(ctx context.Context, sb *agentsv1beta1.Sandbox) string {
+	name := sb.Annotations[extv1beta1.TemplateRefAnnotation]
 	denied := fmt.Sprintf("egress annotations are ignored on a Sandbox made from SandboxTemplate %q: its NetworkPolicy "+
-		"governs egress, unless the template is annotated %s: %s", name, extv1alpha1.SandboxEgressAnnotation, extv1alpha1.SandboxEgressAllowed)
-	if name == "" || agentsv1alpha1.NameHash(name) != sb.Labels[extv1alpha1.TemplateRefHashLabel] {
+		"governs egress, unless the template is annotated %s: %s", name, extv1beta1.SandboxEgressAnnotation, extv1beta1.SandboxEgressAllowed)
+	if name == "" || agentsv1beta1.NameHash(name) != sb.Labels[extv1beta1.TemplateRefHashLabel] {
 		return denied
 	}
-	tmpl := &extv1alpha1.SandboxTemplate{}
+	tmpl := &extv1beta1.SandboxTemplate{}
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, tmpl); err != nil {
 		return denied
 	}
-	if tmpl.Annotations[extv1alpha1.SandboxEgressAnnotation] != extv1alpha1.SandboxEgressAllowed {
+	if tmpl.Annotations[extv1beta1.SandboxEgressAnnotation] != extv1beta1.SandboxEgressAllowed {
 		return denied
 	}
 	return ""
 }
 
-func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox, st egressState,
+func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1beta1.Sandbox, st egressState,
 	desired networkingv1.NetworkPolicySpec) (egressState, error) {
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name), Labels: trackingLabels(sb)},
@@ -162,7 +162,7 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 	if err := controllerutil.SetControllerReference(sb, np, r.client.Scheme()); err != nil {
 		return st, err
 	}
-	err := r.client.Create(ctx, np, agentsv1alpha1.FieldOwner)
+	err := r.client.Create(ctx, np, agentsv1beta1.FieldOwner)
 	if apierrors.IsAlreadyExists(err) {
 		// Ours, made moments ago and not in the cache yet, or someone else's: ask the API.
 		return r.adoptExistingEgressPolicy(ctx, sb, st, desired)
@@ -176,7 +176,7 @@ func (r *Reconciler) createEgressPolicy(ctx context.Context, sb *agentsv1alpha1.
 	return st, nil
 }
 
-func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox, st egressState,
+func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1beta1.Sandbox, st egressState,
 	desired networkingv1.NetworkPolicySpec) (egressState, error) {
 	live := &networkingv1.NetworkPolicy{}
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, live); err != nil {
@@ -190,7 +190,7 @@ func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1
 	}
 	if !equality.Semantic.DeepEqual(live.Spec, desired) {
 		live.Spec = desired
-		if err := r.client.Update(ctx, live, agentsv1alpha1.FieldOwner); err != nil {
+		if err := r.client.Update(ctx, live, agentsv1beta1.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", live.Name, err)
 		}
 	}
@@ -199,12 +199,12 @@ func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1
 }
 
 func conflictMessage(policy string) (string, string) {
-	return agentsv1alpha1.ReasonEgressPolicyConflict, fmt.Sprintf(
+	return agentsv1beta1.ReasonEgressPolicyConflict, fmt.Sprintf(
 		"NetworkPolicy %s exists and is not controlled by this Sandbox; delete or rename it (no pod is created until then)", policy)
 }
 
 // getEgressPolicy reads the policy named after the Sandbox from the cache (nil when none).
-func (r *Reconciler) getEgressPolicy(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*networkingv1.NetworkPolicy, error) {
+func (r *Reconciler) getEgressPolicy(ctx context.Context, sb *agentsv1beta1.Sandbox) (*networkingv1.NetworkPolicy, error) {
 	np := &networkingv1.NetworkPolicy{}
 	key := client.ObjectKeyFromObject(sb)
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: EgressPolicyName(sb.Name)}, np)
@@ -222,8 +222,8 @@ func (r *Reconciler) getEgressPolicy(ctx context.Context, sb *agentsv1alpha1.San
 }
 
 // warnEgress emits a Warning event when the problem is new, not on every reconcile.
-func (r *Reconciler) warnEgress(sb *agentsv1alpha1.Sandbox, st egressState) {
-	prev := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
+func (r *Reconciler) warnEgress(sb *agentsv1beta1.Sandbox, st egressState) {
+	prev := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionEgressPolicy)
 	if prev != nil && prev.Reason == st.reason && prev.Message == st.message {
 		return
 	}
@@ -232,18 +232,18 @@ func (r *Reconciler) warnEgress(sb *agentsv1alpha1.Sandbox, st egressState) {
 
 // setEgressCondition reports the egress mode in force, or why it is not; absent when the
 // Sandbox asks for none. After a failed write the condition keeps what was last in force.
-func setEgressCondition(sb *agentsv1alpha1.Sandbox, st egressState) {
-	cond := metav1.Condition{Type: agentsv1alpha1.SandboxConditionEgressPolicy, ObservedGeneration: sb.Generation}
+func setEgressCondition(sb *agentsv1beta1.Sandbox, st egressState) {
+	cond := metav1.Condition{Type: agentsv1beta1.SandboxConditionEgressPolicy, ObservedGeneration: sb.Generation}
 	switch {
 	case st.blocksPod():
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, st.reason, st.message
 	case !st.requested:
-		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1alpha1.SandboxConditionEgressPolicy)
+		meta.RemoveStatusCondition(&sb.Status.Conditions, agentsv1beta1.SandboxConditionEgressPolicy)
 		return
 	case st.ignored != "":
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, agentsv1alpha1.ReasonEgressIgnored, st.ignored
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, agentsv1beta1.ReasonEgressIgnored, st.ignored
 	case st.applied:
-		cond.Status, cond.Reason = metav1.ConditionTrue, agentsv1alpha1.ReasonEgressApplied
+		cond.Status, cond.Reason = metav1.ConditionTrue, agentsv1beta1.ReasonEgressApplied
 		cond.Message = st.spec.AppliedMessage(EgressPolicyName(sb.Name))
 	default:
 		return

@@ -9,14 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // egressOf is the egress annotation set to mode.
 func egressOf(mode string) map[string]string {
-	return map[string]string{agentsv1alpha1.EgressAnnotation: mode}
+	return map[string]string{agentsv1beta1.EgressAnnotation: mode}
 }
 
 // The Sandbox's NetworkPolicy says what its annotations ask for; the EgressPolicy condition
@@ -25,11 +25,11 @@ func TestEgressAnnotationsDecideThePolicyAndThePod(t *testing.T) {
 	fromTemplate := func(allowed bool) []client.Object {
 		tmpl := testwrap.MakeTemplate(testNS, "python")
 		if allowed {
-			tmpl = tmpl.Annotation(extv1alpha1.SandboxEgressAnnotation, extv1alpha1.SandboxEgressAllowed)
+			tmpl = tmpl.Annotation(extv1beta1.SandboxEgressAnnotation, extv1beta1.SandboxEgressAllowed)
 		}
 		sb := aSandbox().Annotations(egressOf("deny-all")).
-			Annotation(extv1alpha1.TemplateRefAnnotation, "python").Label(extv1alpha1.TemplateRefHashLabel, agentsv1alpha1.NameHash("python"))
-		return []client.Object{sb.Obj(), tmpl.Obj()}
+			Annotation(extv1beta1.TemplateRefAnnotation, "python").Label(extv1beta1.TemplateRefHashLabel, agentsv1beta1.NameHash("python"))
+		return []client.Object{sb.Hub(), tmpl.Hub()}
 	}
 	tests := []struct {
 		name       string
@@ -41,23 +41,23 @@ func TestEgressAnnotationsDecideThePolicyAndThePod(t *testing.T) {
 		wantEvents []string
 	}{
 		{name: "a raw Sandbox asking nothing gets allow-all, no condition",
-			objs: []client.Object{aSandbox().Obj()}, wantPolicy: true, wantPod: true},
+			objs: []client.Object{aSandbox().Hub()}, wantPolicy: true, wantPod: true},
 		{name: "deny-all is applied",
-			objs:       []client.Object{aSandbox().Annotations(egressOf("deny-all")).Obj()},
-			wantPolicy: true, wantPod: true, wantEgress: agentsv1alpha1.ReasonEgressApplied},
+			objs:       []client.Object{aSandbox().Annotations(egressOf("deny-all")).Hub()},
+			wantPolicy: true, wantPod: true, wantEgress: agentsv1beta1.ReasonEgressApplied},
 		{name: "an unknown mode keeps the pod from being made",
-			objs:       []client.Object{aSandbox().Annotations(egressOf("some")).Obj()},
-			wantEgress: agentsv1alpha1.ReasonInvalidEgress, wantEvents: []string{"Warning " + agentsv1alpha1.ReasonInvalidEgress}},
+			objs:       []client.Object{aSandbox().Annotations(egressOf("some")).Hub()},
+			wantEgress: agentsv1beta1.ReasonInvalidEgress, wantEvents: []string{"Warning " + agentsv1beta1.ReasonInvalidEgress}},
 		{name: "a link-local CIDR no admin opened keeps the pod from being made",
 			objs: []client.Object{aSandbox().Annotations(egressOf("restricted")).
-				Annotation(agentsv1alpha1.EgressCIDRsAnnotation, "169.254.169.254/32").Obj()},
-			wantEgress: agentsv1alpha1.ReasonInvalidEgress, wantEvents: []string{"Warning " + agentsv1alpha1.ReasonInvalidEgress}},
+				Annotation(agentsv1beta1.EgressCIDRsAnnotation, "169.254.169.254/32").Hub()},
+			wantEgress: agentsv1beta1.ReasonInvalidEgress, wantEvents: []string{"Warning " + agentsv1beta1.ReasonInvalidEgress}},
 		{name: "on a template's Sandbox whose template does not allow it, ignored; the pod runs",
-			objs: fromTemplate(false), wantPolicy: true, wantPod: true, wantEgress: agentsv1alpha1.ReasonEgressIgnored},
+			objs: fromTemplate(false), wantPolicy: true, wantPod: true, wantEgress: agentsv1beta1.ReasonEgressIgnored},
 		{name: "on a template's Sandbox whose template allows it, applied",
-			objs: fromTemplate(true), wantPolicy: true, wantPod: true, wantEgress: agentsv1alpha1.ReasonEgressApplied},
+			objs: fromTemplate(true), wantPolicy: true, wantPod: true, wantEgress: agentsv1beta1.ReasonEgressApplied},
 		{name: "Unmanaged: no policy, the pod runs",
-			objs:    []client.Object{aSandbox().Annotation(agentsv1alpha1.NetworkPolicyManagementAnnotation, agentsv1alpha1.NetworkPolicyUnmanaged).Obj()},
+			objs:    []client.Object{aSandbox().Annotation(agentsv1beta1.NetworkPolicyManagementAnnotation, agentsv1beta1.NetworkPolicyUnmanaged).Hub()},
 			wantPod: true},
 	}
 	for _, tt := range tests {
@@ -74,7 +74,7 @@ func TestEgressAnnotationsDecideThePolicyAndThePod(t *testing.T) {
 			if (g.pod() != nil) != tt.wantPod {
 				t.Errorf("pod exists: %v, want %v", g.pod() != nil, tt.wantPod)
 			}
-			c := g.condition(agentsv1alpha1.SandboxConditionEgressPolicy)
+			c := g.condition(agentsv1beta1.SandboxConditionEgressPolicy)
 			switch {
 			case tt.wantEgress == "" && c != nil:
 				t.Errorf("EgressPolicy condition %+v, want none", c)
@@ -101,7 +101,7 @@ func TestEgressAnnotationsDecideThePolicyAndThePod(t *testing.T) {
 func TestAPolicyOfSomeoneElseBlocksThePod(t *testing.T) {
 	theirs := foreign(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: EgressPolicyName(testSB)}})
 	for _, hidden := range []bool{false, true} {
-		g := newRig(t, []client.Object{aSandbox().Obj(), theirs.DeepCopy()})
+		g := newRig(t, []client.Object{aSandbox().Hub(), theirs.DeepCopy()})
 		if hidden {
 			g.hide("NetworkPolicy") // not in the cache yet: the create meets it
 		}
@@ -112,17 +112,17 @@ func TestAPolicyOfSomeoneElseBlocksThePod(t *testing.T) {
 		if g.pod() != nil {
 			t.Errorf("hidden from the cache %v: a pod was made beside someone else's policy", hidden)
 		}
-		g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonEgressPolicyConflict)
+		g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonEgressPolicyConflict)
 	}
 }
 
 // Opting out (Unmanaged) removes the policy the controller made, never someone else's.
 func TestUnmanagedDeletesOnlyOurPolicy(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Obj()})
+	g := newRig(t, []client.Object{aSandbox().Hub()})
 	g.reconcile()
 	sb := g.sandbox()
 	g.update(sb, func() {
-		metav1.SetMetaDataAnnotation(&sb.ObjectMeta, agentsv1alpha1.NetworkPolicyManagementAnnotation, agentsv1alpha1.NetworkPolicyUnmanaged)
+		metav1.SetMetaDataAnnotation(&sb.ObjectMeta, agentsv1beta1.NetworkPolicyManagementAnnotation, agentsv1beta1.NetworkPolicyUnmanaged)
 	})
 	g.reconcile()
 	if g.policy() != nil {
@@ -130,7 +130,7 @@ func TestUnmanagedDeletesOnlyOurPolicy(t *testing.T) {
 	}
 
 	theirs := foreign(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: EgressPolicyName(testSB)}})
-	g = newRig(t, []client.Object{aSandbox().Annotation(agentsv1alpha1.NetworkPolicyManagementAnnotation, agentsv1alpha1.NetworkPolicyUnmanaged).Obj(), theirs})
+	g = newRig(t, []client.Object{aSandbox().Annotation(agentsv1beta1.NetworkPolicyManagementAnnotation, agentsv1beta1.NetworkPolicyUnmanaged).Hub(), theirs})
 	g.reconcile()
 	if g.policy() == nil {
 		t.Error("someone else's policy was deleted")
@@ -140,7 +140,7 @@ func TestUnmanagedDeletesOnlyOurPolicy(t *testing.T) {
 // A policy edited by hand is put back; a write that conflicts is an error to retry, and the pod
 // already running is not touched meanwhile.
 func TestPolicyDriftIsPutBackAndAConflictRetried(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Annotations(egressOf("deny-all")).Obj()})
+	g := newRig(t, []client.Object{aSandbox().Annotations(egressOf("deny-all")).Hub()})
 	g.reconcile()
 	want := g.policy().Spec
 	np := g.policy()
@@ -153,21 +153,21 @@ func TestPolicyDriftIsPutBackAndAConflictRetried(t *testing.T) {
 	if n := g.count("delete", "Pod"); n != 0 {
 		t.Errorf("the pod was deleted %d times over a policy conflict", n)
 	}
-	g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonReconcilerError)
+	g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonReconcilerError)
 
 	g.heal()
 	g.reconcile()
 	if d := cmp.Diff(want, g.policy().Spec); d != "" {
 		t.Errorf("policy after the retry (-deny-all +got):\n%s", d)
 	}
-	if c := g.condition(agentsv1alpha1.SandboxConditionEgressPolicy); c == nil || c.Reason != agentsv1alpha1.ReasonEgressApplied {
-		t.Errorf("EgressPolicy condition %+v, want %s", c, agentsv1alpha1.ReasonEgressApplied)
+	if c := g.condition(agentsv1beta1.SandboxConditionEgressPolicy); c == nil || c.Reason != agentsv1beta1.ReasonEgressApplied {
+		t.Errorf("EgressPolicy condition %+v, want %s", c, agentsv1beta1.ReasonEgressApplied)
 	}
 }
 
 // A policy created a moment ago and not in the cache yet is not created again.
 func TestAPolicyCreatedMomentsAgoIsNotCreatedAgain(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Obj()})
+	g := newRig(t, []client.Object{aSandbox().Hub()})
 	g.hide("NetworkPolicy")
 	g.reconcile()
 	g.reconcile()

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
@@ -32,8 +32,8 @@ const (
 
 // mirroredSandboxLabels are Sandbox labels copied to its pod.
 var mirroredSandboxLabels = []string{
-	extv1alpha1.WarmPoolLabel,
-	extv1alpha1.ClaimUIDLabel,
+	extv1beta1.WarmPoolLabel,
+	extv1beta1.ClaimUIDLabel,
 }
 
 // reconcilePod makes the owned pod exist (or not, when paused) and keeps its metadata in line
@@ -41,7 +41,7 @@ var mirroredSandboxLabels = []string{
 // this Sandbox does not control is in the way; such a pod is never touched. With mayCreate
 // false a missing pod stays missing (an existing one is kept). A metadata update held back by
 // the gate is reported in retryAfter.
-func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbox, mayCreate bool) (pod *corev1.Pod, notOwned bool, retryAfter time.Duration, err error) {
+func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox, mayCreate bool) (pod *corev1.Pod, notOwned bool, retryAfter time.Duration, err error) {
 	pod, notOwned, err = r.getPod(ctx, sb)
 	if err != nil || notOwned {
 		return nil, notOwned, 0, err
@@ -51,7 +51,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		r.createdPods.Observed(key, sb.UID) // the cache shows our create
 	}
 
-	if sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas {
+	if sb.DesiredReplicas() == agentsv1beta1.PausedReplicas {
 		r.createdPods.Forget(key)
 		if pod != nil && pod.DeletionTimestamp.IsZero() {
 			log.FromContext(ctx).V(2).Info("paused (replicas 0): deleting the pod", "pod", klog.KObj(pod), "idlePaused", idlePaused(sb) != "")
@@ -87,7 +87,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 		return nil, false, 0, err
 	}
 	r.warnRefused(sb, refused)
-	if err := r.client.Create(ctx, pod, agentsv1alpha1.FieldOwner); err != nil {
+	if err := r.client.Create(ctx, pod, agentsv1beta1.FieldOwner); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, false, 0, err
 		}
@@ -106,7 +106,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1alpha1.Sandbo
 }
 
 // getPod reads the sandbox's pod from the cache.
-func (r *Reconciler) getPod(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Pod, bool, error) {
+func (r *Reconciler) getPod(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, bool, error) {
 	pod := &corev1.Pod{}
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod)
 	if apierrors.IsNotFound(err) {
@@ -121,7 +121,7 @@ func (r *Reconciler) getPod(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*c
 	return pod, false, nil
 }
 
-func (r *Reconciler) getPodLive(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Pod, bool, error) {
+func (r *Reconciler) getPodLive(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Pod, bool, error) {
 	pod := &corev1.Pod{}
 	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: sb.Name}, pod)
 	if err != nil {
@@ -145,14 +145,14 @@ func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
 
 // warnRefused tells the Sandbox's owner which pod labels were left out because they would make
 // the pod look like the router.
-func (r *Reconciler) warnRefused(sb *agentsv1alpha1.Sandbox, refused []string) {
+func (r *Reconciler) warnRefused(sb *agentsv1beta1.Sandbox, refused []string) {
 	if len(refused) > 0 {
-		r.recorder.Eventf(sb, corev1.EventTypeWarning, agentsv1alpha1.EventRouterLabelsRefused,
+		r.recorder.Eventf(sb, corev1.EventTypeWarning, agentsv1beta1.EventRouterLabelsRefused,
 			"pod labels %s identify the sandbox router and were not applied to the pod", strings.Join(refused, ", "))
 	}
 }
 
-func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules, hardening blueprint.Builder) (*corev1.Pod, []string) {
+func buildPod(sb *agentsv1beta1.Sandbox, rules podmeta.Rules, hardening blueprint.Builder) (*corev1.Pod, []string) {
 	labels, annotations, refused := podMetadata(sb, rules)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -166,7 +166,7 @@ func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules, hardening bluepri
 	withClaimVolumes(&pod.Spec, sb)
 	// Hardened on every pod made, so neither a raw Sandbox nor one edited since it was made from
 	// its template escapes the defaults (a template's Sandbox has them already).
-	hardening.HardenPod(&pod.Spec, sb.Annotations[extv1alpha1.TemplateRefAnnotation] != "")
+	hardening.HardenPod(&pod.Spec, sb.Annotations[extv1beta1.TemplateRefAnnotation] != "")
 	// automountServiceAccountToken is left as the Sandbox says: the contract defaults it to false
 	// only for pods made from a SandboxTemplate (blueprint does that), and a raw Sandbox keeps
 	// Kubernetes' default, as upstream's does.
@@ -178,8 +178,8 @@ func buildPod(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules, hardening bluepri
 // labels that would make the pod look like the router are left out and returned: whoever can
 // write a Sandbox (or patch one, as some tenants may) must not be able to open other sandboxes'
 // NetworkPolicies to it.
-func podMetadata(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (map[string]string, map[string]string, []string) {
-	tmpl := sb.Spec.PodTemplate.Metadata
+func podMetadata(sb *agentsv1beta1.Sandbox, rules podmeta.Rules) (map[string]string, map[string]string, []string) {
+	tmpl := sb.Spec.PodTemplate.ObjectMeta
 	tmplLabels, refused := rules.WithoutRouterLabels(tmpl.Labels)
 	propagated := map[string]string{}
 	for k, v := range tmplLabels {
@@ -217,7 +217,7 @@ func podMetadata(sb *agentsv1alpha1.Sandbox, rules podmeta.Rules) (map[string]st
 // patch. The pod spec is left alone: changing it would need a restart, which a stateful
 // sandbox must not get behind its user's back.
 // While the gate holds background writes back it returns how long until it may try again.
-func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.Sandbox, pod *corev1.Pod) (retryAfter time.Duration, err error) {
+func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) (retryAfter time.Duration, err error) {
 	wantLabels, wantAnnotations, refused := podMetadata(sb, r.podRules)
 	updated := pod.DeepCopy()
 	updated.Labels = mergeTracked(pod.Labels, wantLabels, splitKeys(pod.Annotations[propagatedLabelsAnnotation]))
@@ -234,7 +234,7 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1alpha1.San
 		return wait, nil
 	}
 	r.warnRefused(sb, refused)
-	if err := r.client.Patch(ctx, updated, client.MergeFrom(pod), agentsv1alpha1.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, updated, client.MergeFrom(pod), agentsv1beta1.FieldOwner); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	*pod = *updated

@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -23,10 +23,10 @@ import (
 // labels of the Sandbox mirrored; never the router's identity.
 func TestPodIsMadeFromThePodTemplate(t *testing.T) {
 	sb := aSandbox().
-		Label(extv1alpha1.WarmPoolLabel, "pool-hash").
+		Label(extv1beta1.WarmPoolLabel, "pool-hash").
 		PodLabel("team", "a").PodLabel("app", "sandbox-router").
 		PodAnnotation("example.com/note", "hi").
-		Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home/user").Obj()
+		Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home/user").Hub()
 	g := newRig(t, []client.Object{sb})
 	g.reconcile()
 
@@ -35,11 +35,11 @@ func TestPodIsMadeFromThePodTemplate(t *testing.T) {
 		t.Fatal("no pod was created")
 	}
 	wantLabels := map[string]string{
-		"team":                              "a",
-		extv1alpha1.WarmPoolLabel:           "pool-hash",
-		agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(testSB),
-		agentsv1alpha1.SandboxNameLabel:     testSB,
-		agentsv1alpha1.SandboxPodLabel:      agentsv1alpha1.SandboxPodLabelValue,
+		"team":                             "a",
+		extv1beta1.WarmPoolLabel:           "pool-hash",
+		agentsv1beta1.SandboxNameHashLabel: agentsv1beta1.NameHash(testSB),
+		agentsv1beta1.SandboxNameLabel:     testSB,
+		agentsv1beta1.SandboxPodLabel:      agentsv1beta1.SandboxPodLabelValue,
 	}
 	if d := cmp.Diff(wantLabels, pod.Labels); d != "" {
 		t.Errorf("pod labels (-want +got):\n%s", d)
@@ -62,21 +62,21 @@ func TestPodIsMadeFromThePodTemplate(t *testing.T) {
 		t.Errorf("pod volumes (-want +got):\n%s", d)
 	}
 	events := g.drainEvents()
-	if len(events) != 1 || !strings.Contains(events[0], agentsv1alpha1.EventRouterLabelsRefused) || !strings.Contains(events[0], "app=sandbox-router") {
-		t.Errorf("events %q, want one %s warning naming app=sandbox-router", events, agentsv1alpha1.EventRouterLabelsRefused)
+	if len(events) != 1 || !strings.Contains(events[0], agentsv1beta1.EventRouterLabelsRefused) || !strings.Contains(events[0], "app=sandbox-router") {
+		t.Errorf("events %q, want one %s warning naming app=sandbox-router", events, agentsv1beta1.EventRouterLabelsRefused)
 	}
 }
 
 // replicas: 0 pauses: the pod goes, the volumes and the Service (the Sandbox's DNS name) stay;
 // replicas: 1 brings a new pod on the same volumes.
 func TestPauseDeletesThePodAndKeepsVolumesAndService(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Obj()})
+	g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Hub()})
 	g.reconcile()
 	g.podRunsReady()
 	g.reconcile()
 
 	sb := g.sandbox()
-	g.update(sb, func() { sb.Spec.Replicas = ptr.To(agentsv1alpha1.PausedReplicas) })
+	g.update(sb, func() { sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 	g.reconcile()
 	if g.pod() != nil {
 		t.Error("the pod of a paused Sandbox still exists")
@@ -85,24 +85,24 @@ func TestPauseDeletesThePodAndKeepsVolumesAndService(t *testing.T) {
 	if g.pvc(PVCName("home", testSB)) == nil || g.service() == nil {
 		t.Error("pausing deleted the PVC or the Service, want both kept")
 	}
-	g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonPaused)
+	g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonPaused)
 	if st := g.sandbox().Status; st.Replicas != 0 || st.PodIPs != nil || st.ServiceFQDN == "" {
 		t.Errorf("paused status replicas=%d podIPs=%v serviceFQDN=%q, want 0, none, and the FQDN kept", st.Replicas, st.PodIPs, st.ServiceFQDN)
 	}
 
 	sb = g.sandbox()
-	g.update(sb, func() { sb.Spec.Replicas = ptr.To(agentsv1alpha1.RunningReplicas) })
+	g.update(sb, func() { sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeRunning })
 	g.reconcile()
 	if pod := g.pod(); pod == nil || pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != PVCName("home", testSB) {
 		t.Errorf("after resuming, pod %v, want a new pod on the kept PVC", pod)
 	}
-	g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending)
+	g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonPodPending)
 }
 
 // A pod still terminating holds its name: on resume no new pod is created until it is gone
 // (its deletion event brings the next pass), and the status says why.
 func TestResumeWaitsForTheTerminatingPod(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Obj()})
+	g := newRig(t, []client.Object{aSandbox().Hub()})
 	g.reconcile()
 	pod := g.pod()
 	g.update(pod, func() { pod.Finalizers = []string{"example.com/drain"} })
@@ -114,15 +114,15 @@ func TestResumeWaitsForTheTerminatingPod(t *testing.T) {
 	if n := g.count("create", "Pod"); n != 1 {
 		t.Errorf("pods created %d times, want 1: no new pod while the old one terminates", n)
 	}
-	g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonPodTerminating)
+	g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonPodTerminating)
 }
 
 // A pod of the Sandbox's name that it does not control is someone else's: never patched nor
 // deleted, running or paused, and named in the status.
 func TestAPodOfSomeoneElseIsNeverTouched(t *testing.T) {
 	theirs := foreign(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testSB, Labels: map[string]string{"app": "theirs"}}})
-	for _, replicas := range []int32{agentsv1alpha1.RunningReplicas, agentsv1alpha1.PausedReplicas} {
-		g := newRig(t, []client.Object{aSandbox().Replicas(replicas).Obj(), theirs.DeepCopy()})
+	for _, replicas := range []int32{agentsv1beta1.RunningReplicas, agentsv1beta1.PausedReplicas} {
+		g := newRig(t, []client.Object{aSandbox().Replicas(replicas).Hub(), theirs.DeepCopy()})
 		g.reconcile()
 		if n := g.count("patch", "Pod") + g.count("delete", "Pod") + g.count("create", "Pod"); n != 0 {
 			t.Errorf("replicas %d: %d writes to the pod, want none: %v", replicas, n, g.writesSince(0))
@@ -130,8 +130,8 @@ func TestAPodOfSomeoneElseIsNeverTouched(t *testing.T) {
 		if pod := g.pod(); pod == nil || pod.Labels["app"] != "theirs" {
 			t.Errorf("replicas %d: their pod is now %v, want it unchanged", replicas, pod)
 		}
-		if replicas == agentsv1alpha1.RunningReplicas {
-			g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotOwned)
+		if replicas == agentsv1beta1.RunningReplicas {
+			g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonPodNotOwned)
 		}
 	}
 }
@@ -139,14 +139,14 @@ func TestAPodOfSomeoneElseIsNeverTouched(t *testing.T) {
 // A reconcile woken by another child's event may run before the cache shows the pod created a
 // moment ago: it must not create it again, nor report it missing.
 func TestAPodCreatedMomentsAgoIsNotCreatedAgain(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Obj()})
+	g := newRig(t, []client.Object{aSandbox().Hub()})
 	g.hide("Pod")
 	g.reconcile()
 	g.reconcile()
 	if n := g.count("create", "Pod"); n != 1 {
 		t.Errorf("pod created %d times while the cache lagged, want 1", n)
 	}
-	g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending)
+	g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonPodPending)
 	if r := g.sandbox().Status.Replicas; r != 1 {
 		t.Errorf("status.replicas = %d, want 1 (the pod exists)", r)
 	}
@@ -156,7 +156,7 @@ func TestAPodCreatedMomentsAgoIsNotCreatedAgain(t *testing.T) {
 // the pod is read from the API: the Sandbox's own (someone stripped its labels) gets them back;
 // someone else's is left as it is. Neither is an error.
 func TestACreateThatMeetsAnUncachedPod(t *testing.T) {
-	sb := aSandbox().Obj()
+	sb := aSandbox().Hub()
 	ours := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testSB,
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sb, sandboxGVK)}}}
 	theirs := foreign(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testSB}})
@@ -166,8 +166,8 @@ func TestACreateThatMeetsAnUncachedPod(t *testing.T) {
 		wantLabels bool
 		wantReason string
 	}{
-		{"ours without its labels gets them back", ours, true, agentsv1alpha1.ReasonPodPending},
-		{"someone else's stays as it is", theirs, false, agentsv1alpha1.ReasonPodNotOwned},
+		{"ours without its labels gets them back", ours, true, agentsv1beta1.ReasonPodPending},
+		{"someone else's stays as it is", theirs, false, agentsv1beta1.ReasonPodNotOwned},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,8 +176,8 @@ func TestACreateThatMeetsAnUncachedPod(t *testing.T) {
 			if _, err := g.reconcileErr(); err != nil {
 				t.Fatalf("Reconcile = %v, want AlreadyExists handled", err)
 			}
-			got := g.pod().Labels[agentsv1alpha1.SandboxNameHashLabel]
-			if tt.wantLabels != (got == agentsv1alpha1.NameHash(testSB)) {
+			got := g.pod().Labels[agentsv1beta1.SandboxNameHashLabel]
+			if tt.wantLabels != (got == agentsv1beta1.NameHash(testSB)) {
 				t.Errorf("pod tracking label %q; want it restored: %v", got, tt.wantLabels)
 			}
 			g.wantReady(metav1.ConditionFalse, tt.wantReason)
@@ -189,14 +189,14 @@ func TestACreateThatMeetsAnUncachedPod(t *testing.T) {
 // there and the template dropped go, keys others added stay, and the spec is never touched (a
 // change would need a restart the user did not ask for).
 func TestTemplateMetadataChangesReachTheRunningPodAndNothingElse(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().PodLabel("tier", "free").PodLabel("old", "1").Obj()})
+	g := newRig(t, []client.Object{aSandbox().PodLabel("tier", "free").PodLabel("old", "1").Hub()})
 	g.reconcile()
 	pod := g.pod()
 	g.update(pod, func() { pod.Labels["added-by-someone"] = "x" })
 
 	sb := g.sandbox()
 	g.update(sb, func() {
-		sb.Spec.PodTemplate.Metadata.Labels = map[string]string{"tier": "paid"}
+		sb.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{"tier": "paid"}
 		sb.Spec.PodTemplate.Spec.Containers[0].Image = "sandbox-runtime:v2"
 	})
 	g.reconcile()
@@ -219,10 +219,10 @@ func TestTemplateMetadataChangesReachTheRunningPodAndNothingElse(t *testing.T) {
 // finding nothing) means the pod seen is gone already, no error to retry.
 func TestPauseToleratesAPodAlreadyGoneOrReplaced(t *testing.T) {
 	for _, refusal := range []error{conflict("Pod"), notFound("pods")} {
-		g := newRig(t, []client.Object{aSandbox().Obj()})
+		g := newRig(t, []client.Object{aSandbox().Hub()})
 		g.reconcile()
 		sb := g.sandbox()
-		g.update(sb, func() { sb.Spec.Replicas = ptr.To(agentsv1alpha1.PausedReplicas) })
+		g.update(sb, func() { sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
 		g.refuse("delete", "Pod", refusal)
 		if _, err := g.reconcileErr(); err != nil {
 			t.Errorf("delete refused with %v: Reconcile = %v, want no error", refusal, err)
@@ -233,7 +233,7 @@ func TestPauseToleratesAPodAlreadyGoneOrReplaced(t *testing.T) {
 // A pod created long ago that the cache still does not show is no longer trusted: after the
 // expectation lapses the controller asks the API again rather than believing a pod exists.
 func TestACreatedPodIsTrustedOnlyForTheCacheLag(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Obj()})
+	g := newRig(t, []client.Object{aSandbox().Hub()})
 	g.hide("Pod")
 	g.reconcile()
 	if err := g.api.Delete(context.Background(), g.pod()); err != nil {

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
@@ -50,19 +50,19 @@ func TestEveryPodCarriesTheSandboxLabel(t *testing.T) {
 		tmplLabel map[string]string
 	}{
 		{"template without it", map[string]string{"team": "a"}},
-		{"template setting it to false", map[string]string{agentsv1alpha1.SandboxPodLabel: "false"}},
+		{"template setting it to false", map[string]string{agentsv1beta1.SandboxPodLabel: "false"}},
 		{"template without labels", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1"}}
-			sb.Spec.PodTemplate.Metadata.Labels = tc.tmplLabel
+			sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1"}}
+			sb.Spec.PodTemplate.ObjectMeta.Labels = tc.tmplLabel
 			labels, _, _ := podMetadata(sb, podmeta.Rules{})
-			if got := labels[agentsv1alpha1.SandboxPodLabel]; got != "true" {
-				t.Errorf("pod label %s = %q, want \"true\" (labels %v)", agentsv1alpha1.SandboxPodLabel, got, labels)
+			if got := labels[agentsv1beta1.SandboxPodLabel]; got != "true" {
+				t.Errorf("pod label %s = %q, want \"true\" (labels %v)", agentsv1beta1.SandboxPodLabel, got, labels)
 			}
-			if _, ok := trackingLabels(sb)[agentsv1alpha1.SandboxPodLabel]; ok {
-				t.Errorf("trackingLabels carry %s: the Service and NetworkPolicy selectors must not change", agentsv1alpha1.SandboxPodLabel)
+			if _, ok := trackingLabels(sb)[agentsv1beta1.SandboxPodLabel]; ok {
+				t.Errorf("trackingLabels carry %s: the Service and NetworkPolicy selectors must not change", agentsv1beta1.SandboxPodLabel)
 			}
 		})
 	}
@@ -70,11 +70,11 @@ func TestEveryPodCarriesTheSandboxLabel(t *testing.T) {
 
 func TestWithoutForeignReservedKeepsTheSandboxLabelTheControllerWants(t *testing.T) {
 	r := &Reconciler{}
-	sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1"}}
-	labels := map[string]string{agentsv1alpha1.SandboxPodLabel: "true", agentsv1alpha1.SandboxNameHashLabel: "x"}
+	sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1"}}
+	labels := map[string]string{agentsv1beta1.SandboxPodLabel: "true", agentsv1beta1.SandboxNameHashLabel: "x"}
 	got := r.withoutForeignReserved(labels, podIdentityLabels(sb))
-	if got[agentsv1alpha1.SandboxPodLabel] != "true" {
-		t.Errorf("withoutForeignReserved dropped %s: %v", agentsv1alpha1.SandboxPodLabel, got)
+	if got[agentsv1beta1.SandboxPodLabel] != "true" {
+		t.Errorf("withoutForeignReserved dropped %s: %v", agentsv1beta1.SandboxPodLabel, got)
 	}
 }
 
@@ -92,11 +92,11 @@ func TestEverySandboxPodIsHardened(t *testing.T) {
 		{name: "a raw Sandbox gets the default runtime class", wantRuntimeClass: "gvisor"},
 		{name: "a raw Sandbox keeps its own class", runtimeClass: ptr.To("kata"), wantRuntimeClass: "kata"},
 		{name: "a template's Sandbox on the node's default runtime stays there",
-			annotations: map[string]string{extv1alpha1.TemplateRefAnnotation: "tmpl"}, wantRuntimeClass: "<none>"},
+			annotations: map[string]string{extv1beta1.TemplateRefAnnotation: "tmpl"}, wantRuntimeClass: "<none>"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1", Annotations: tc.annotations}}
+			sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1", Annotations: tc.annotations}}
 			sb.Spec.PodTemplate.Spec.RuntimeClassName = tc.runtimeClass
 			sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "runtime", Image: "runtime:1"}}
 			pod, _ := buildPod(sb, podmeta.Rules{}, hardening)

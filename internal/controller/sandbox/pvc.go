@@ -12,12 +12,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // reconcilePVCs creates the missing claims of spec.volumeClaimTemplates. Existing claims are
 // never changed: a PVC spec is mostly immutable and its data is the point of keeping it.
-func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1alpha1.Sandbox) error {
+func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1beta1.Sandbox) error {
 	for i := range sb.Spec.VolumeClaimTemplates {
 		vct := &sb.Spec.VolumeClaimTemplates[i]
 		name := PVCName(vct.Name, sb.Name)
@@ -36,7 +36,7 @@ func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1alpha1.Sandb
 		if err := controllerutil.SetControllerReference(sb, pvc, r.client.Scheme()); err != nil {
 			return err
 		}
-		if err := r.client.Create(ctx, pvc, agentsv1alpha1.FieldOwner); ignoreAlreadyExists(err) != nil {
+		if err := r.client.Create(ctx, pvc, agentsv1beta1.FieldOwner); ignoreAlreadyExists(err) != nil {
 			return err
 		}
 		log.FromContext(ctx).V(2).Info("created a PersistentVolumeClaim", "pvc", klog.KObj(pvc))
@@ -44,7 +44,7 @@ func (r *Reconciler) reconcilePVCs(ctx context.Context, sb *agentsv1alpha1.Sandb
 	return nil
 }
 
-func buildPVC(sb *agentsv1alpha1.Sandbox, vct *agentsv1alpha1.PersistentVolumeClaimTemplate) *corev1.PersistentVolumeClaim {
+func buildPVC(sb *agentsv1beta1.Sandbox, vct *agentsv1beta1.PersistentVolumeClaimTemplate) *corev1.PersistentVolumeClaim {
 	labels := map[string]string{}
 	for k, v := range vct.Labels {
 		labels[k] = v
@@ -65,7 +65,7 @@ func buildPVC(sb *agentsv1alpha1.Sandbox, vct *agentsv1alpha1.PersistentVolumeCl
 
 // withClaimVolumes points every pod volume named like a volume claim template at the sandbox's
 // PVC, adding the volume when the pod spec only mounts it (StatefulSet semantics).
-func withClaimVolumes(spec *corev1.PodSpec, sb *agentsv1alpha1.Sandbox) {
+func withClaimVolumes(spec *corev1.PodSpec, sb *agentsv1beta1.Sandbox) {
 	for i := range sb.Spec.VolumeClaimTemplates {
 		vct := &sb.Spec.VolumeClaimTemplates[i]
 		source := corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -17,8 +18,8 @@ import (
 // with the template's labels and spec, the tracking labels, and the Sandbox as its controller
 // (so the PVC goes with the Sandbox, not with its pod).
 func TestPVCIsMadeFromTheVolumeClaimTemplate(t *testing.T) {
-	vct := testwrap.MakeVolumeClaim("home", "2Gi").Label("backup", "daily").StorageClass("fast").Obj()
-	g := newRig(t, []client.Object{aSandbox().Volume(vct, "/home").Obj()})
+	vct := testwrap.MakeVolumeClaim("home", "2Gi").Label("backup", "daily").StorageClass("fast").Hub()
+	g := newRig(t, []client.Object{aSandbox().Volume(agentsv1alpha1.PersistentVolumeClaimTemplate{EmbeddedObjectMetadata: agentsv1alpha1.EmbeddedObjectMetadata(vct.EmbeddedObjectMetadata), Spec: vct.Spec}, "/home").Hub()})
 	g.reconcile()
 
 	pvc := g.pvc("home-" + testSB)
@@ -26,7 +27,7 @@ func TestPVCIsMadeFromTheVolumeClaimTemplate(t *testing.T) {
 		t.Fatal("no PVC home-s1 was created")
 	}
 	ownedBy(t, pvc)
-	wantLabels := map[string]string{"backup": "daily", agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(testSB), agentsv1alpha1.SandboxNameLabel: testSB}
+	wantLabels := map[string]string{"backup": "daily", agentsv1beta1.SandboxNameHashLabel: agentsv1beta1.NameHash(testSB), agentsv1beta1.SandboxNameLabel: testSB}
 	if d := cmp.Diff(wantLabels, pvc.Labels); d != "" {
 		t.Errorf("PVC labels (-want +got):\n%s", d)
 	}
@@ -38,7 +39,7 @@ func TestPVCIsMadeFromTheVolumeClaimTemplate(t *testing.T) {
 // An existing PVC holds the user's data and a PVC spec is mostly immutable: a changed template
 // never touches it.
 func TestAnExistingPVCIsNeverChanged(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Obj()})
+	g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Hub()})
 	g.reconcile()
 	sb := g.sandbox()
 	g.update(sb, func() {
@@ -67,12 +68,12 @@ func TestAPVCOfTheSameNameMadeBySomeoneElse(t *testing.T) {
 		wantErr   bool
 		wantReady string
 	}{
-		{"controlled by another object: no pod", foreign(pvcNamed()), false, true, agentsv1alpha1.ReasonReconcilerError},
-		{"controlled by nobody: used", pvcNamed(), true, false, agentsv1alpha1.ReasonPodPending},
+		{"controlled by another object: no pod", foreign(pvcNamed()), false, true, agentsv1beta1.ReasonReconcilerError},
+		{"controlled by nobody: used", pvcNamed(), true, false, agentsv1beta1.ReasonPodPending},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Obj(), tt.pvc})
+			g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Hub(), tt.pvc})
 			_, err := g.reconcileErr()
 			if (err != nil) != tt.wantErr {
 				t.Errorf("Reconcile = %v, want an error: %v", err, tt.wantErr)
@@ -90,11 +91,11 @@ func TestAPVCOfTheSameNameMadeBySomeoneElse(t *testing.T) {
 
 // A PVC the cache does not show yet answers the create with AlreadyExists: that is no error.
 func TestAPVCCreatedMomentsAgoIsNoError(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Obj()})
+	g := newRig(t, []client.Object{aSandbox().Volume(testwrap.MakeVolumeClaim("home", "1Gi").Obj(), "/home").Hub()})
 	g.hide("PersistentVolumeClaim")
 	g.reconcile()
 	if _, err := g.reconcileErr(); err != nil {
 		t.Errorf("second pass with the PVC not in the cache: Reconcile = %v, want no error", err)
 	}
-	g.wantReady(metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending)
+	g.wantReady(metav1.ConditionFalse, agentsv1beta1.ReasonPodPending)
 }

@@ -21,7 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sandboxd/wire"
@@ -44,7 +44,7 @@ const (
 // epoch is the fake clock's start.
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-var sandboxGVK = agentsv1alpha1.GroupVersion.WithKind("Sandbox")
+var sandboxGVK = agentsv1beta1.GroupVersion.WithKind("Sandbox")
 
 // aSandbox is the Sandbox most tests start from: testNS/testSB with a UID, as the API server
 // would have given it, and one container serving port 8888.
@@ -70,12 +70,12 @@ func newRig(t *testing.T, objs []client.Object, opts ...rigOption) *rig {
 	t.Helper()
 	g := &rig{t: t, name: testSB, clock: clocktesting.NewFakeClock(epoch), events: record.NewFakeRecorder(100)}
 	for _, o := range objs {
-		if sb, ok := o.(*agentsv1alpha1.Sandbox); ok {
+		if sb, ok := o.(*agentsv1beta1.Sandbox); ok {
 			g.name = sb.Name
 			break
 		}
 	}
-	g.fake = fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithStatusSubresource(&agentsv1alpha1.Sandbox{}))
+	g.fake = fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithStatusSubresource(&agentsv1beta1.Sandbox{}))
 	g.api = g.fake.API
 	o := Options{Recorder: g.events, Clock: g.clock}
 	for _, opt := range opts {
@@ -95,7 +95,7 @@ func (g *rig) heal()                               { g.fake.Heal() }
 func (g *rig) hide(kind string) { g.fake.Hide(kind) }
 
 // freeze makes the cache keep returning the Sandboxes as they are now, whatever is written later.
-func (g *rig) freeze() { g.fake.Freeze(&agentsv1alpha1.SandboxList{}) }
+func (g *rig) freeze() { g.fake.Freeze(&agentsv1beta1.SandboxList{}) }
 
 // reached lists the writes that reached the API (refused by it or not).
 func (g *rig) reached() []fakeapi.Write {
@@ -155,9 +155,9 @@ func (g *rig) get(name string, obj client.Object) bool {
 	return true
 }
 
-func (g *rig) sandbox() *agentsv1alpha1.Sandbox {
+func (g *rig) sandbox() *agentsv1beta1.Sandbox {
 	g.t.Helper()
-	sb := &agentsv1alpha1.Sandbox{}
+	sb := &agentsv1beta1.Sandbox{}
 	if !g.get(g.name, sb) {
 		g.t.Fatalf("Sandbox %s is gone", g.name)
 	}
@@ -252,7 +252,7 @@ func (g *rig) condition(typ string) *metav1.Condition {
 // wantReady fails unless the Sandbox's Ready condition in the API has status and reason.
 func (g *rig) wantReady(status metav1.ConditionStatus, reason string) {
 	g.t.Helper()
-	c := g.condition(agentsv1alpha1.SandboxConditionReady)
+	c := g.condition(agentsv1beta1.SandboxConditionReady)
 	if c == nil {
 		g.t.Fatalf("Sandbox has no Ready condition, want %s/%s", status, reason)
 	}
@@ -272,7 +272,7 @@ func ownedBy(t *testing.T, obj client.Object) {
 
 // foreign makes obj someone else's: controlled by another Sandbox of the same name.
 func foreign[T client.Object](obj T) T {
-	other := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: testSB, UID: "someone-else"}}
+	other := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: testSB, UID: "someone-else"}}
 	obj.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(other, sandboxGVK)})
 	return obj
 }

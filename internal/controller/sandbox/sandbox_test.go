@@ -8,9 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 type podBuilder struct{ pod *corev1.Pod }
@@ -33,29 +32,29 @@ func (b *podBuilder) terminating() *podBuilder {
 }
 
 func TestReadyConditionReasons(t *testing.T) {
-	running := &agentsv1alpha1.Sandbox{}
-	paused := &agentsv1alpha1.Sandbox{Spec: agentsv1alpha1.SandboxSpec{Replicas: ptr.To[int32](0)}}
+	running := &agentsv1beta1.Sandbox{}
+	paused := &agentsv1beta1.Sandbox{Spec: agentsv1beta1.SandboxSpec{OperatingMode: agentsv1beta1.SandboxOperatingModeSuspended}}
 	cases := []struct {
 		name       string
-		sb         *agentsv1alpha1.Sandbox
+		sb         *agentsv1beta1.Sandbox
 		obs        observed
 		err        error
 		wantStatus metav1.ConditionStatus
 		wantReason string
 	}{
-		{"reconcile error wins", running, observed{pod: aPod().phase(corev1.PodRunning).ready().ip("1.1.1.1").pod}, errors.New("boom"), metav1.ConditionFalse, agentsv1alpha1.ReasonReconcilerError},
-		{"foreign pod", running, observed{podNotOwned: true}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotOwned},
-		{"paused, no pod", paused, observed{}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPaused},
-		{"paused, pod terminating", paused, observed{pod: aPod().terminating().pod}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPaused},
-		{"no pod yet", running, observed{}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodCreating},
-		{"old pod terminating", running, observed{pod: aPod().phase(corev1.PodRunning).terminating().pod}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodTerminating},
-		{"pending", running, observed{pod: aPod().phase(corev1.PodPending).pod}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending},
-		{"no phase yet", running, observed{pod: aPod().pod}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending},
-		{"running not ready", running, observed{pod: aPod().phase(corev1.PodRunning).ip("1.1.1.1").pod}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotReady},
-		{"ready without IP", running, observed{pod: aPod().phase(corev1.PodRunning).ready().pod}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodNoIP},
-		{"failed", running, observed{pod: aPod().phase(corev1.PodFailed).pod}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodFailed},
-		{"succeeded", running, observed{pod: aPod().phase(corev1.PodSucceeded).pod}, nil, metav1.ConditionFalse, agentsv1alpha1.ReasonPodSucceeded},
-		{"ready", running, observed{pod: aPod().phase(corev1.PodRunning).ready().ip("1.1.1.1").pod}, nil, metav1.ConditionTrue, agentsv1alpha1.ReasonReady},
+		{"reconcile error wins", running, observed{pod: aPod().phase(corev1.PodRunning).ready().ip("1.1.1.1").pod}, errors.New("boom"), metav1.ConditionFalse, agentsv1beta1.ReasonReconcilerError},
+		{"foreign pod", running, observed{podNotOwned: true}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodNotOwned},
+		{"paused, no pod", paused, observed{}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPaused},
+		{"paused, pod terminating", paused, observed{pod: aPod().terminating().pod}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPaused},
+		{"no pod yet", running, observed{}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodCreating},
+		{"old pod terminating", running, observed{pod: aPod().phase(corev1.PodRunning).terminating().pod}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodTerminating},
+		{"pending", running, observed{pod: aPod().phase(corev1.PodPending).pod}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodPending},
+		{"no phase yet", running, observed{pod: aPod().pod}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodPending},
+		{"running not ready", running, observed{pod: aPod().phase(corev1.PodRunning).ip("1.1.1.1").pod}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodNotReady},
+		{"ready without IP", running, observed{pod: aPod().phase(corev1.PodRunning).ready().pod}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodNoIP},
+		{"failed", running, observed{pod: aPod().phase(corev1.PodFailed).pod}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodFailed},
+		{"succeeded", running, observed{pod: aPod().phase(corev1.PodSucceeded).pod}, nil, metav1.ConditionFalse, agentsv1beta1.ReasonPodSucceeded},
+		{"ready", running, observed{pod: aPod().phase(corev1.PodRunning).ready().ip("1.1.1.1").pod}, nil, metav1.ConditionTrue, agentsv1beta1.ReasonReady},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,10 +94,10 @@ func TestServicePortsAreUniqueAndNamed(t *testing.T) {
 }
 
 func TestClaimVolumesReplaceOrAddTheNamedVolume(t *testing.T) {
-	sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1"}}
-	sb.Spec.VolumeClaimTemplates = []agentsv1alpha1.PersistentVolumeClaimTemplate{
-		{EmbeddedObjectMetadata: agentsv1alpha1.EmbeddedObjectMetadata{Name: "home"}},
-		{EmbeddedObjectMetadata: agentsv1alpha1.EmbeddedObjectMetadata{Name: "cache"}},
+	sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s1"}}
+	sb.Spec.VolumeClaimTemplates = []agentsv1beta1.PersistentVolumeClaimTemplate{
+		{EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: "home"}},
+		{EmbeddedObjectMetadata: agentsv1beta1.EmbeddedObjectMetadata{Name: "cache"}},
 	}
 	spec := &corev1.PodSpec{Volumes: []corev1.Volume{
 		{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -131,7 +130,7 @@ func TestMergeTrackedRemovesOnlyKeysWePropagated(t *testing.T) {
 
 func TestTrackingLabelsLeaveOutANameTooLongForALabel(t *testing.T) {
 	long := string(make([]byte, 250))
-	if got := trackingLabels(&agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: long}}); len(got) != 1 {
+	if got := trackingLabels(&agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: long}}); len(got) != 1 {
 		t.Errorf("a name too long for a label value must only get the hash label, got %v", got)
 	}
 }

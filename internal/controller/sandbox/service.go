@@ -17,12 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // reconcileService keeps the headless Service that gives the sandbox a stable DNS name. It
 // returns the owned Service, or nil and the reason there is none.
-func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sandbox) (*corev1.Service, string, error) {
+func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1beta1.Sandbox) (*corev1.Service, string, error) {
 	if errs := validation.IsDNS1035Label(sb.Name); len(errs) > 0 {
 		return nil, fmt.Sprintf("no Service: the sandbox name is not a valid Service name (%s)", strings.Join(errs, "; ")), nil
 	}
@@ -40,7 +40,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 		if err := controllerutil.SetControllerReference(sb, desired, r.client.Scheme()); err != nil {
 			return nil, "", err
 		}
-		err = r.client.Create(ctx, desired, agentsv1alpha1.FieldOwner)
+		err = r.client.Create(ctx, desired, agentsv1beta1.FieldOwner)
 		if err == nil {
 			log.FromContext(ctx).V(2).Info("created the Service", "service", klog.KObj(desired))
 			r.createdServices.Expect(key, sb.UID, desired.DeepCopy())
@@ -65,13 +65,13 @@ func (r *Reconciler) reconcileService(ctx context.Context, sb *agentsv1alpha1.Sa
 	updated := current.DeepCopy()
 	updated.Spec.Selector = desired.Spec.Selector
 	updated.Spec.Ports = desired.Spec.Ports
-	if err := r.client.Patch(ctx, updated, client.MergeFrom(current), agentsv1alpha1.FieldOwner); err != nil {
+	if err := r.client.Patch(ctx, updated, client.MergeFrom(current), agentsv1beta1.FieldOwner); err != nil {
 		return nil, "", client.IgnoreNotFound(err)
 	}
 	return updated, "", nil
 }
 
-func buildService(sb *agentsv1alpha1.Sandbox) *corev1.Service {
+func buildService(sb *agentsv1beta1.Sandbox) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      sb.Name,
@@ -80,7 +80,7 @@ func buildService(sb *agentsv1alpha1.Sandbox) *corev1.Service {
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(sb.Name)},
+			Selector:  map[string]string{agentsv1beta1.SandboxNameHashLabel: agentsv1beta1.NameHash(sb.Name)},
 			Ports:     servicePorts(&sb.Spec.PodTemplate.Spec),
 		},
 	}

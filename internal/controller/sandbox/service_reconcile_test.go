@@ -10,14 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 // The headless Service gives the Sandbox its stable DNS name: no cluster IP, selecting the pod
 // by the name hash, one port per declared container port.
 func TestServiceIsHeadlessAndSelectsThePod(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Obj()})
+	g := newRig(t, []client.Object{aSandbox().Hub()})
 	g.reconcile()
 
 	svc := g.service()
@@ -27,7 +27,7 @@ func TestServiceIsHeadlessAndSelectsThePod(t *testing.T) {
 	ownedBy(t, svc)
 	want := corev1.ServiceSpec{
 		ClusterIP: corev1.ClusterIPNone,
-		Selector:  map[string]string{agentsv1alpha1.SandboxNameHashLabel: agentsv1alpha1.NameHash(testSB)},
+		Selector:  map[string]string{agentsv1beta1.SandboxNameHashLabel: agentsv1beta1.NameHash(testSB)},
 		Ports:     []corev1.ServicePort{{Name: "http", Port: 8888, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8888)}},
 	}
 	if d := cmp.Diff(want, svc.Spec); d != "" {
@@ -57,8 +57,8 @@ func TestNoServiceWhenTheNameIsTakenOrUnfit(t *testing.T) {
 		objs    []client.Object
 		wantMsg string
 	}{
-		{"a Service of the name is someone else's", []client.Object{aSandbox().Obj(), theirs}, "is not owned by this sandbox"},
-		{"the name is no DNS-1035 label", []client.Object{testwrap.MakeSandbox(testNS, "1st").UID(testUID).Obj()}, "not a valid Service name"},
+		{"a Service of the name is someone else's", []client.Object{aSandbox().Hub(), theirs}, "is not owned by this sandbox"},
+		{"the name is no DNS-1035 label", []client.Object{testwrap.MakeSandbox(testNS, "1st").UID(testUID).Hub()}, "not a valid Service name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestNoServiceWhenTheNameIsTakenOrUnfit(t *testing.T) {
 			if st.Service != "" || st.ServiceFQDN != "" {
 				t.Errorf("status service %q fqdn %q, want both empty", st.Service, st.ServiceFQDN)
 			}
-			if c := g.condition(agentsv1alpha1.SandboxConditionReady); c == nil || !strings.Contains(c.Message, tt.wantMsg) {
+			if c := g.condition(agentsv1beta1.SandboxConditionReady); c == nil || !strings.Contains(c.Message, tt.wantMsg) {
 				t.Errorf("Ready %+v, want its message to say %q", c, tt.wantMsg)
 			}
 		})
@@ -83,7 +83,7 @@ func TestNoServiceWhenTheNameIsTakenOrUnfit(t *testing.T) {
 
 // The Service follows the template's ports, and a selector someone changed is put back.
 func TestServiceDriftIsPutBack(t *testing.T) {
-	g := newRig(t, []client.Object{aSandbox().Obj()})
+	g := newRig(t, []client.Object{aSandbox().Hub()})
 	g.reconcile()
 	svc := g.service()
 	g.update(svc, func() { svc.Spec.Selector = map[string]string{"app": "elsewhere"} })
@@ -111,7 +111,7 @@ func TestServiceDriftIsPutBack(t *testing.T) {
 // cache cannot show (its labels were stripped) is read from the API and kept.
 func TestAServiceTheCacheDoesNotShow(t *testing.T) {
 	t.Run("created moments ago", func(t *testing.T) {
-		g := newRig(t, []client.Object{aSandbox().Obj()})
+		g := newRig(t, []client.Object{aSandbox().Hub()})
 		g.hide("Service")
 		g.reconcile()
 		g.reconcile()
@@ -123,7 +123,7 @@ func TestAServiceTheCacheDoesNotShow(t *testing.T) {
 		}
 	})
 	t.Run("ours, outside the cache", func(t *testing.T) {
-		sb := aSandbox().Obj()
+		sb := aSandbox().Hub()
 		ours := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testSB,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sb, sandboxGVK)}}}
 		g := newRig(t, []client.Object{sb, ours})

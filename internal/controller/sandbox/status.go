@@ -12,12 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // setStatus fills sb.Status from what this reconcile observed. Conditions keep their
 // lastTransitionTime while their status does not change.
-func setStatus(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error, clusterDomain string) {
+func setStatus(sb *agentsv1beta1.Sandbox, obs observed, reconcileErr error, clusterDomain string) {
 	st := &sb.Status
 	st.LabelSelector = Selector(sb.Name)
 	live := obs.pod != nil && obs.pod.DeletionTimestamp.IsZero()
@@ -38,7 +38,7 @@ func setStatus(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error, clu
 		// The pod is reachable by IP either way; say why serviceFQDN is empty.
 		ready.Message += "; " + obs.serviceProblem
 	}
-	ready.Type = agentsv1alpha1.SandboxConditionReady
+	ready.Type = agentsv1beta1.SandboxConditionReady
 	ready.ObservedGeneration = sb.Generation
 	meta.SetStatusCondition(&st.Conditions, ready)
 
@@ -46,54 +46,54 @@ func setStatus(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error, clu
 	if c := idlePauseCondition(sb); c != nil {
 		meta.SetStatusCondition(&st.Conditions, *c)
 	} else {
-		meta.RemoveStatusCondition(&st.Conditions, agentsv1alpha1.SandboxConditionIdlePause)
+		meta.RemoveStatusCondition(&st.Conditions, agentsv1beta1.SandboxConditionIdlePause)
 	}
 
 	if finished, ok := finishedCondition(obs.pod); ok {
 		finished.ObservedGeneration = sb.Generation
 		meta.SetStatusCondition(&st.Conditions, finished)
 	} else {
-		meta.RemoveStatusCondition(&st.Conditions, agentsv1alpha1.SandboxConditionFinished)
+		meta.RemoveStatusCondition(&st.Conditions, agentsv1beta1.SandboxConditionFinished)
 	}
 }
 
 // readyCondition gives every not-ready state its own reason, so a client can tell "wait"
 // (PodPending, PodNotReady, PodNoIP) from "act" (SandboxPaused, PodFailed, PodNotOwned, error).
-func readyCondition(sb *agentsv1alpha1.Sandbox, obs observed, reconcileErr error) metav1.Condition {
+func readyCondition(sb *agentsv1beta1.Sandbox, obs observed, reconcileErr error) metav1.Condition {
 	notReady := func(reason, format string, args ...any) metav1.Condition {
 		return metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
 	pod := obs.pod
 	switch {
 	case reconcileErr != nil:
-		return notReady(agentsv1alpha1.ReasonReconcilerError, "Error seen: %v", reconcileErr)
+		return notReady(agentsv1beta1.ReasonReconcilerError, "Error seen: %v", reconcileErr)
 	case obs.podNotOwned:
-		return notReady(agentsv1alpha1.ReasonPodNotOwned, "A pod named %q exists and is not controlled by this sandbox; delete or rename it", sb.Name)
-	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas && idlePaused(sb) != "":
-		return notReady(agentsv1alpha1.ReasonIdlePaused, "Sandbox paused itself at %s for being idle; volumes and service are kept%s",
+		return notReady(agentsv1beta1.ReasonPodNotOwned, "A pod named %q exists and is not controlled by this sandbox; delete or rename it", sb.Name)
+	case sb.DesiredReplicas() == agentsv1beta1.PausedReplicas && idlePaused(sb) != "":
+		return notReady(agentsv1beta1.ReasonIdlePaused, "Sandbox paused itself at %s for being idle; volumes and service are kept%s",
 			idlePaused(sb), wakeHint(sb))
-	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas && pod != nil:
-		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); its pod is terminating")
-	case sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas:
-		return notReady(agentsv1alpha1.ReasonPaused, "Sandbox is paused (replicas: 0); volumes and service are kept%s", wakeHintIfWakes(sb))
+	case sb.DesiredReplicas() == agentsv1beta1.PausedReplicas && pod != nil:
+		return notReady(agentsv1beta1.ReasonPaused, "Sandbox is paused (replicas: 0); its pod is terminating")
+	case sb.DesiredReplicas() == agentsv1beta1.PausedReplicas:
+		return notReady(agentsv1beta1.ReasonPaused, "Sandbox is paused (replicas: 0); volumes and service are kept%s", wakeHintIfWakes(sb))
 	case pod == nil && obs.egress.blocksPod():
 		return notReady(obs.egress.reason, "%s", obs.egress.message)
 	case pod == nil:
-		return notReady(agentsv1alpha1.ReasonPodCreating, "Pod is being created")
+		return notReady(agentsv1beta1.ReasonPodCreating, "Pod is being created")
 	case !pod.DeletionTimestamp.IsZero():
-		return notReady(agentsv1alpha1.ReasonPodTerminating, "Previous pod is terminating; a new one follows once it is gone")
+		return notReady(agentsv1beta1.ReasonPodTerminating, "Previous pod is terminating; a new one follows once it is gone")
 	case pod.Status.Phase == corev1.PodFailed:
-		return notReady(agentsv1alpha1.ReasonPodFailed, "Pod failed%s", detail(pod.Status.Reason, pod.Status.Message))
+		return notReady(agentsv1beta1.ReasonPodFailed, "Pod failed%s", detail(pod.Status.Reason, pod.Status.Message))
 	case pod.Status.Phase == corev1.PodSucceeded:
-		return notReady(agentsv1alpha1.ReasonPodSucceeded, "Pod ran to completion")
+		return notReady(agentsv1beta1.ReasonPodSucceeded, "Pod ran to completion")
 	case pod.Status.Phase != corev1.PodRunning:
-		return notReady(agentsv1alpha1.ReasonPodPending, "Pod is pending%s", pendingDetail(pod))
+		return notReady(agentsv1beta1.ReasonPodPending, "Pod is pending%s", pendingDetail(pod))
 	case !podReady(pod):
-		return notReady(agentsv1alpha1.ReasonPodNotReady, "Pod is running but not ready%s", notReadyDetail(pod))
+		return notReady(agentsv1beta1.ReasonPodNotReady, "Pod is running but not ready%s", notReadyDetail(pod))
 	case len(podIPs(pod)) == 0:
-		return notReady(agentsv1alpha1.ReasonPodNoIP, "Pod is ready but has no IP yet")
+		return notReady(agentsv1beta1.ReasonPodNoIP, "Pod is ready but has no IP yet")
 	}
-	return metav1.Condition{Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonReady, Message: "Pod is ready"}
+	return metav1.Condition{Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonReady, Message: "Pod is ready"}
 }
 
 func finishedCondition(pod *corev1.Pod) (metav1.Condition, bool) {
@@ -102,9 +102,9 @@ func finishedCondition(pod *corev1.Pod) (metav1.Condition, bool) {
 	}
 	switch pod.Status.Phase {
 	case corev1.PodSucceeded:
-		return metav1.Condition{Type: agentsv1alpha1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodSucceeded, Message: "Pod ran to completion"}, true
+		return metav1.Condition{Type: agentsv1beta1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodSucceeded, Message: "Pod ran to completion"}, true
 	case corev1.PodFailed:
-		return metav1.Condition{Type: agentsv1alpha1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodFailed, Message: "Pod failed" + detail(pod.Status.Reason, pod.Status.Message)}, true
+		return metav1.Condition{Type: agentsv1beta1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodFailed, Message: "Pod failed" + detail(pod.Status.Reason, pod.Status.Message)}, true
 	}
 	return metav1.Condition{}, false
 }
@@ -197,7 +197,7 @@ func detail(reason, message string) string {
 // writeStatus writes the status subresource only when it changed. This controller is the sole
 // writer of Sandbox status, so a merge patch without a resourceVersion is safe and spares
 // conflicts.
-func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alpha1.Sandbox, obs observed) error {
+func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1beta1.Sandbox, obs observed) error {
 	key := client.ObjectKeyFromObject(sb)
 	if equality.Semantic.DeepEqual(original.Status, sb.Status) {
 		r.writtenStatus.Observed(key, sb.UID) // nothing to write: what we wrote is seen or superseded
@@ -216,7 +216,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alph
 			return nil
 		}
 	}
-	if err := r.client.Status().Patch(ctx, sb, client.MergeFrom(original), agentsv1alpha1.FieldOwner); err != nil {
+	if err := r.client.Status().Patch(ctx, sb, client.MergeFrom(original), agentsv1beta1.FieldOwner); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	r.writtenStatus.Expect(key, sb.UID, *sb.Status.DeepCopy())
@@ -225,9 +225,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, original, sb *agentsv1alph
 
 // sameStatus compares two statuses but for their conditions' transition times: a status
 // computed again from a stale copy stamps a condition that changed with a new time.
-func sameStatus(a, b agentsv1alpha1.SandboxStatus) bool {
+func sameStatus(a, b agentsv1beta1.SandboxStatus) bool {
 	a, b = *a.DeepCopy(), *b.DeepCopy()
-	for _, st := range []*agentsv1alpha1.SandboxStatus{&a, &b} {
+	for _, st := range []*agentsv1beta1.SandboxStatus{&a, &b} {
 		for i := range st.Conditions {
 			st.Conditions[i].LastTransitionTime = metav1.Time{}
 		}
@@ -241,12 +241,12 @@ func sameStatus(a, b agentsv1alpha1.SandboxStatus) bool {
 // way — and the pod's next event brings the next state, so this write is left out: one write
 // fewer per refilled member. Every later state (pending with a reason, unschedulable, failed) is
 // written as usual.
-func warmMemberPodUnseen(original, sb *agentsv1alpha1.Sandbox, obs observed) bool {
+func warmMemberPodUnseen(original, sb *agentsv1beta1.Sandbox, obs observed) bool {
 	owner := metav1.GetControllerOf(sb)
 	if owner == nil || owner.Kind != "SandboxWarmPool" || len(original.Status.Conditions) > 0 {
 		return false
 	}
-	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c == nil || c.Reason != agentsv1alpha1.ReasonPodPending {
+	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady); c == nil || c.Reason != agentsv1beta1.ReasonPodPending {
 		return false
 	}
 	pod := obs.pod

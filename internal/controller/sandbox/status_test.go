@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 func TestWarmMemberStatusWaitsForTheScheduler(t *testing.T) {
@@ -17,8 +17,8 @@ func TestWarmMemberStatusWaitsForTheScheduler(t *testing.T) {
 		Name: "pool", UID: "p1", Controller: ptr.To(true)}
 	claimOwner := poolOwner
 	claimOwner.Kind, claimOwner.Name = "SandboxClaim", "claim"
-	sandboxOf := func(owner *metav1.OwnerReference, ready *metav1.Condition) *agentsv1alpha1.Sandbox {
-		sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool-x"}}
+	sandboxOf := func(owner *metav1.OwnerReference, ready *metav1.Condition) *agentsv1beta1.Sandbox {
+		sb := &agentsv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool-x"}}
 		if owner != nil {
 			sb.OwnerReferences = []metav1.OwnerReference{*owner}
 		}
@@ -27,16 +27,16 @@ func TestWarmMemberStatusWaitsForTheScheduler(t *testing.T) {
 		}
 		return sb
 	}
-	pending := &metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPodPending}
-	failedRead := &metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonReconcilerError}
+	pending := &metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonPodPending}
+	failedRead := &metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonReconcilerError}
 	newPod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}
 	scheduled := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}}
 
 	tests := []struct {
 		name     string
-		original *agentsv1alpha1.Sandbox
-		updated  *agentsv1alpha1.Sandbox
+		original *agentsv1beta1.Sandbox
+		updated  *agentsv1beta1.Sandbox
 		pod      *corev1.Pod
 		want     bool
 	}{
@@ -67,14 +67,14 @@ func TestWarmMemberStatusWaitsForTheScheduler(t *testing.T) {
 // A status computed again from a stale copy differs from the one written only in its
 // conditions' transition times; any other difference is a change to write.
 func TestSameStatusIgnoresOnlyTransitionTimes(t *testing.T) {
-	ready := func(status metav1.ConditionStatus, at time.Time, ips ...string) agentsv1alpha1.SandboxStatus {
-		return agentsv1alpha1.SandboxStatus{PodIPs: ips, Conditions: []metav1.Condition{{
-			Type: agentsv1alpha1.SandboxConditionReady, Status: status, Reason: "R", LastTransitionTime: metav1.NewTime(at)}}}
+	ready := func(status metav1.ConditionStatus, at time.Time, ips ...string) agentsv1beta1.SandboxStatus {
+		return agentsv1beta1.SandboxStatus{PodIPs: ips, Conditions: []metav1.Condition{{
+			Type: agentsv1beta1.SandboxConditionReady, Status: status, Reason: "R", LastTransitionTime: metav1.NewTime(at)}}}
 	}
 	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name string
-		a, b agentsv1alpha1.SandboxStatus
+		a, b agentsv1beta1.SandboxStatus
 		want bool
 	}{
 		{"same, stamped a second apart", ready(metav1.ConditionTrue, t0, "10.0.0.1"), ready(metav1.ConditionTrue, t0.Add(time.Second), "10.0.0.1"), true},

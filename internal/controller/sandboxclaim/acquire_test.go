@@ -15,11 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-var sandboxGR = schema.GroupResource{Group: agentsv1alpha1.GroupVersion.Group, Resource: "sandboxes"}
+var sandboxGR = schema.GroupResource{Group: agentsv1beta1.GroupVersion.Group, Resource: "sandboxes"}
 
 // assertServedBy checks that the claim's status names sb, that sb is the claim's (controller
 // reference, claim UID label, launch type) and no longer a pool member.
@@ -36,13 +37,13 @@ func assertServedBy(t *testing.T, g *rig, claimName, sbName, launch string) {
 	if !ownedBy(sb, claim) {
 		t.Errorf("Sandbox %s is controlled by %v, want claim %s", sbName, metav1.GetControllerOf(sb), claimName)
 	}
-	if got := sb.Labels[extv1alpha1.ClaimUIDLabel]; got != string(claim.UID) {
+	if got := sb.Labels[extv1beta1.ClaimUIDLabel]; got != string(claim.UID) {
 		t.Errorf("Sandbox %s claim-uid label %q, want %q", sbName, got, claim.UID)
 	}
-	if got := sb.Labels[extv1alpha1.LaunchTypeLabel]; got != launch {
+	if got := sb.Labels[extv1beta1.LaunchTypeLabel]; got != launch {
 		t.Errorf("Sandbox %s launch type %q, want %q", sbName, got, launch)
 	}
-	if v, ok := sb.Labels[extv1alpha1.WarmPoolLabel]; ok {
+	if v, ok := sb.Labels[extv1beta1.WarmPoolLabel]; ok {
 		t.Errorf("Sandbox %s still carries the warm pool label (%q): its pool would count it", sbName, v)
 	}
 }
@@ -52,14 +53,14 @@ func assertPoolStillOwns(t *testing.T, g *rig, names ...string) {
 	t.Helper()
 	for _, name := range names {
 		sb := g.sandbox(name)
-		if ref := metav1.GetControllerOf(sb); ref == nil || ref.Kind != "SandboxWarmPool" || sb.Labels[extv1alpha1.WarmPoolLabel] == "" {
+		if ref := metav1.GetControllerOf(sb); ref == nil || ref.Kind != "SandboxWarmPool" || sb.Labels[extv1beta1.WarmPoolLabel] == "" {
 			t.Errorf("member %s is controlled by %v with labels %v, want it left to its pool", name, ref, sb.Labels)
 		}
 	}
 }
 
 func TestReconcileServesAClaimWarmOrCold(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	pool := warmPool("pool")
 	m1 := warmMember(pool, tmpl, "m1", "10.0.0.1")
 	const (
@@ -68,9 +69,9 @@ func TestReconcileServesAClaimWarmOrCold(t *testing.T) {
 	)
 	cases := []struct {
 		name    string
-		claim   *extv1alpha1.SandboxClaim
-		members []*agentsv1alpha1.Sandbox // in the API server
-		queued  []*agentsv1alpha1.Sandbox // as the watch last showed them
+		claim   *extv1beta1.SandboxClaim
+		members []*agentsv1beta1.Sandbox // in the API server
+		queued  []*agentsv1beta1.Sandbox // as the watch last showed them
 		extra   []client.Object
 
 		wantSandbox string
@@ -80,59 +81,59 @@ func TestReconcileServesAClaimWarmOrCold(t *testing.T) {
 		wantEvents  []string
 	}{
 		{name: "a ready member is adopted: one patch of the member, one status write, no event",
-			claim: claimOf("c").Obj(), members: []*agentsv1alpha1.Sandbox{m1.Obj()}, queued: []*agentsv1alpha1.Sandbox{m1.Obj()},
-			wantSandbox: "m1", wantLaunch: extv1alpha1.LaunchTypeWarm, wantReady: metav1.ConditionTrue,
+			claim: claimOf("c").Hub(), members: []*agentsv1beta1.Sandbox{m1.Hub()}, queued: []*agentsv1beta1.Sandbox{m1.Hub()},
+			wantSandbox: "m1", wantLaunch: extv1beta1.LaunchTypeWarm, wantReady: metav1.ConditionTrue,
 			wantWrites: []string{"patch Sandbox/m1", "status SandboxClaim/c"}},
 		{name: "warmpool none starts cold though a member is ready",
-			claim: claimOf("c").WarmPool("none").Obj(), members: []*agentsv1alpha1.Sandbox{m1.Obj()}, queued: []*agentsv1alpha1.Sandbox{m1.Obj()},
-			wantSandbox: "c", wantLaunch: extv1alpha1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
+			claim: claimOf("c").WarmPool("none").Hub(), members: []*agentsv1beta1.Sandbox{m1.Hub()}, queued: []*agentsv1beta1.Sandbox{m1.Hub()},
+			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
 			wantWrites: []string{"create Sandbox/c", "status SandboxClaim/c"}, wantEvents: []string{coldNone}},
 		{name: "no member queued: cold",
-			claim: claimOf("c").Obj(), members: []*agentsv1alpha1.Sandbox{m1.Obj()},
-			wantSandbox: "c", wantLaunch: extv1alpha1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
+			claim: claimOf("c").Hub(), members: []*agentsv1beta1.Sandbox{m1.Hub()},
+			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
 			wantWrites: []string{"create Sandbox/c", "status SandboxClaim/c"}, wantEvents: []string{coldNoReady}},
 		{name: "a queued member that stopped being ready is passed over",
-			claim:       claimOf("c").Obj(),
-			members:     []*agentsv1alpha1.Sandbox{m1.Clone().Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPodNotReady}).Obj()},
-			queued:      []*agentsv1alpha1.Sandbox{m1.Obj()},
-			wantSandbox: "c", wantLaunch: extv1alpha1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
+			claim:       claimOf("c").Hub(),
+			members:     []*agentsv1beta1.Sandbox{m1.Clone().Condition(metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonPodNotReady}).Hub()},
+			queued:      []*agentsv1beta1.Sandbox{m1.Hub()},
+			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
 			wantWrites: []string{"create Sandbox/c", "status SandboxClaim/c"}, wantEvents: []string{coldNoReady}},
 		{name: "a member whose spec was changed since its pool made it is passed over",
-			claim:       claimOf("c").Obj(),
-			members:     []*agentsv1alpha1.Sandbox{m1.Clone().Generation(2).Obj()},
-			queued:      []*agentsv1alpha1.Sandbox{m1.Clone().Generation(2).Obj()},
-			wantSandbox: "c", wantLaunch: extv1alpha1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
+			claim:       claimOf("c").Hub(),
+			members:     []*agentsv1beta1.Sandbox{m1.Clone().Generation(2).Hub()},
+			queued:      []*agentsv1beta1.Sandbox{m1.Clone().Generation(2).Hub()},
+			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
 			wantWrites: []string{"create Sandbox/c", "status SandboxClaim/c"}, wantEvents: []string{coldNoReady}},
 		{name: "only members of the pool the claim names",
-			claim:       claimOf("c").WarmPool("pool").Obj(),
-			members:     []*agentsv1alpha1.Sandbox{warmMember(warmPool("other"), tmpl, "o1", "10.0.0.9").Obj(), m1.Obj()},
-			queued:      []*agentsv1alpha1.Sandbox{warmMember(warmPool("other"), tmpl, "o1", "10.0.0.9").Obj(), m1.Obj()},
-			wantSandbox: "m1", wantLaunch: extv1alpha1.LaunchTypeWarm, wantReady: metav1.ConditionTrue,
+			claim:       claimOf("c").WarmPool("pool").Hub(),
+			members:     []*agentsv1beta1.Sandbox{warmMember(warmPool("other"), tmpl, "o1", "10.0.0.9").Hub(), m1.Hub()},
+			queued:      []*agentsv1beta1.Sandbox{warmMember(warmPool("other"), tmpl, "o1", "10.0.0.9").Hub(), m1.Hub()},
+			wantSandbox: "m1", wantLaunch: extv1beta1.LaunchTypeWarm, wantReady: metav1.ConditionTrue,
 			wantWrites: []string{"patch Sandbox/m1", "status SandboxClaim/c"}},
 		{name: "a pool the claim names that does not exist: cold, and the claim's owner is warned",
-			claim: claimOf("c").WarmPool("typo").Obj(), members: []*agentsv1alpha1.Sandbox{m1.Obj()}, queued: []*agentsv1alpha1.Sandbox{m1.Obj()},
-			wantSandbox: "c", wantLaunch: extv1alpha1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
+			claim: claimOf("c").WarmPool("typo").Hub(), members: []*agentsv1beta1.Sandbox{m1.Hub()}, queued: []*agentsv1beta1.Sandbox{m1.Hub()},
+			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
 			wantWrites: []string{"create Sandbox/c", "status SandboxClaim/c"},
 			wantEvents: []string{"Warning WarmPoolNotFound SandboxWarmPool \"typo\" not found; starting a Sandbox from the template instead", coldNoReady}},
 		{name: "a member of an older template revision in a Recreate pool is passed over",
-			claim:       claimOf("c").Obj(),
-			members:     []*agentsv1alpha1.Sandbox{m1.Clone().Label(extv1alpha1.TemplateHashLabel, "older").Obj()},
-			queued:      []*agentsv1alpha1.Sandbox{m1.Clone().Label(extv1alpha1.TemplateHashLabel, "older").Obj()},
-			extra:       []client.Object{testwrap.MakeWarmPool(ns, "pool").UID("pool-uid").Template("python").UpdateStrategy(extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType).Obj()},
-			wantSandbox: "c", wantLaunch: extv1alpha1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
+			claim:       claimOf("c").Hub(),
+			members:     []*agentsv1beta1.Sandbox{m1.Clone().Label(extv1beta1.TemplateHashLabel, "older").Hub()},
+			queued:      []*agentsv1beta1.Sandbox{m1.Clone().Label(extv1beta1.TemplateHashLabel, "older").Hub()},
+			extra:       []client.Object{testwrap.MakeWarmPool(ns, "pool").UID("pool-uid").Template("python").UpdateStrategy(extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType).Hub()},
+			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
 			wantWrites: []string{"create Sandbox/c", "status SandboxClaim/c"}, wantEvents: []string{coldNoReady}},
 		{name: "a member of an older template revision in an OnReplenish pool is still served",
-			claim:       claimOf("c").Obj(),
-			members:     []*agentsv1alpha1.Sandbox{m1.Clone().Label(extv1alpha1.TemplateHashLabel, "older").Obj()},
-			queued:      []*agentsv1alpha1.Sandbox{m1.Clone().Label(extv1alpha1.TemplateHashLabel, "older").Obj()},
+			claim:       claimOf("c").Hub(),
+			members:     []*agentsv1beta1.Sandbox{m1.Clone().Label(extv1beta1.TemplateHashLabel, "older").Hub()},
+			queued:      []*agentsv1beta1.Sandbox{m1.Clone().Label(extv1beta1.TemplateHashLabel, "older").Hub()},
 			extra:       []client.Object{pool},
-			wantSandbox: "m1", wantLaunch: extv1alpha1.LaunchTypeWarm, wantReady: metav1.ConditionTrue,
+			wantSandbox: "m1", wantLaunch: extv1beta1.LaunchTypeWarm, wantReady: metav1.ConditionTrue,
 			wantWrites: []string{"patch Sandbox/m1", "status SandboxClaim/c"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := append([]client.Object{tmpl, tc.claim}, tc.extra...)
-			if !slices.ContainsFunc(tc.extra, func(o client.Object) bool { _, ok := o.(*extv1alpha1.SandboxWarmPool); return ok }) {
+			if !slices.ContainsFunc(tc.extra, func(o client.Object) bool { _, ok := o.(*extv1beta1.SandboxWarmPool); return ok }) {
 				objs = append(objs, pool)
 			}
 			var memberNames []string
@@ -147,7 +148,7 @@ func TestReconcileServesAClaimWarmOrCold(t *testing.T) {
 			}
 			assertServedBy(t, g, "c", tc.wantSandbox, tc.wantLaunch)
 			assertPoolStillOwns(t, g, slices.DeleteFunc(memberNames, func(n string) bool { return n == tc.wantSandbox })...)
-			if got := meta.FindStatusCondition(g.claim("c").Status.Conditions, extv1alpha1.ClaimConditionReady); got == nil || got.Status != tc.wantReady {
+			if got := meta.FindStatusCondition(g.claim("c").Status.Conditions, extv1beta1.ClaimConditionReady); got == nil || got.Status != tc.wantReady {
 				t.Errorf("claim Ready condition %+v, want status %s", got, tc.wantReady)
 			}
 			if d := cmp.Diff(tc.wantWrites, g.takeWrites()); d != "" {
@@ -164,24 +165,24 @@ func TestReconcileServesAClaimWarmOrCold(t *testing.T) {
 // member m1 unclaimed and hand it to different claims: the optimistic lock lets one win, and
 // the loser takes the next member or starts cold. A member is never given to two claims.
 func TestTwoReplicasRacingForOneMember(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	pool := warmPool("pool")
-	m1, m2 := warmMember(pool, tmpl, "m1", "10.0.0.1").Obj(), warmMember(pool, tmpl, "m2", "10.0.0.2").Obj()
+	m1, m2 := warmMember(pool, tmpl, "m1", "10.0.0.1").Hub(), warmMember(pool, tmpl, "m2", "10.0.0.2").Hub()
 	cases := []struct {
 		name        string
-		members     []*agentsv1alpha1.Sandbox
+		members     []*agentsv1beta1.Sandbox
 		wantLoser   string
 		wantLaunch  string
 		wantLoserWr []string
 	}{
-		{"the loser takes the next member", []*agentsv1alpha1.Sandbox{m1, m2}, "m2", extv1alpha1.LaunchTypeWarm,
+		{"the loser takes the next member", []*agentsv1beta1.Sandbox{m1, m2}, "m2", extv1beta1.LaunchTypeWarm,
 			[]string{"patch Sandbox/m1", "patch Sandbox/m2", "status SandboxClaim/b"}},
-		{"the loser starts cold when no member is left", []*agentsv1alpha1.Sandbox{m1}, "b", extv1alpha1.LaunchTypeCold,
+		{"the loser starts cold when no member is left", []*agentsv1beta1.Sandbox{m1}, "b", extv1beta1.LaunchTypeCold,
 			[]string{"patch Sandbox/m1", "create Sandbox/b", "status SandboxClaim/b"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := []client.Object{tmpl, pool, claimOf("a").Obj(), claimOf("b").Obj()}
+			objs := []client.Object{tmpl, pool, claimOf("a").Hub(), claimOf("b").Hub()}
 			for _, m := range tc.members {
 				objs = append(objs, m)
 			}
@@ -196,7 +197,7 @@ func TestTwoReplicasRacingForOneMember(t *testing.T) {
 			if _, err := g.reconcileWith(other, "b"); err != nil {
 				t.Fatalf("the losing claim's reconcile: %v, want it served anyway", err)
 			}
-			assertServedBy(t, g, "a", "m1", extv1alpha1.LaunchTypeWarm)
+			assertServedBy(t, g, "a", "m1", extv1beta1.LaunchTypeWarm)
 			assertServedBy(t, g, "b", tc.wantLoser, tc.wantLaunch)
 			if d := cmp.Diff(tc.wantLoserWr, g.takeWrites()); d != "" {
 				t.Errorf("the loser's API writes (-want +got): its patch of m1 conflicts once and is not retried on a member taken\n%s", d)
@@ -208,10 +209,10 @@ func TestTwoReplicasRacingForOneMember(t *testing.T) {
 // The cached copy of a member can be older than the API server's (a status write the watch has
 // not delivered): the conflicting patch is retried once on the live object.
 func TestAdoptionRetriesAStaleCopyOnTheLiveMember(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	pool := warmPool("pool")
-	m1 := warmMember(pool, tmpl, "m1", "10.0.0.1").Obj()
-	g := newRig(t, tmpl, pool, m1, claimOf("c").Obj())
+	m1 := warmMember(pool, tmpl, "m1", "10.0.0.1").Hub()
+	g := newRig(t, tmpl, pool, m1, claimOf("c").Hub())
 	g.offer(g.r, m1)
 	g.freezeCache()
 	live := g.sandbox("m1")
@@ -220,7 +221,7 @@ func TestAdoptionRetriesAStaleCopyOnTheLiveMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.mustReconcile("c")
-	assertServedBy(t, g, "c", "m1", extv1alpha1.LaunchTypeWarm)
+	assertServedBy(t, g, "c", "m1", extv1beta1.LaunchTypeWarm)
 	want := []string{"patch Sandbox/m1", "patch Sandbox/m1", "status SandboxClaim/c"}
 	if d := cmp.Diff(want, g.takeWrites()); d != "" {
 		t.Errorf("API writes (-want +got):\n%s", d)
@@ -230,12 +231,12 @@ func TestAdoptionRetriesAStaleCopyOnTheLiveMember(t *testing.T) {
 // However many members are queued, one reconcile tries at most maxAdoptAttempts of them before
 // it starts cold: a claim is never held up by a pool it cannot take from.
 func TestAdoptionGivesUpAfterMaxAttempts(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	pool := warmPool("pool")
-	objs := []client.Object{tmpl, pool, claimOf("c").Obj()}
-	var members []*agentsv1alpha1.Sandbox
+	objs := []client.Object{tmpl, pool, claimOf("c").Hub()}
+	var members []*agentsv1beta1.Sandbox
 	for _, name := range []string{"m1", "m2", "m3", "m4", "m5", "m6", "m7"} {
-		m := warmMember(pool, tmpl, name, "10.0.0.1").Obj()
+		m := warmMember(pool, tmpl, name, "10.0.0.1").Hub()
 		members = append(members, m)
 		objs = append(objs, m)
 	}
@@ -243,7 +244,7 @@ func TestAdoptionGivesUpAfterMaxAttempts(t *testing.T) {
 	g.offer(g.r, members...)
 	g.failWrites("patch", "Sandbox", apierrors.NewConflict(sandboxGR, "member", errors.New("taken")))
 	g.mustReconcile("c")
-	assertServedBy(t, g, "c", "c", extv1alpha1.LaunchTypeCold)
+	assertServedBy(t, g, "c", "c", extv1beta1.LaunchTypeCold)
 	tried := map[string]int{}
 	for _, w := range g.takeWrites() {
 		if name, ok := strings.CutPrefix(w, "patch Sandbox/"); ok {
@@ -258,19 +259,19 @@ func TestAdoptionGivesUpAfterMaxAttempts(t *testing.T) {
 // An API error on the adopting patch fails the reconcile (it is retried) and says so on the
 // claim; the member stays in the pool and in the warm queue, so the retry still serves it warm.
 func TestAdoptionAPIErrorKeepsTheMemberForTheRetry(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	pool := warmPool("pool")
-	m1 := warmMember(pool, tmpl, "m1", "10.0.0.1").Obj()
-	g := newRig(t, tmpl, pool, m1, claimOf("c").Obj())
+	m1 := warmMember(pool, tmpl, "m1", "10.0.0.1").Hub()
+	g := newRig(t, tmpl, pool, m1, claimOf("c").Hub())
 	g.offer(g.r, m1)
 	boom := apierrors.NewInternalError(errors.New("etcd timeout"))
 	g.failWrites("patch", "Sandbox", boom)
 	if _, err := g.reconcile("c"); !apierrors.IsInternalError(err) {
 		t.Fatalf("Reconcile error %v, want the API server's error (the claim is retried)", err)
 	}
-	ready := meta.FindStatusCondition(g.claim("c").Status.Conditions, extv1alpha1.ClaimConditionReady)
-	if ready == nil || ready.Reason != agentsv1alpha1.ReasonReconcilerError || !strings.Contains(ready.Message, "etcd timeout") {
-		t.Errorf("claim Ready condition %+v, want reason %s naming the error", ready, agentsv1alpha1.ReasonReconcilerError)
+	ready := meta.FindStatusCondition(g.claim("c").Status.Conditions, extv1beta1.ClaimConditionReady)
+	if ready == nil || ready.Reason != agentsv1beta1.ReasonReconcilerError || !strings.Contains(ready.Message, "etcd timeout") {
+		t.Errorf("claim Ready condition %+v, want reason %s naming the error", ready, agentsv1beta1.ReasonReconcilerError)
 	}
 	if d := cmp.Diff([]string{"m1"}, g.sandboxNames()); d != "" {
 		t.Errorf("Sandboxes (-want +got), none created on an error:\n%s", d)
@@ -279,5 +280,5 @@ func TestAdoptionAPIErrorKeepsTheMemberForTheRetry(t *testing.T) {
 
 	g.failWrites("patch", "Sandbox", nil)
 	g.mustReconcile("c")
-	assertServedBy(t, g, "c", "m1", extv1alpha1.LaunchTypeWarm)
+	assertServedBy(t, g, "c", "m1", extv1beta1.LaunchTypeWarm)
 }

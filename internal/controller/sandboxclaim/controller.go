@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
@@ -74,10 +74,10 @@ type Reconciler struct {
 	// bindings remember, per claim (and its UID), the Sandbox this process gave it until the
 	// cache shows that ownership: a reconcile running on a cache that lags its own writes must
 	// not hand the claim a second Sandbox.
-	bindings *expectations.Store[types.UID, *agentsv1alpha1.Sandbox]
+	bindings *expectations.Store[types.UID, *agentsv1beta1.Sandbox]
 	// written remembers the last status written per claim until the cache shows it (see
 	// writeStatus).
-	written *expectations.Store[types.UID, *extv1alpha1.SandboxClaimStatus]
+	written *expectations.Store[types.UID, *extv1beta1.SandboxClaimStatus]
 }
 
 // New returns a claim reconciler that reads through c (the cache) and, where the cache cannot
@@ -100,8 +100,8 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
-	r.bindings = expectations.New[types.UID, *agentsv1alpha1.Sandbox](r.clock, expectations.CacheLag)
-	r.written = expectations.New[types.UID, *extv1alpha1.SandboxClaimStatus](r.clock, expectations.CacheLag)
+	r.bindings = expectations.New[types.UID, *agentsv1beta1.Sandbox](r.clock, expectations.CacheLag)
+	r.written = expectations.New[types.UID, *extv1beta1.SandboxClaimStatus](r.clock, expectations.CacheLag)
 	return r
 }
 
@@ -122,7 +122,7 @@ func (e *userError) Error() string { return e.message }
 // Reconcile gets the claim a Sandbox (once), enforces its lifecycle and mirrors its status.
 // The status is written once, at the end; events and follow-up writes come after it.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	claim := &extv1alpha1.SandboxClaim{}
+	claim := &extv1beta1.SandboxClaim{}
 	if err := r.client.Get(ctx, req.NamespacedName, claim); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
@@ -203,7 +203,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 	if becameExpired(p.original, claim) {
 		// The claim outlives its expired Sandbox (shutdownPolicy Retain, the default): say so
 		// where its owner looks, once.
-		p.event(corev1.EventTypeNormal, agentsv1alpha1.ReasonExpired,
+		p.event(corev1.EventTypeNormal, agentsv1beta1.ReasonExpired,
 			"Sandbox %q expired and was retained; this claim stays until it is deleted", sb.Name)
 	}
 	if at, _ := expiry(claim, r.clock.Now()); !at.IsZero() {
@@ -215,10 +215,10 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) (ctrl.Result, error
 
 // boundSandbox finds the claim's Sandbox: the one its status names, else any Sandbox it
 // controls (a crash between adopting and writing status leaves exactly that).
-func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, error) {
+func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
 	key := client.ObjectKeyFromObject(claim)
 	if mine, ok := r.bindings.Get(key, claim.UID); ok {
-		cached := &agentsv1alpha1.Sandbox{}
+		cached := &agentsv1beta1.Sandbox{}
 		err := r.client.Get(ctx, client.ObjectKeyFromObject(mine), cached)
 		switch {
 		case err == nil && ownedBy(cached, claim):
@@ -232,7 +232,7 @@ func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.Sandbo
 		}
 	}
 	if name := claim.Status.SandboxStatus.Name; name != "" {
-		sb := &agentsv1alpha1.Sandbox{}
+		sb := &agentsv1beta1.Sandbox{}
 		err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, sb)
 		if err == nil && ownedBy(sb, claim) {
 			return sb, nil
@@ -241,7 +241,7 @@ func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.Sandbo
 			return nil, err
 		}
 	}
-	list := &agentsv1alpha1.SandboxList{}
+	list := &agentsv1beta1.SandboxList{}
 	if err := r.client.List(ctx, list, client.InNamespace(claim.Namespace),
 		client.MatchingFields{index.SandboxControllerUID: string(claim.UID)}); err != nil {
 		return nil, err
@@ -256,8 +256,8 @@ func (r *Reconciler) boundSandbox(ctx context.Context, claim *extv1alpha1.Sandbo
 
 // liveSandbox reads the Sandbox the claim's status names from the API server, not the cache;
 // nil when it is gone, being deleted or no longer the claim's.
-func (r *Reconciler) liveSandbox(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*agentsv1alpha1.Sandbox, error) {
-	sb := &agentsv1alpha1.Sandbox{}
+func (r *Reconciler) liveSandbox(ctx context.Context, claim *extv1beta1.SandboxClaim) (*agentsv1beta1.Sandbox, error) {
+	sb := &agentsv1beta1.Sandbox{}
 	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Status.SandboxStatus.Name}, sb)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -274,11 +274,11 @@ func (r *Reconciler) liveSandbox(ctx context.Context, claim *extv1alpha1.Sandbox
 // the owning claim, and they keep the warm queue current so adoption needs no List.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&extv1alpha1.SandboxClaim{}).
-		Owns(&agentsv1alpha1.Sandbox{}).
-		Watches(&agentsv1alpha1.Sandbox{}, warmQueueFeeder(r.queue)).
-		Watches(&extv1alpha1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate)).
-		Watches(&extv1alpha1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool), builder.WithPredicates(poolCreated)).
+		For(&extv1beta1.SandboxClaim{}).
+		Owns(&agentsv1beta1.Sandbox{}).
+		Watches(&agentsv1beta1.Sandbox{}, warmQueueFeeder(r.queue)).
+		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate)).
+		Watches(&extv1beta1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool), builder.WithPredicates(poolCreated)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Named("sandboxclaim").
 		Complete(r)
@@ -291,7 +291,7 @@ func (r *Reconciler) unboundClaimsOfTemplate(ctx context.Context, o client.Objec
 
 // unboundClaims lists the claims of a namespace matching an index that no Sandbox serves yet.
 func (r *Reconciler) unboundClaims(ctx context.Context, ns string, match client.MatchingFields) []reconcile.Request {
-	claims := &extv1alpha1.SandboxClaimList{}
+	claims := &extv1beta1.SandboxClaimList{}
 	if err := r.client.List(ctx, claims, client.InNamespace(ns), match); err != nil {
 		return nil
 	}

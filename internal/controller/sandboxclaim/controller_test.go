@@ -13,16 +13,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-var claimGVK = extv1alpha1.GroupVersion.WithKind("SandboxClaim")
+var claimGVK = extv1beta1.GroupVersion.WithKind("SandboxClaim")
 
-func readyOf(t *testing.T, claim *extv1alpha1.SandboxClaim) metav1.Condition {
+func readyOf(t *testing.T, claim *extv1beta1.SandboxClaim) metav1.Condition {
 	t.Helper()
-	c := meta.FindStatusCondition(claim.Status.Conditions, extv1alpha1.ClaimConditionReady)
+	c := meta.FindStatusCondition(claim.Status.Conditions, extv1beta1.ClaimConditionReady)
 	if c == nil {
 		t.Fatalf("claim %s has no Ready condition; conditions %+v", claim.Name, claim.Status.Conditions)
 	}
@@ -31,12 +31,12 @@ func readyOf(t *testing.T, claim *extv1alpha1.SandboxClaim) metav1.Condition {
 
 func TestColdStartBuildsTheClaimsOwnSandbox(t *testing.T) {
 	claim := claimOf("c").WarmPool("none").Label("team", "a").Annotation("note", "x").
-		Label("agents.x-k8s.io/reserved", "forged").Obj()
-	g := newRig(t, pythonTemplate().Image("python:3.13").Obj(), claim)
+		Label("agents.x-k8s.io/reserved", "forged").Hub()
+	g := newRig(t, pythonTemplate().Image("python:3.13").Hub(), claim)
 	if res := g.mustReconcile("c"); res.RequeueAfter != 0 {
 		t.Errorf("requeue after %v, want none", res.RequeueAfter)
 	}
-	assertServedBy(t, g, "c", "c", extv1alpha1.LaunchTypeCold)
+	assertServedBy(t, g, "c", "c", extv1beta1.LaunchTypeCold)
 	sb := g.sandbox("c")
 	if sb.Labels["team"] != "a" || sb.Annotations["note"] != "x" {
 		t.Errorf("Sandbox labels %v annotations %v, want the claim's own team=a and note=x copied", sb.Labels, sb.Annotations)
@@ -44,15 +44,15 @@ func TestColdStartBuildsTheClaimsOwnSandbox(t *testing.T) {
 	if v, ok := sb.Labels["agents.x-k8s.io/reserved"]; ok {
 		t.Errorf("the claim's reserved label reached the Sandbox (%q); only the controllers set those", v)
 	}
-	if got := sb.Annotations[extv1alpha1.TemplateRefAnnotation]; got != "python" {
+	if got := sb.Annotations[extv1beta1.TemplateRefAnnotation]; got != "python" {
 		t.Errorf("template annotation %q, want python", got)
 	}
 	if got := sb.Spec.PodTemplate.Spec.Containers[0].Image; got != "python:3.13" {
 		t.Errorf("pod image %q, want the template's python:3.13", got)
 	}
 	got := g.claim("c")
-	if ready := readyOf(t, got); ready.Status != metav1.ConditionFalse || ready.Reason != extv1alpha1.ReasonSandboxNotReady {
-		t.Errorf("Ready %+v, want False/%s until the Sandbox controller reports", ready, extv1alpha1.ReasonSandboxNotReady)
+	if ready := readyOf(t, got); ready.Status != metav1.ConditionFalse || ready.Reason != extv1beta1.ReasonSandboxNotReady {
+		t.Errorf("Ready %+v, want False/%s until the Sandbox controller reports", ready, extv1beta1.ReasonSandboxNotReady)
 	}
 	if got.Status.SandboxStatus.PodIPs != nil {
 		t.Errorf("podIPs %v, want none before the Sandbox is Ready", got.Status.SandboxStatus.PodIPs)
@@ -66,8 +66,8 @@ func TestColdStartBuildsTheClaimsOwnSandbox(t *testing.T) {
 // A claim that cannot get a Sandbox says why on its Ready condition. Bad input is not retried
 // (the claim's next change or its template's brings it back); an API error is.
 func TestClaimReportsWhyItHasNoSandbox(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
-	foreign := testwrap.MakeSandbox(ns, "c").UID("foreign-uid").Obj()
+	tmpl := pythonTemplate().Hub()
+	foreign := testwrap.MakeSandbox(ns, "c").UID("foreign-uid").Hub()
 	boom := apierrors.NewInternalError(errors.New("etcd timeout"))
 	cases := []struct {
 		name      string
@@ -80,15 +80,15 @@ func TestClaimReportsWhyItHasNoSandbox(t *testing.T) {
 		wantMessage   string
 		wantSandboxes []string
 	}{
-		{name: "the template is missing", objs: []client.Object{claimOf("c").Obj()},
-			wantReason: extv1alpha1.ReasonTemplateNotFound, wantMessage: `SandboxTemplate "python" not found`},
-		{name: "env the template does not allow", objs: []client.Object{tmpl, claimOf("c").Env("A", "1").Obj()},
-			wantReason: extv1alpha1.ReasonEnvVarsInjectionRejected, wantMessage: "envVarsInjectionPolicy is Disallowed"},
-		{name: "a Sandbox of the claim's name that is someone else's", objs: []client.Object{tmpl, claimOf("c").Obj(), foreign},
-			wantReason: extv1alpha1.ReasonSandboxNotOwned, wantMessage: `a Sandbox named "c" exists and is not owned by this claim`,
+		{name: "the template is missing", objs: []client.Object{claimOf("c").Hub()},
+			wantReason: extv1beta1.ReasonTemplateNotFound, wantMessage: `SandboxTemplate "python" not found`},
+		{name: "env the template does not allow", objs: []client.Object{tmpl, claimOf("c").Env("A", "1").Hub()},
+			wantReason: extv1beta1.ReasonEnvVarsInjectionRejected, wantMessage: "envVarsInjectionPolicy is Disallowed"},
+		{name: "a Sandbox of the claim's name that is someone else's", objs: []client.Object{tmpl, claimOf("c").Hub(), foreign},
+			wantReason: extv1beta1.ReasonSandboxNotOwned, wantMessage: `a Sandbox named "c" exists and is not owned by this claim`,
 			wantSandboxes: []string{"c"}},
-		{name: "creating the Sandbox fails", objs: []client.Object{tmpl, claimOf("c").Obj()}, faultVerb: "create", faultKind: "Sandbox",
-			wantErr: true, wantReason: agentsv1alpha1.ReasonReconcilerError, wantMessage: "etcd timeout"},
+		{name: "creating the Sandbox fails", objs: []client.Object{tmpl, claimOf("c").Hub()}, faultVerb: "create", faultKind: "Sandbox",
+			wantErr: true, wantReason: agentsv1beta1.ReasonReconcilerError, wantMessage: "etcd timeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,7 +115,7 @@ func TestClaimReportsWhyItHasNoSandbox(t *testing.T) {
 
 // A failed status write fails the reconcile, and the events wait for the status they describe.
 func TestStatusWriteErrorIsRetried(t *testing.T) {
-	g := newRig(t, pythonTemplate().Obj(), claimOf("c").Obj())
+	g := newRig(t, pythonTemplate().Hub(), claimOf("c").Hub())
 	g.failWrites("status", "SandboxClaim", apierrors.NewInternalError(errors.New("etcd timeout")))
 	if _, err := g.reconcile("c"); !apierrors.IsInternalError(err) {
 		t.Fatalf("Reconcile error %v, want the status write's error", err)
@@ -125,7 +125,7 @@ func TestStatusWriteErrorIsRetried(t *testing.T) {
 	}
 	g.failWrites("status", "SandboxClaim", nil)
 	g.mustReconcile("c")
-	assertServedBy(t, g, "c", "c", extv1alpha1.LaunchTypeCold)
+	assertServedBy(t, g, "c", "c", extv1beta1.LaunchTypeCold)
 	if d := cmp.Diff([]string{"create Sandbox/c", "status SandboxClaim/c", "status SandboxClaim/c"}, g.takeWrites()); d != "" {
 		t.Errorf("API writes (-want +got), the retry creates nothing new:\n%s", d)
 	}
@@ -135,25 +135,25 @@ func TestStatusWriteErrorIsRetried(t *testing.T) {
 // cold, by a Sandbox it creates.
 type servedCase struct {
 	name        string
-	claim       *extv1alpha1.SandboxClaim
+	claim       *extv1beta1.SandboxClaim
 	wantSandbox string
 	wantLaunch  string
 }
 
 func servedWarmOrCold() []servedCase {
 	return []servedCase{
-		{"warm: the member it adopted", claimOf("c").Obj(), "m1", extv1alpha1.LaunchTypeWarm},
-		{"cold: the Sandbox it created", claimOf("c").WarmPool("none").Obj(), "c", extv1alpha1.LaunchTypeCold},
+		{"warm: the member it adopted", claimOf("c").Hub(), "m1", extv1beta1.LaunchTypeWarm},
+		{"cold: the Sandbox it created", claimOf("c").WarmPool("none").Hub(), "c", extv1beta1.LaunchTypeCold},
 	}
 }
 
 // newServedRig holds the python template, pool "pool" with its warm members m1 and m2 in the
 // warm queue, and claim.
-func newServedRig(t *testing.T, claim *extv1alpha1.SandboxClaim) *rig {
+func newServedRig(t *testing.T, claim *extv1beta1.SandboxClaim) *rig {
 	t.Helper()
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	pool := warmPool("pool")
-	m1, m2 := warmMember(pool, tmpl, "m1", "10.0.0.1").Obj(), warmMember(pool, tmpl, "m2", "10.0.0.2").Obj()
+	m1, m2 := warmMember(pool, tmpl, "m1", "10.0.0.1").Hub(), warmMember(pool, tmpl, "m2", "10.0.0.2").Hub()
 	g := newRig(t, tmpl, pool, m1, m2, claim)
 	g.offer(g.r, m1, m2)
 	return g
@@ -208,17 +208,17 @@ func TestRetryAfterAFailedStatusWriteKeepsTheSandbox(t *testing.T) {
 // A restarted controller has no memory of its writes: a cold create that already happened is
 // recognised by the Sandbox's name and owner, not made again.
 func TestColdCreateThatAlreadyHappenedIsTakenOver(t *testing.T) {
-	claim := claimOf("c").WarmPool("none").Obj()
-	g := newRig(t, pythonTemplate().Obj(), claim)
+	claim := claimOf("c").WarmPool("none").Hub()
+	g := newRig(t, pythonTemplate().Hub(), claim)
 	g.freezeCache()
 	mine := testwrap.MakeSandbox(ns, "c").UID("c-sb-uid").ControlledBy(claim, claimGVK).
-		Label(extv1alpha1.ClaimUIDLabel, string(claim.UID)).Label(extv1alpha1.LaunchTypeLabel, extv1alpha1.LaunchTypeCold).
-		ReadyWith("10.0.0.3").Obj()
+		Label(extv1beta1.ClaimUIDLabel, string(claim.UID)).Label(extv1beta1.LaunchTypeLabel, extv1beta1.LaunchTypeCold).
+		ReadyWith("10.0.0.3").Hub()
 	if err := g.api.Create(context.Background(), mine); err != nil {
 		t.Fatal(err)
 	}
 	g.mustReconcile("c")
-	assertServedBy(t, g, "c", "c", extv1alpha1.LaunchTypeCold)
+	assertServedBy(t, g, "c", "c", extv1beta1.LaunchTypeCold)
 	if got := g.claim("c").Status.SandboxStatus.PodIPs; !cmp.Equal(got, []string{"10.0.0.3"}) {
 		t.Errorf("podIPs %v, want the existing Sandbox's", got)
 	}
@@ -230,26 +230,26 @@ func TestColdCreateThatAlreadyHappenedIsTakenOver(t *testing.T) {
 // The claim's status names a Sandbox the cache does not show as the claim's: the API server
 // decides. A Sandbox deleted under the claim is reported, never silently replaced.
 func TestStatusNamesASandboxTheCacheDoesNotShow(t *testing.T) {
-	claim := claimOf("c").ReadyWith("c-sb", "10.0.0.3").Obj()
+	claim := claimOf("c").ReadyWith("c-sb", "10.0.0.3").Hub()
 	mine := testwrap.MakeSandbox(ns, "c-sb").UID("c-sb-uid").ControlledBy(claim, claimGVK).ReadyWith("10.0.0.3")
 	cases := []struct {
 		name       string
-		inAPI      *agentsv1alpha1.Sandbox // created after the cache froze; nil: none
-		deleting   bool                    // and then deleted (a finalizer holds it)
+		inAPI      *agentsv1beta1.Sandbox // created after the cache froze; nil: none
+		deleting   bool                   // and then deleted (a finalizer holds it)
 		wantReady  metav1.ConditionStatus
 		wantReason string
 		wantIPs    []string
 	}{
-		{"the API server has it: it still serves the claim", mine.Obj(), false, metav1.ConditionTrue, agentsv1alpha1.ReasonReady, []string{"10.0.0.3"}},
-		{"deleted: the claim says so", nil, false, metav1.ConditionFalse, extv1alpha1.ReasonSandboxMissing, nil},
-		{"being deleted: the claim says so", mine.Clone().Finalizers("test/hold").Obj(), true,
-			metav1.ConditionFalse, extv1alpha1.ReasonSandboxMissing, nil},
-		{"now someone else's: the claim says so", testwrap.MakeSandbox(ns, "c-sb").UID("other-uid").ReadyWith("10.0.0.3").Obj(), false,
-			metav1.ConditionFalse, extv1alpha1.ReasonSandboxMissing, nil},
+		{"the API server has it: it still serves the claim", mine.Hub(), false, metav1.ConditionTrue, agentsv1beta1.ReasonReady, []string{"10.0.0.3"}},
+		{"deleted: the claim says so", nil, false, metav1.ConditionFalse, extv1beta1.ReasonSandboxMissing, nil},
+		{"being deleted: the claim says so", mine.Clone().Finalizers("test/hold").Hub(), true,
+			metav1.ConditionFalse, extv1beta1.ReasonSandboxMissing, nil},
+		{"now someone else's: the claim says so", testwrap.MakeSandbox(ns, "c-sb").UID("other-uid").ReadyWith("10.0.0.3").Hub(), false,
+			metav1.ConditionFalse, extv1beta1.ReasonSandboxMissing, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRig(t, pythonTemplate().Obj(), claim)
+			g := newRig(t, pythonTemplate().Hub(), claim)
 			g.freezeCache()
 			if tc.inAPI != nil {
 				if err := g.api.Create(context.Background(), tc.inAPI); err != nil {
@@ -280,45 +280,45 @@ func TestStatusNamesASandboxTheCacheDoesNotShow(t *testing.T) {
 
 // The claim mirrors its Sandbox: Ready (with podIPs only once Ready) and Finished.
 func TestClaimMirrorsItsSandbox(t *testing.T) {
-	claim := claimOf("c").SandboxStatus("c-sb").Obj()
+	claim := claimOf("c").SandboxStatus("c-sb").Hub()
 	sb := func() *testwrap.SandboxWrapper {
 		return testwrap.MakeSandbox(ns, "c-sb").UID("c-sb-uid").ControlledBy(claim, claimGVK)
 	}
 	finishedAt := testNow.Add(-time.Minute).Truncate(time.Second)
 	cases := []struct {
 		name         string
-		sandbox      *agentsv1alpha1.Sandbox
+		sandbox      *agentsv1beta1.Sandbox
 		wantReady    metav1.Condition
 		wantIPs      []string
 		wantFinished *metav1.Condition
 		wantEvents   []string
 	}{
 		{name: "no report yet",
-			sandbox:   sb().Obj(),
-			wantReady: metav1.Condition{Status: metav1.ConditionFalse, Reason: extv1alpha1.ReasonSandboxNotReady, Message: "Waiting for the Sandbox controller to report on c-sb"}},
+			sandbox:   sb().Hub(),
+			wantReady: metav1.Condition{Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonSandboxNotReady, Message: "Waiting for the Sandbox controller to report on c-sb"}},
 		{name: "ready: podIPs appear",
-			sandbox:   sb().ReadyWith("10.0.0.3").Obj(),
-			wantReady: metav1.Condition{Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonReady}, wantIPs: []string{"10.0.0.3"}},
+			sandbox:   sb().ReadyWith("10.0.0.3").Hub(),
+			wantReady: metav1.Condition{Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonReady}, wantIPs: []string{"10.0.0.3"}},
 		{name: "not ready: its reason, and no podIPs though the pod has one",
-			sandbox: sb().PodIPs("10.0.0.3").Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse,
-				Reason: agentsv1alpha1.ReasonPodNotReady, Message: "container runtime not ready"}).Obj(),
-			wantReady: metav1.Condition{Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPodNotReady, Message: "container runtime not ready"}},
+			sandbox: sb().PodIPs("10.0.0.3").Condition(metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionFalse,
+				Reason: agentsv1beta1.ReasonPodNotReady, Message: "container runtime not ready"}).Hub(),
+			wantReady: metav1.Condition{Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonPodNotReady, Message: "container runtime not ready"}},
 		{name: "finished: the time it finished is kept, so ttlSecondsAfterFinished counts from it",
-			sandbox: sb().Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPodSucceeded}).
-				Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodSucceeded,
-					LastTransitionTime: metav1.NewTime(finishedAt)}).Obj(),
-			wantReady: metav1.Condition{Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPodSucceeded},
-			wantFinished: &metav1.Condition{Type: extv1alpha1.ClaimConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonPodSucceeded,
+			sandbox: sb().Condition(metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonPodSucceeded}).
+				Condition(metav1.Condition{Type: agentsv1beta1.SandboxConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodSucceeded,
+					LastTransitionTime: metav1.NewTime(finishedAt)}).Hub(),
+			wantReady: metav1.Condition{Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonPodSucceeded},
+			wantFinished: &metav1.Condition{Type: extv1beta1.ClaimConditionFinished, Status: metav1.ConditionTrue, Reason: agentsv1beta1.ReasonPodSucceeded,
 				LastTransitionTime: metav1.NewTime(finishedAt)}},
 		{name: "expired and retained: said once, on the claim",
-			sandbox: sb().Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonExpired,
-				Message: "shutdownTime passed"}).Obj(),
-			wantReady:  metav1.Condition{Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonExpired, Message: "shutdownTime passed"},
+			sandbox: sb().Condition(metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonExpired,
+				Message: "shutdownTime passed"}).Hub(),
+			wantReady:  metav1.Condition{Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonExpired, Message: "shutdownTime passed"},
 			wantEvents: []string{`Normal SandboxExpired Sandbox "c-sb" expired and was retained; this claim stays until it is deleted`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRig(t, pythonTemplate().Obj(), claim, tc.sandbox)
+			g := newRig(t, pythonTemplate().Hub(), claim, tc.sandbox)
 			g.mustReconcile("c")
 			got := g.claim("c")
 			ready := readyOf(t, got)
@@ -328,7 +328,7 @@ func TestClaimMirrorsItsSandbox(t *testing.T) {
 			if !cmp.Equal(got.Status.SandboxStatus.PodIPs, tc.wantIPs) {
 				t.Errorf("podIPs %v, want %v", got.Status.SandboxStatus.PodIPs, tc.wantIPs)
 			}
-			finished := meta.FindStatusCondition(got.Status.Conditions, extv1alpha1.ClaimConditionFinished)
+			finished := meta.FindStatusCondition(got.Status.Conditions, extv1beta1.ClaimConditionFinished)
 			if finished != nil {
 				finished.ObservedGeneration = 0
 			}
@@ -354,11 +354,11 @@ func TestReconcileLeavesGoneAndDeletingClaimsAlone(t *testing.T) {
 		objs []client.Object
 	}{
 		{"the claim is gone", nil},
-		{"the claim is being deleted", []client.Object{claimOf("c").Finalizers("test/hold").Deleting(testNow).Obj()}},
+		{"the claim is being deleted", []client.Object{claimOf("c").Finalizers("test/hold").Deleting(testNow).Hub()}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRig(t, append(tc.objs, pythonTemplate().Obj())...)
+			g := newRig(t, append(tc.objs, pythonTemplate().Hub())...)
 			if res := g.mustReconcile("c"); res.RequeueAfter != 0 {
 				t.Errorf("requeue after %v, want none", res.RequeueAfter)
 			}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/logtest"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -31,12 +32,12 @@ func (g *rig) reconcileLogged(claim string, v int) *logtest.Recorder {
 
 // Each decision on a claim is one V(2) line naming the Sandbox it concerns.
 func TestClaimDecisionsAreLoggedAtV2(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	pool := warmPool("pool")
 	cases := []struct {
 		name  string
 		objs  func() []*testwrap.SandboxWrapper
-		claim *extv1alpha1.SandboxClaim
+		claim *extv1beta1.SandboxClaim
 		msg   string
 		want  map[string]any // the values the line must carry (others may follow)
 	}{
@@ -44,30 +45,30 @@ func TestClaimDecisionsAreLoggedAtV2(t *testing.T) {
 			objs: func() []*testwrap.SandboxWrapper {
 				return []*testwrap.SandboxWrapper{warmMember(pool, tmpl, "m1", "10.0.0.1")}
 			},
-			claim: claimOf("c").Obj(), msg: "adopted a warm sandbox",
+			claim: claimOf("c").Hub(), msg: "adopted a warm sandbox",
 			want: map[string]any{"sandbox": logtest.Ref(ns, "m1"), "pool": logtest.Ref(ns, "pool"), "template": "python"}},
 		{name: "a cold start, and why",
-			claim: claimOf("c").WarmPool("none").Obj(), msg: "created a sandbox from the template (cold start)",
+			claim: claimOf("c").WarmPool("none").Hub(), msg: "created a sandbox from the template (cold start)",
 			want: map[string]any{"sandbox": logtest.Ref(ns, "c"), "template": "python", "why": "the claim's warmpool is none"}},
 		{name: "expiry under Retain deletes the Sandbox",
 			objs: func() []*testwrap.SandboxWrapper {
-				return []*testwrap.SandboxWrapper{testwrap.MakeSandbox(ns, "c").UID("c-sb-uid").ControlledBy(claimOf("c").Obj(), claimGVK)}
+				return []*testwrap.SandboxWrapper{testwrap.MakeSandbox(ns, "c").UID("c-sb-uid").ControlledBy(claimOf("c").Hub(), claimGVK)}
 			},
-			claim: claimOf("c").ShutdownTime(testNow.Add(-time.Minute)).ReadyWith("c").Obj(),
+			claim: claimOf("c").ShutdownTime(testNow.Add(-time.Minute)).ReadyWith("c").Hub(),
 			msg:   "deleting the expired claim's sandbox; the claim stays",
 			want:  map[string]any{"sandbox": logtest.Ref(ns, "c"), "shutdownPolicy": "Retain"}},
 		{name: "expiry under Delete deletes the claim",
-			claim: claimOf("c").ShutdownTime(testNow.Add(-time.Minute)).ShutdownPolicy(extv1alpha1.ShutdownPolicyDelete).Obj(),
+			claim: claimOf("c").ShutdownTime(testNow.Add(-time.Minute)).ShutdownPolicy(extv1alpha1.ShutdownPolicyDelete).Hub(),
 			msg:   "deleting the expired claim; its sandbox follows",
 			want:  map[string]any{"shutdownPolicy": "Delete"}},
 		{name: "a requeue at the coming expiry",
-			claim: claimOf("c").WarmPool("none").ShutdownTime(testNow.Add(time.Hour)).Obj(),
+			claim: claimOf("c").WarmPool("none").ShutdownTime(testNow.Add(time.Hour)).Hub(),
 			msg:   "requeue at the claim's expiry",
 			want:  map[string]any{"at": testNow.Add(time.Hour).String()}},
 		{name: "bad input reported, not returned",
-			claim: claimOf("c").Template("missing").Obj(),
+			claim: claimOf("c").Template("missing").Hub(),
 			msg:   "claim cannot be served as written",
-			want:  map[string]any{"reason": extv1alpha1.ReasonTemplateNotFound}},
+			want:  map[string]any{"reason": extv1beta1.ReasonTemplateNotFound}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,11 +78,11 @@ func TestClaimDecisionsAreLoggedAtV2(t *testing.T) {
 				members = tc.objs()
 			}
 			for _, m := range members {
-				objs = append(objs, m.Obj())
+				objs = append(objs, m.Hub())
 			}
 			g := newRig(t, objs...)
 			for _, m := range members {
-				g.offer(g.r, m.Obj())
+				g.offer(g.r, m.Hub())
 			}
 			if err := g.reconcileLogged("c", 2).Check(2, tc.msg, tc.want); err != nil {
 				t.Error(err)
@@ -95,17 +96,17 @@ func TestClaimDecisionsAreLoggedAtV2(t *testing.T) {
 // cold one (pod spec).
 func TestClaimEnvValuesAreNeverLogged(t *testing.T) {
 	const secret = "sk-live-0123456789"
-	tmpl := func(sandboxd string) *extv1alpha1.SandboxTemplate {
+	tmpl := func(sandboxd string) *extv1beta1.SandboxTemplate {
 		w := testwrap.MakeTemplate(ns, "python").UID(types.UID("python-env-decisions-uid-" + sandboxd)).
 			Containers(testwrap.RuntimeContainer()).EnvInjection(extv1alpha1.EnvVarsInjectionPolicyAllowed)
 		if sandboxd != "" {
-			w.Annotation(extv1alpha1.SandboxdContainerAnnotation, sandboxd)
+			w.Annotation(extv1beta1.SandboxdContainerAnnotation, sandboxd)
 		}
-		return w.Obj()
+		return w.Hub()
 	}
 	cases := []struct {
 		name    string
-		tmpl    *extv1alpha1.SandboxTemplate
+		tmpl    *extv1beta1.SandboxTemplate
 		msg     string
 		namesAt string // the key of the line listing the env's names
 	}{
@@ -115,9 +116,9 @@ func TestClaimEnvValuesAreNeverLogged(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := warmPool("pool")
-			m1 := warmMember(pool, tc.tmpl, "m1", "10.0.0.1").Obj()
+			m1 := warmMember(pool, tc.tmpl, "m1", "10.0.0.1").Hub()
 			m1.Spec.PodTemplate.Spec = *tc.tmpl.Spec.PodTemplate.Spec.DeepCopy()
-			g := newRig(t, tc.tmpl, pool, m1, claimOf("c").Env("API_KEY", secret).Obj())
+			g := newRig(t, tc.tmpl, pool, m1, claimOf("c").Env("API_KEY", secret).Hub())
 			g.offer(g.r, m1)
 			rec := g.reconcileLogged("c", 10)
 			line, ok := rec.Find(tc.msg)

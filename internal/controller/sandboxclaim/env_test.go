@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 )
 
 // podSpec is a template's pod: a runtime container presetting PRESET, a sidecar, an init
@@ -39,31 +39,31 @@ func envOf(spec *corev1.PodSpec) map[string][]string {
 func TestInjectEnv(t *testing.T) {
 	cases := []struct {
 		name       string
-		policy     extv1alpha1.EnvVarsInjectionPolicy
-		env        []extv1alpha1.EnvVar
+		policy     extv1beta1.EnvVarsInjectionPolicy
+		env        []extv1beta1.EnvVar
 		wantEnv    map[string][]string // when accepted
 		wantReject string              // substring of the rejection
 	}{
-		{"no env is always fine, even Disallowed", extv1alpha1.EnvVarsInjectionPolicyDisallowed, nil,
+		{"no env is always fine, even Disallowed", extv1beta1.EnvVarsInjectionPolicyDisallowed, nil,
 			map[string][]string{"runtime": {"PRESET=template"}}, ""},
-		{"Disallowed rejects any env", extv1alpha1.EnvVarsInjectionPolicyDisallowed, []extv1alpha1.EnvVar{{Name: "NEW", Value: "1"}},
+		{"Disallowed rejects any env", extv1beta1.EnvVarsInjectionPolicyDisallowed, []extv1beta1.EnvVar{{Name: "NEW", Value: "1"}},
 			nil, "envVarsInjectionPolicy is Disallowed"},
-		{"an unset policy is Disallowed", "", []extv1alpha1.EnvVar{{Name: "NEW", Value: "1"}},
+		{"an unset policy is Disallowed", "", []extv1beta1.EnvVar{{Name: "NEW", Value: "1"}},
 			nil, "envVarsInjectionPolicy is Disallowed"},
-		{"Allowed adds to the first container", extv1alpha1.EnvVarsInjectionPolicyAllowed, []extv1alpha1.EnvVar{{Name: "NEW", Value: "1"}},
+		{"Allowed adds to the first container", extv1beta1.EnvVarsInjectionPolicyAllowed, []extv1beta1.EnvVar{{Name: "NEW", Value: "1"}},
 			map[string][]string{"runtime": {"PRESET=template", "NEW=1"}}, ""},
-		{"Allowed never overrides", extv1alpha1.EnvVarsInjectionPolicyAllowed, []extv1alpha1.EnvVar{{Name: "PRESET", Value: "claim"}},
+		{"Allowed never overrides", extv1beta1.EnvVarsInjectionPolicyAllowed, []extv1beta1.EnvVar{{Name: "PRESET", Value: "claim"}},
 			nil, `env PRESET is already set by the template on container "runtime"`},
-		{"Overrides replaces in place", extv1alpha1.EnvVarsInjectionPolicyOverrides, []extv1alpha1.EnvVar{{Name: "PRESET", Value: "claim"}},
+		{"Overrides replaces in place", extv1beta1.EnvVarsInjectionPolicyOverrides, []extv1beta1.EnvVar{{Name: "PRESET", Value: "claim"}},
 			map[string][]string{"runtime": {"PRESET=claim"}}, ""},
-		{"a named container", extv1alpha1.EnvVarsInjectionPolicyAllowed, []extv1alpha1.EnvVar{{Name: "X", Value: "1", ContainerName: "sidecar"}},
+		{"a named container", extv1beta1.EnvVarsInjectionPolicyAllowed, []extv1beta1.EnvVar{{Name: "X", Value: "1", ContainerName: "sidecar"}},
 			map[string][]string{"runtime": {"PRESET=template"}, "sidecar": {"X=1"}}, ""},
-		{"an init container by name", extv1alpha1.EnvVarsInjectionPolicyAllowed, []extv1alpha1.EnvVar{{Name: "X", Value: "1", ContainerName: "setup"}},
+		{"an init container by name", extv1beta1.EnvVarsInjectionPolicyAllowed, []extv1beta1.EnvVar{{Name: "X", Value: "1", ContainerName: "setup"}},
 			map[string][]string{"runtime": {"PRESET=template"}, "setup": {"X=1"}}, ""},
-		{"a container the template does not have", extv1alpha1.EnvVarsInjectionPolicyOverrides, []extv1alpha1.EnvVar{{Name: "X", Value: "1", ContainerName: "nope"}},
+		{"a container the template does not have", extv1beta1.EnvVarsInjectionPolicyOverrides, []extv1beta1.EnvVar{{Name: "X", Value: "1", ContainerName: "nope"}},
 			nil, `env X targets container "nope", which the template does not have`},
-		{"variables apply in order", extv1alpha1.EnvVarsInjectionPolicyOverrides,
-			[]extv1alpha1.EnvVar{{Name: "A", Value: "1"}, {Name: "A", Value: "2"}, {Name: "B", Value: "3"}},
+		{"variables apply in order", extv1beta1.EnvVarsInjectionPolicyOverrides,
+			[]extv1beta1.EnvVar{{Name: "A", Value: "1"}, {Name: "A", Value: "2"}, {Name: "B", Value: "3"}},
 			map[string][]string{"runtime": {"PRESET=template", "A=2", "B=3"}}, ""},
 	}
 	for _, tc := range cases {
@@ -71,8 +71,8 @@ func TestInjectEnv(t *testing.T) {
 			got, err := injectEnv(podSpec(), tc.policy, tc.env)
 			if tc.wantReject != "" {
 				var ue *userError
-				if !errors.As(err, &ue) || ue.reason != extv1alpha1.ReasonEnvVarsInjectionRejected || !strings.Contains(ue.message, tc.wantReject) {
-					t.Fatalf("err = %v, want an %s user error containing %q", err, extv1alpha1.ReasonEnvVarsInjectionRejected, tc.wantReject)
+				if !errors.As(err, &ue) || ue.reason != extv1beta1.ReasonEnvVarsInjectionRejected || !strings.Contains(ue.message, tc.wantReject) {
+					t.Fatalf("err = %v, want an %s user error containing %q", err, extv1beta1.ReasonEnvVarsInjectionRejected, tc.wantReject)
 				}
 				return
 			}
@@ -87,9 +87,9 @@ func TestInjectEnv(t *testing.T) {
 }
 
 func TestInjectEnvIntoAPodWithoutContainers(t *testing.T) {
-	_, err := injectEnv(&corev1.PodSpec{}, extv1alpha1.EnvVarsInjectionPolicyAllowed, []extv1alpha1.EnvVar{{Name: "X", Value: "1"}})
+	_, err := injectEnv(&corev1.PodSpec{}, extv1beta1.EnvVarsInjectionPolicyAllowed, []extv1beta1.EnvVar{{Name: "X", Value: "1"}})
 	var ue *userError
-	if !errors.As(err, &ue) || ue.reason != extv1alpha1.ReasonEnvVarsInjectionRejected {
+	if !errors.As(err, &ue) || ue.reason != extv1beta1.ReasonEnvVarsInjectionRejected {
 		t.Fatalf("err = %v, want a rejection: there is no first container", err)
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
 )
 
@@ -34,17 +34,17 @@ type awaitingReady struct {
 }
 
 // seen notes when this process first saw a claim that has no Sandbox yet.
-func (r *Reconciler) seen(claim *extv1alpha1.SandboxClaim) {
+func (r *Reconciler) seen(claim *extv1beta1.SandboxClaim) {
 	if claim.Status.SandboxStatus.Name == "" {
 		r.firstSeen.LoadOrStore(client.ObjectKeyFromObject(claim), r.clock.Now())
 	}
 }
 
 // launched counts the Sandbox just handed to the claim and starts waiting for its first Ready.
-func (r *Reconciler) launched(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, l launch) {
+func (r *Reconciler) launched(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, l launch) {
 	metrics.RecordLaunch(metrics.Launch{
-		Namespace: claim.Namespace, Template: claim.Spec.TemplateRef.Name, Type: l.kind, WarmPool: l.pool,
-		SandboxReady: meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady),
+		Namespace: claim.Namespace, Template: claim.TemplateName(), Type: l.kind, WarmPool: l.pool,
+		SandboxReady: meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady),
 		CreatedBy:    claim.Labels[metrics.CreatedByLabel],
 	})
 	key := client.ObjectKeyFromObject(claim)
@@ -58,8 +58,8 @@ func (r *Reconciler) launched(ctx context.Context, claim *extv1alpha1.SandboxCla
 
 // observeFirstReady records the claim's startup latencies once the status that first shows it
 // Ready is written.
-func (r *Reconciler) observeFirstReady(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox) {
-	if sb == nil || !meta.IsStatusConditionTrue(claim.Status.Conditions, extv1alpha1.ClaimConditionReady) {
+func (r *Reconciler) observeFirstReady(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) {
+	if sb == nil || !meta.IsStatusConditionTrue(claim.Status.Conditions, extv1beta1.ClaimConditionReady) {
 		return
 	}
 	key := client.ObjectKeyFromObject(claim)
@@ -69,12 +69,12 @@ func (r *Reconciler) observeFirstReady(ctx context.Context, claim *extv1alpha1.S
 	}
 	entry := v.(*awaitingReady)
 	f := metrics.FirstReady{
-		LaunchType: entry.launch, Template: claim.Spec.TemplateRef.Name, Now: r.clock.Now(),
+		LaunchType: entry.launch, Template: claim.TemplateName(), Now: r.clock.Now(),
 		ClaimCreated: claim.CreationTimestamp.Time, FirstSeen: entry.firstSeen,
 		ClientRequestedAt: claim.Annotations[metrics.ClientRequestedAtAnnotation],
 		SandboxNamespace:  sb.Namespace, SandboxCreated: sb.CreationTimestamp.Time,
 	}
-	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c != nil {
+	if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady); c != nil {
 		f.SandboxReady = c.LastTransitionTime.Time
 	}
 	metrics.RecordFirstReady(f)

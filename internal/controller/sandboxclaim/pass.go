@@ -6,17 +6,17 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // pass is one reconcile of one claim: the claim as read, the status it builds up, and what
 // waits for that status to be written — events (so nobody reads of a change the API does not
 // show yet) and a follow-up write.
 type pass struct {
-	claim, original *extv1alpha1.SandboxClaim
+	claim, original *extv1beta1.SandboxClaim
 	// sandbox is the claim's Sandbox, once found or acquired.
-	sandbox *agentsv1alpha1.Sandbox
+	sandbox *agentsv1beta1.Sandbox
 	events  []pendingEvent
 	// afterWrite runs once the status is written (a foreground delete shows the expired status
 	// first).

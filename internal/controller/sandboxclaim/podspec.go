@@ -8,14 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
 
 // injectEnv applies the claim's env to the pod spec under the template's policy (checkEnv).
 // Each variable targets containerName, or the first container.
-func injectEnv(spec *corev1.PodSpec, policy extv1alpha1.EnvVarsInjectionPolicy, env []extv1alpha1.EnvVar) (*corev1.PodSpec, error) {
+func injectEnv(spec *corev1.PodSpec, policy extv1beta1.EnvVarsInjectionPolicy, env []extv1beta1.EnvVar) (*corev1.PodSpec, error) {
 	if err := checkEnv(spec, policy, env); err != nil {
 		return nil, err
 	}
@@ -33,14 +33,14 @@ func injectEnv(spec *corev1.PodSpec, policy extv1alpha1.EnvVarsInjectionPolicy, 
 // checkEnv says whether the template's policy admits the claim's env, without changing spec
 // (the template may be the cache's): Disallowed rejects any env, Allowed adds but never
 // overrides, Overrides may replace.
-func checkEnv(spec *corev1.PodSpec, policy extv1alpha1.EnvVarsInjectionPolicy, env []extv1alpha1.EnvVar) error {
+func checkEnv(spec *corev1.PodSpec, policy extv1beta1.EnvVarsInjectionPolicy, env []extv1beta1.EnvVar) error {
 	if len(env) == 0 {
 		return nil
 	}
 	reject := func(format string, args ...any) error {
-		return &userError{extv1alpha1.ReasonEnvVarsInjectionRejected, fmt.Sprintf(format, args...)}
+		return &userError{extv1beta1.ReasonEnvVarsInjectionRejected, fmt.Sprintf(format, args...)}
 	}
-	if policy == "" || policy == extv1alpha1.EnvVarsInjectionPolicyDisallowed {
+	if policy == "" || policy == extv1beta1.EnvVarsInjectionPolicyDisallowed {
 		return reject("the template's envVarsInjectionPolicy is Disallowed; remove spec.env or allow it on the template")
 	}
 	for _, e := range env {
@@ -48,7 +48,7 @@ func checkEnv(spec *corev1.PodSpec, policy extv1alpha1.EnvVarsInjectionPolicy, e
 		if c == nil {
 			return reject("env %s targets container %q, which the template does not have", e.Name, e.ContainerName)
 		}
-		if envIndex(c.Env, e.Name) >= 0 && policy != extv1alpha1.EnvVarsInjectionPolicyOverrides {
+		if envIndex(c.Env, e.Name) >= 0 && policy != extv1beta1.EnvVarsInjectionPolicyOverrides {
 			return reject("env %s is already set by the template on container %q and the policy Allowed does not permit overriding it", e.Name, c.Name)
 		}
 	}
@@ -88,7 +88,7 @@ func envIndex(env []corev1.EnvVar, name string) int {
 // metadata, so a bad key or value becomes a condition on the claim, not a pod that never comes;
 // and refuses what the rules reserve (system domains, the router's labels), which the CRD's CEL
 // rules also refuse at admission for the fixed part.
-func validatePodMetadata(md agentsv1alpha1.PodMetadata, rules podmeta.Rules) error {
+func validatePodMetadata(md agentsv1beta1.PodMetadata, rules podmeta.Rules) error {
 	problems := rules.Problems(md.Labels, md.Annotations)
 	for k, v := range md.Labels {
 		for _, msg := range validation.IsQualifiedName(k) {
@@ -107,11 +107,11 @@ func validatePodMetadata(md agentsv1alpha1.PodMetadata, rules podmeta.Rules) err
 		return nil
 	}
 	sort.Strings(problems)
-	return &userError{extv1alpha1.ReasonInvalidMetadata, "spec.additionalPodMetadata: " + strings.Join(problems, "; ")}
+	return &userError{extv1beta1.ReasonInvalidMetadata, "spec.additionalPodMetadata: " + strings.Join(problems, "; ")}
 }
 
 // mergePodMetadata adds the claim's pod labels and annotations to the Sandbox's pod template.
-func mergePodMetadata(dst *agentsv1alpha1.PodMetadata, add agentsv1alpha1.PodMetadata) {
+func mergePodMetadata(dst *agentsv1beta1.PodMetadata, add agentsv1beta1.PodMetadata) {
 	if len(add.Labels) > 0 && dst.Labels == nil {
 		dst.Labels = map[string]string{}
 	}

@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/warmqueue"
 )
 
@@ -27,7 +27,7 @@ func warmQueueFeeder(q *warmqueue.Queue) handler.EventHandler {
 }
 
 func feed(q *warmqueue.Queue, o client.Object) {
-	sb, ok := o.(*agentsv1alpha1.Sandbox)
+	sb, ok := o.(*agentsv1beta1.Sandbox)
 	if !ok {
 		return
 	}
@@ -38,7 +38,7 @@ func feed(q *warmqueue.Queue, o client.Object) {
 	q.Offer(warmqueue.Candidate{
 		Name:         client.ObjectKeyFromObject(sb),
 		Pool:         metav1.GetControllerOf(sb).Name,
-		Template:     sb.Annotations[extv1alpha1.TemplateRefAnnotation],
-		TemplateHash: sb.Labels[extv1alpha1.TemplateHashLabel],
+		Template:     sb.Annotations[extv1beta1.TemplateRefAnnotation],
+		TemplateHash: sb.Labels[extv1beta1.TemplateHashLabel],
 	})
 }

@@ -11,8 +11,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/warmqueue"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
@@ -25,7 +25,7 @@ import (
 
 const ns = "ns"
 
-var poolGVK = extv1alpha1.GroupVersion.WithKind("SandboxWarmPool")
+var poolGVK = extv1beta1.GroupVersion.WithKind("SandboxWarmPool")
 
 // rig is one claim reconciler on a fake API server.
 type rig struct {
@@ -40,7 +40,7 @@ type rig struct {
 func newRig(t *testing.T, objs ...client.Object) *rig {
 	t.Helper()
 	fake := fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithIndexes(),
-		fakeapi.WithStatusSubresource(&agentsv1alpha1.Sandbox{}, &extv1alpha1.SandboxClaim{}, &extv1alpha1.SandboxWarmPool{}))
+		fakeapi.WithStatusSubresource(&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxClaim{}, &extv1beta1.SandboxWarmPool{}))
 	g := &rig{t: t, fake: fake, api: fake.API, clock: clocktesting.NewFakeClock(testNow), events: record.NewFakeRecorder(100)}
 	g.r = g.replica()
 	return g
@@ -73,14 +73,14 @@ func (g *rig) takeWrites() []string {
 // freezeCache makes the cache keep showing the API server as it is now, whatever is written
 // later, until thawCache.
 func (g *rig) freezeCache() {
-	g.fake.Freeze(&agentsv1alpha1.SandboxList{}, &extv1alpha1.SandboxClaimList{},
-		&extv1alpha1.SandboxTemplateList{}, &extv1alpha1.SandboxWarmPoolList{})
+	g.fake.Freeze(&agentsv1beta1.SandboxList{}, &extv1beta1.SandboxClaimList{},
+		&extv1beta1.SandboxTemplateList{}, &extv1beta1.SandboxWarmPoolList{})
 }
 
 func (g *rig) thawCache() { g.fake.Thaw() }
 
 // offer feeds Sandboxes to r's warm queue the way the watch does (warmQueueFeeder).
-func (g *rig) offer(r *Reconciler, sbs ...*agentsv1alpha1.Sandbox) {
+func (g *rig) offer(r *Reconciler, sbs ...*agentsv1beta1.Sandbox) {
 	for _, sb := range sbs {
 		feed(r.queue, sb)
 	}
@@ -103,9 +103,9 @@ func (g *rig) mustReconcile(claim string) ctrl.Result {
 }
 
 // claim is the claim as the API server holds it, nil when it is gone.
-func (g *rig) claim(name string) *extv1alpha1.SandboxClaim {
+func (g *rig) claim(name string) *extv1beta1.SandboxClaim {
 	g.t.Helper()
-	c := &extv1alpha1.SandboxClaim{}
+	c := &extv1beta1.SandboxClaim{}
 	if err := g.api.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, c); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return nil
@@ -116,9 +116,9 @@ func (g *rig) claim(name string) *extv1alpha1.SandboxClaim {
 }
 
 // sandbox is the Sandbox as the API server holds it, nil when it is gone.
-func (g *rig) sandbox(name string) *agentsv1alpha1.Sandbox {
+func (g *rig) sandbox(name string) *agentsv1beta1.Sandbox {
 	g.t.Helper()
-	sb := &agentsv1alpha1.Sandbox{}
+	sb := &agentsv1beta1.Sandbox{}
 	if err := g.api.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, sb); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return nil
@@ -131,7 +131,7 @@ func (g *rig) sandbox(name string) *agentsv1alpha1.Sandbox {
 // sandboxNames lists the Sandboxes the API server holds.
 func (g *rig) sandboxNames() []string {
 	g.t.Helper()
-	list := &agentsv1alpha1.SandboxList{}
+	list := &agentsv1beta1.SandboxList{}
 	if err := g.api.List(context.Background(), list); err != nil {
 		g.t.Fatal(err)
 	}
@@ -154,8 +154,8 @@ func pythonTemplate() *testwrap.TemplateWrapper {
 	return testwrap.MakeTemplate(ns, "python").UID("python-uid")
 }
 
-func warmPool(name string) *extv1alpha1.SandboxWarmPool {
-	return testwrap.MakeWarmPool(ns, name).UID(types.UID(name + "-uid")).Template("python").Replicas(2).Obj()
+func warmPool(name string) *extv1beta1.SandboxWarmPool {
+	return testwrap.MakeWarmPool(ns, name).UID(types.UID(name + "-uid")).Template("python").Replicas(2).Hub()
 }
 
 func claimOf(name string) *testwrap.ClaimWrapper {
@@ -164,9 +164,9 @@ func claimOf(name string) *testwrap.ClaimWrapper {
 
 // warmMember is a ready, unclaimed member of pool made from tmpl, labelled as the pool
 // controller labels its members.
-func warmMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name, ip string) *testwrap.SandboxWrapper {
+func warmMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, name, ip string) *testwrap.SandboxWrapper {
 	return testwrap.MakeSandbox(ns, name).UID(types.UID(name+"-uid")).
-		Label(extv1alpha1.TemplateHashLabel, blueprint.Builder{}.Hash(tmpl)).Label(extv1alpha1.WarmPoolLabel, "hash-of-"+pool.Name).
-		Annotation(extv1alpha1.TemplateRefAnnotation, tmpl.Name).
+		Label(extv1beta1.TemplateHashLabel, blueprint.Builder{}.Hash(tmpl)).Label(extv1beta1.WarmPoolLabel, "hash-of-"+pool.Name).
+		Annotation(extv1beta1.TemplateRefAnnotation, tmpl.Name).
 		ControlledBy(pool, poolGVK).ReadyWith(ip)
 }

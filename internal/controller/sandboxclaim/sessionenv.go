@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // A claim's env on a warm Sandbox: the pod was started without it and cannot take it on, but
@@ -17,19 +17,19 @@ import (
 // sessionEnv is the claim's env as the session env of a warm Sandbox, or, when the claim cannot
 // take that path, why it starts cold. The env has passed injectEnv (the template's policy)
 // before this is asked. A claim without env has neither.
-func sessionEnv(tmpl *extv1alpha1.SandboxTemplate, env []extv1alpha1.EnvVar) (map[string]string, string) {
+func sessionEnv(tmpl *extv1beta1.SandboxTemplate, env []extv1beta1.EnvVar) (map[string]string, string) {
 	if len(env) == 0 {
 		return nil, ""
 	}
-	sandboxd := tmpl.Annotations[extv1alpha1.SandboxdContainerAnnotation]
+	sandboxd := tmpl.Annotations[extv1beta1.SandboxdContainerAnnotation]
 	containers := tmpl.Spec.PodTemplate.Spec.Containers
 	if sandboxd == "" {
 		return nil, fmt.Sprintf("the claim has env and template %q declares no sandboxd container (annotation %s), so the env goes into a new pod's spec",
-			tmpl.Name, extv1alpha1.SandboxdContainerAnnotation)
+			tmpl.Name, extv1beta1.SandboxdContainerAnnotation)
 	}
 	if findContainer(&tmpl.Spec.PodTemplate.Spec, sandboxd) == nil {
 		return nil, fmt.Sprintf("template %q names container %q in %s and has no such container",
-			tmpl.Name, sandboxd, extv1alpha1.SandboxdContainerAnnotation)
+			tmpl.Name, sandboxd, extv1beta1.SandboxdContainerAnnotation)
 	}
 	out := make(map[string]string, len(env))
 	for _, e := range env {
@@ -46,7 +46,7 @@ func sessionEnv(tmpl *extv1alpha1.SandboxTemplate, env []extv1alpha1.EnvVar) (ma
 }
 
 // setSessionEnv puts env on the Sandbox as the annotation the router reads.
-func setSessionEnv(sb *agentsv1alpha1.Sandbox, env map[string]string) error {
+func setSessionEnv(sb *agentsv1beta1.Sandbox, env map[string]string) error {
 	if len(env) == 0 {
 		return nil
 	}
@@ -57,14 +57,14 @@ func setSessionEnv(sb *agentsv1alpha1.Sandbox, env map[string]string) error {
 	if sb.Annotations == nil {
 		sb.Annotations = map[string]string{}
 	}
-	sb.Annotations[agentsv1alpha1.SessionEnvAnnotation] = string(b)
+	sb.Annotations[agentsv1beta1.SessionEnvAnnotation] = string(b)
 	return nil
 }
 
 // sessionEnvNote is what the claim's Ready condition adds for a warm Sandbox that carries the
 // claim's env, so its user sees which path the claim took; "" for any other Sandbox.
-func sessionEnvNote(sb *agentsv1alpha1.Sandbox) string {
-	raw, ok := sb.Annotations[agentsv1alpha1.SessionEnvAnnotation]
+func sessionEnvNote(sb *agentsv1beta1.Sandbox) string {
+	raw, ok := sb.Annotations[agentsv1beta1.SessionEnvAnnotation]
 	if !ok {
 		return ""
 	}

@@ -9,38 +9,38 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 )
 
 func TestCatchUpStatusStartsFromTheLastWrite(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	readyStatus := extv1alpha1.SandboxClaimStatus{
-		SandboxStatus: extv1alpha1.SandboxStatus{Name: "pool-abc", PodIPs: []string{"10.0.0.7"}},
-		Conditions: []metav1.Condition{{Type: extv1alpha1.ClaimConditionReady, Status: metav1.ConditionTrue,
+	readyStatus := extv1beta1.SandboxClaimStatus{
+		SandboxStatus: extv1beta1.SandboxStatus{Name: "pool-abc", PodIPs: []string{"10.0.0.7"}},
+		Conditions: []metav1.Condition{{Type: extv1beta1.ClaimConditionReady, Status: metav1.ConditionTrue,
 			Reason: "DependenciesReady", LastTransitionTime: at}},
 	}
-	claimWith := func(st extv1alpha1.SandboxClaimStatus) *extv1alpha1.SandboxClaim {
-		return &extv1alpha1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u1"}, Status: st}
+	claimWith := func(st extv1beta1.SandboxClaimStatus) *extv1beta1.SandboxClaim {
+		return &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u1"}, Status: st}
 	}
 	tests := []struct {
 		name        string
-		written     *extv1alpha1.SandboxClaimStatus // what this process wrote last (nil: nothing)
+		written     *extv1beta1.SandboxClaimStatus // what this process wrote last (nil: nothing)
 		wait        time.Duration
-		cached      *extv1alpha1.SandboxClaim
-		wantStatus  extv1alpha1.SandboxClaimStatus
+		cached      *extv1beta1.SandboxClaim
+		wantStatus  extv1beta1.SandboxClaimStatus
 		wantPending int // remembered writes left
 	}{
 		{name: "nothing written: the cached status stands",
-			cached: claimWith(extv1alpha1.SandboxClaimStatus{}), wantStatus: extv1alpha1.SandboxClaimStatus{}},
+			cached: claimWith(extv1beta1.SandboxClaimStatus{}), wantStatus: extv1beta1.SandboxClaimStatus{}},
 		{name: "the cache lags the write: start from the write",
-			written: &readyStatus, cached: claimWith(extv1alpha1.SandboxClaimStatus{}),
+			written: &readyStatus, cached: claimWith(extv1beta1.SandboxClaimStatus{}),
 			wantStatus: readyStatus, wantPending: 1},
 		{name: "the cache shows the write: forget it",
 			written: &readyStatus, cached: claimWith(readyStatus), wantStatus: readyStatus},
 		{name: "a write the cache never showed is trusted no longer than the TTL",
-			written: &readyStatus, wait: expectations.CacheLag + time.Second, cached: claimWith(extv1alpha1.SandboxClaimStatus{}),
-			wantStatus: extv1alpha1.SandboxClaimStatus{}},
+			written: &readyStatus, wait: expectations.CacheLag + time.Second, cached: claimWith(extv1beta1.SandboxClaimStatus{}),
+			wantStatus: extv1beta1.SandboxClaimStatus{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

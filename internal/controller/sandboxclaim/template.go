@@ -11,26 +11,26 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 )
 
 // templateOf returns the template a claim is served from: its sandboxTemplateRef, or, when that
 // is empty, the template of the warm pool the claim names. A claim created in v1beta1 names only
-// a pool (spec.warmPoolRef), so its stored v1alpha1 form has warmpool=<pool> and no template
+// a pool (spec.warmPoolRef); a v1alpha1 claim's template and warmpool ride on the stored object
 // (see docs/api-versions.md).
-func (r *Reconciler) templateOf(ctx context.Context, claim *extv1alpha1.SandboxClaim) (*extv1alpha1.SandboxTemplate, error) {
-	name := claim.Spec.TemplateRef.Name
+func (r *Reconciler) templateOf(ctx context.Context, claim *extv1beta1.SandboxClaim) (*extv1beta1.SandboxTemplate, error) {
+	name := claim.TemplateName()
 	if name == "" {
 		policy := claim.EffectiveWarmPool()
-		if policy == extv1alpha1.WarmPoolPolicyNone || policy == extv1alpha1.WarmPoolPolicyDefault {
-			return nil, &userError{extv1alpha1.ReasonTemplateNotFound,
+		if policy == extv1beta1.WarmPoolPolicyNone || policy == extv1beta1.WarmPoolPolicyDefault {
+			return nil, &userError{extv1beta1.ReasonTemplateNotFound,
 				"the claim names neither a SandboxTemplate (sandboxTemplateRef) nor a warm pool"}
 		}
-		pool := &extv1alpha1.SandboxWarmPool{}
+		pool := &extv1beta1.SandboxWarmPool{}
 		err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: string(policy)}, pool)
 		if apierrors.IsNotFound(err) {
-			return nil, &userError{extv1alpha1.ReasonWarmPoolNotFound,
+			return nil, &userError{extv1beta1.ReasonWarmPoolNotFound,
 				fmt.Sprintf("SandboxWarmPool %q not found; the claim proceeds once it exists", policy)}
 		}
 		if err != nil {
@@ -38,10 +38,10 @@ func (r *Reconciler) templateOf(ctx context.Context, claim *extv1alpha1.SandboxC
 		}
 		name = pool.Spec.TemplateRef.Name
 	}
-	tmpl := &extv1alpha1.SandboxTemplate{}
+	tmpl := &extv1beta1.SandboxTemplate{}
 	err := r.client.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: name}, tmpl)
 	if apierrors.IsNotFound(err) {
-		return nil, &userError{extv1alpha1.ReasonTemplateNotFound,
+		return nil, &userError{extv1beta1.ReasonTemplateNotFound,
 			fmt.Sprintf("SandboxTemplate %q not found; the claim proceeds once it exists", name)}
 	}
 	if err != nil {

@@ -11,35 +11,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
 )
 
 func TestTemplateOf(t *testing.T) {
-	python := testwrap.MakeTemplate("ns", "python").Obj()
-	pool := testwrap.MakeWarmPool("ns", "fast").Template("python").Obj()
-	orphanPool := testwrap.MakeWarmPool("ns", "orphan").Template("gone").Obj()
+	python := testwrap.MakeTemplate("ns", "python").Hub()
+	pool := testwrap.MakeWarmPool("ns", "fast").Template("python").Hub()
+	orphanPool := testwrap.MakeWarmPool("ns", "orphan").Template("gone").Hub()
 	cases := []struct {
 		name       string
-		claim      *extv1alpha1.SandboxClaim
+		claim      *extv1beta1.SandboxClaim
 		want       string // the template's name
 		wantReason string // of the user error instead
 		wantMsg    string
 	}{
-		{"the template the claim names", testwrap.MakeClaim("ns", "c").Template("python").Obj(), "python", "", ""},
-		{"the named template, whatever pool the claim names", testwrap.MakeClaim("ns", "c").Template("python").WarmPool("orphan").Obj(), "python", "", ""},
-		{"a missing template", testwrap.MakeClaim("ns", "c").Template("later").Obj(), "",
-			extv1alpha1.ReasonTemplateNotFound, `SandboxTemplate "later" not found; the claim proceeds once it exists`},
-		{"a v1beta1 claim: its pool's template", testwrap.MakeClaim("ns", "c").WarmPool("fast").Obj(), "python", "", ""},
-		{"a v1beta1 claim whose pool is missing", testwrap.MakeClaim("ns", "c").WarmPool("late-pool").Obj(), "",
-			extv1alpha1.ReasonWarmPoolNotFound, `SandboxWarmPool "late-pool" not found`},
-		{"a v1beta1 claim whose pool's template is missing", testwrap.MakeClaim("ns", "c").WarmPool("orphan").Obj(), "",
-			extv1alpha1.ReasonTemplateNotFound, `SandboxTemplate "gone" not found`},
-		{"neither a template nor a pool (none)", testwrap.MakeClaim("ns", "c").WarmPool("none").Obj(), "",
-			extv1alpha1.ReasonTemplateNotFound, "names neither a SandboxTemplate"},
-		{"neither a template nor a pool (default)", testwrap.MakeClaim("ns", "c").Obj(), "",
-			extv1alpha1.ReasonTemplateNotFound, "names neither a SandboxTemplate"},
+		{"the template the claim names", testwrap.MakeClaim("ns", "c").Template("python").Hub(), "python", "", ""},
+		{"the named template, whatever pool the claim names", testwrap.MakeClaim("ns", "c").Template("python").WarmPool("orphan").Hub(), "python", "", ""},
+		{"a missing template", testwrap.MakeClaim("ns", "c").Template("later").Hub(), "",
+			extv1beta1.ReasonTemplateNotFound, `SandboxTemplate "later" not found; the claim proceeds once it exists`},
+		{"a v1beta1 claim: its pool's template", testwrap.MakeClaim("ns", "c").WarmPool("fast").Hub(), "python", "", ""},
+		{"a v1beta1 claim whose pool is missing", testwrap.MakeClaim("ns", "c").WarmPool("late-pool").Hub(), "",
+			extv1beta1.ReasonWarmPoolNotFound, `SandboxWarmPool "late-pool" not found`},
+		{"a v1beta1 claim whose pool's template is missing", testwrap.MakeClaim("ns", "c").WarmPool("orphan").Hub(), "",
+			extv1beta1.ReasonTemplateNotFound, `SandboxTemplate "gone" not found`},
+		{"neither a template nor a pool (none)", testwrap.MakeClaim("ns", "c").WarmPool("none").Hub(), "",
+			extv1beta1.ReasonTemplateNotFound, "names neither a SandboxTemplate"},
+		{"neither a template nor a pool (default)", testwrap.MakeClaim("ns", "c").Hub(), "",
+			extv1beta1.ReasonTemplateNotFound, "names neither a SandboxTemplate"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestTemplateOf(t *testing.T) {
 func TestTemplateOfPassesOnOtherErrors(t *testing.T) {
 	// A scheme without the extension types: every read fails, and not with NotFound.
 	r := New(fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithTypeConverters(managedfields.NewDeducedTypeConverter()).Build(), nil, Options{})
-	_, err := r.templateOf(context.Background(), testwrap.MakeClaim("ns", "c").Template("python").Obj())
+	_, err := r.templateOf(context.Background(), testwrap.MakeClaim("ns", "c").Template("python").Hub())
 	var ue *userError
 	if err == nil || errors.As(err, &ue) {
 		t.Fatalf("err = %v, want the client's error, not a user error (it is retried)", err)
@@ -70,7 +70,7 @@ func TestTemplateOfPassesOnOtherErrors(t *testing.T) {
 }
 
 func TestPoolCreatedPassesOnlyCreations(t *testing.T) {
-	pool := testwrap.MakeWarmPool("ns", "fast").Obj()
+	pool := testwrap.MakeWarmPool("ns", "fast").Hub()
 	cases := []struct {
 		name string
 		pass bool

@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
 )
 
@@ -40,7 +40,7 @@ var noSpan trace.Span = noop.Span{}
 
 // traceReconcile opens the pass's span for a claim that is still starting; a claim that is
 // running gets none, so that resyncs do not flood traces.
-func (r *Reconciler) traceReconcile(ctx context.Context, claim *extv1alpha1.SandboxClaim) (context.Context, trace.Span) {
+func (r *Reconciler) traceReconcile(ctx context.Context, claim *extv1beta1.SandboxClaim) (context.Context, trace.Span) {
 	if r.tracer == nil {
 		return ctx, noSpan
 	}
@@ -52,14 +52,14 @@ func (r *Reconciler) traceReconcile(ctx context.Context, claim *extv1alpha1.Sand
 }
 
 // traceAcquire opens the span of acquire; endAcquire closes it with what was acquired.
-func (r *Reconciler) traceAcquire(ctx context.Context, claim *extv1alpha1.SandboxClaim) (context.Context, trace.Span) {
+func (r *Reconciler) traceAcquire(ctx context.Context, claim *extv1beta1.SandboxClaim) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, noSpan
 	}
 	return r.tracer.Start(ctx, spanAcquire, trace.WithAttributes(claimAttributes(claim)...))
 }
 
-func endAcquire(ctx context.Context, span trace.Span, sb *agentsv1alpha1.Sandbox, got launch, err error) {
+func endAcquire(ctx context.Context, span trace.Span, sb *agentsv1beta1.Sandbox, got launch, err error) {
 	if span.IsRecording() {
 		var uerr *userError
 		switch {
@@ -79,7 +79,7 @@ func endAcquire(ctx context.Context, span trace.Span, sb *agentsv1alpha1.Sandbox
 
 // traceReady records the claim's first Ready: a span from the binding to now under the pass
 // that bound the Sandbox (entry.trace), and an event on this pass's span.
-func (r *Reconciler) traceReady(ctx context.Context, claim *extv1alpha1.SandboxClaim, sb *agentsv1alpha1.Sandbox, entry *awaitingReady) {
+func (r *Reconciler) traceReady(ctx context.Context, claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox, entry *awaitingReady) {
 	if r.tracer == nil || !entry.trace.IsValid() {
 		return
 	}
@@ -91,15 +91,15 @@ func (r *Reconciler) traceReady(ctx context.Context, claim *extv1alpha1.SandboxC
 	trace.SpanFromContext(ctx).AddEvent("Ready", trace.WithTimestamp(now))
 }
 
-func claimAttributes(claim *extv1alpha1.SandboxClaim) []attribute.KeyValue {
+func claimAttributes(claim *extv1beta1.SandboxClaim) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		tracing.AttrClaimNamespace.String(claim.Namespace),
 		tracing.AttrClaimName.String(claim.Name),
-		tracing.AttrTemplate.String(claim.Spec.TemplateRef.Name),
+		tracing.AttrTemplate.String(claim.TemplateName()),
 	}
 }
 
-func launchAttributes(sb *agentsv1alpha1.Sandbox, got launch) []attribute.KeyValue {
+func launchAttributes(sb *agentsv1beta1.Sandbox, got launch) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		tracing.AttrLaunchType.String(got.kind),
 		tracing.AttrWarmPool.String(got.pool),

@@ -8,31 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
-
-// storedClaim and storedTemplate convert v1beta1 objects to their stored (v1alpha1) form, where the controller reads
-// the v1beta1-only fields from.
-func storedClaim(t *testing.T, c *extv1beta1.SandboxClaim) *extv1alpha1.SandboxClaim {
-	t.Helper()
-	hub := &extv1alpha1.SandboxClaim{}
-	if err := c.ConvertTo(hub); err != nil {
-		t.Fatal(err)
-	}
-	return hub
-}
-
-func storedTemplate(t *testing.T, tm *extv1beta1.SandboxTemplate) *extv1alpha1.SandboxTemplate {
-	t.Helper()
-	hub := &extv1alpha1.SandboxTemplate{}
-	if err := tm.ConvertTo(hub); err != nil {
-		t.Fatal(err)
-	}
-	return hub
-}
 
 func TestClaimVolumes(t *testing.T) {
 	vol := func(name, size string) agentsv1beta1.PersistentVolumeClaimTemplate {
@@ -57,15 +36,15 @@ func TestClaimVolumes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tmpl := storedTemplate(t, testwrap.MakeTemplateV1beta1("ns", "tpl").VolumeClaimTemplatesPolicy(tc.policy).
-				VolumeClaimTemplates(vol("home", "1Gi")).Obj())
-			claim := storedClaim(t, testwrap.MakeClaimV1beta1("ns", "c").WarmPool("pool").VolumeClaimTemplates(tc.claim...).Obj())
+			tmpl := testwrap.MakeTemplateV1beta1("ns", "tpl").VolumeClaimTemplatesPolicy(tc.policy).
+				VolumeClaimTemplates(vol("home", "1Gi")).Obj()
+			claim := testwrap.MakeClaimV1beta1("ns", "c").WarmPool("pool").VolumeClaimTemplates(tc.claim...).Obj()
 			before := tmpl.DeepCopy()
 			got, err := claimVolumes(claim, tmpl)
 			if tc.wantReject != "" {
 				var ue *userError
-				if !errors.As(err, &ue) || ue.reason != extv1alpha1.ReasonVolumeClaimTemplatesError || !strings.Contains(ue.message, tc.wantReject) {
-					t.Fatalf("err = %v, want a %s user error containing %q", err, extv1alpha1.ReasonVolumeClaimTemplatesError, tc.wantReject)
+				if !errors.As(err, &ue) || ue.reason != extv1beta1.ReasonVolumeClaimTemplatesError || !strings.Contains(ue.message, tc.wantReject) {
+					t.Fatalf("err = %v, want a %s user error containing %q", err, extv1beta1.ReasonVolumeClaimTemplatesError, tc.wantReject)
 				}
 				return
 			}

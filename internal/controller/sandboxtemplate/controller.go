@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
@@ -71,7 +71,7 @@ func PolicyName(template string) string { return template + "-network-policy" }
 
 // Reconcile creates, updates or deletes the template's NetworkPolicy.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	tmpl := &extv1alpha1.SandboxTemplate{}
+	tmpl := &extv1beta1.SandboxTemplate{}
 	if err := r.client.Get(ctx, req.NamespacedName, tmpl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -89,12 +89,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if found && !metav1.IsControlledBy(current, tmpl) {
 		// Never overwrite what someone else made; say so where the user looks.
 		log.FromContext(ctx).V(2).Info("a NetworkPolicy of the template's name belongs to someone else; leaving it alone", "networkPolicy", klog.KObj(current))
-		r.recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventPolicyConflict,
+		r.recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1beta1.EventPolicyConflict,
 			"NetworkPolicy %s exists and is not owned by this template; leaving it alone", key.Name)
 		return ctrl.Result{}, nil
 	}
 
-	if tmpl.Spec.NetworkPolicyManagement == extv1alpha1.NetworkPolicyManagementUnmanaged {
+	if tmpl.Spec.NetworkPolicyManagement == extv1beta1.NetworkPolicyManagementUnmanaged {
 		if found {
 			log.FromContext(ctx).V(2).Info("NetworkPolicy management is Unmanaged: deleting the template's policy", "networkPolicy", klog.KObj(current))
 			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, current, client.Preconditions{UID: &current.UID}))
@@ -128,10 +128,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // desiredSpec is the user's rules verbatim, or the secure default when none are given; the
 // pod selector and policy types are always ours, so both directions default to deny.
-func (r *Reconciler) desiredSpec(tmpl *extv1alpha1.SandboxTemplate) networkingv1.NetworkPolicySpec {
+func (r *Reconciler) desiredSpec(tmpl *extv1beta1.SandboxTemplate) networkingv1.NetworkPolicySpec {
 	spec := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
-			extv1alpha1.TemplateRefHashLabel: agentsv1alpha1.NameHash(tmpl.Name),
+			extv1beta1.TemplateRefHashLabel: agentsv1beta1.NameHash(tmpl.Name),
 		}},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 	}
@@ -157,11 +157,11 @@ func (r *Reconciler) desiredSpec(tmpl *extv1alpha1.SandboxTemplate) networkingv1
 
 // warnReservedPodMetadata tells the template's author which pod labels and annotations are left
 // out of its Sandboxes (blueprint.NewSandbox filters them with the same rules).
-func (r *Reconciler) warnReservedPodMetadata(tmpl *extv1alpha1.SandboxTemplate) {
-	md := tmpl.Spec.PodTemplate.Metadata
+func (r *Reconciler) warnReservedPodMetadata(tmpl *extv1beta1.SandboxTemplate) {
+	md := tmpl.Spec.PodTemplate.ObjectMeta
 	problems := r.PodRules().Problems(md.Labels, md.Annotations)
 	if len(problems) > 0 {
-		r.recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1alpha1.EventReservedPodMetadata,
+		r.recorder.Eventf(tmpl, corev1.EventTypeWarning, extv1beta1.EventReservedPodMetadata,
 			"left out of every Sandbox made from this template: %s", strings.Join(problems, "; "))
 	}
 }
@@ -199,7 +199,7 @@ func deepCopyEgress(in []networkingv1.NetworkPolicyEgressRule) []networkingv1.Ne
 // SetupWithManager registers the reconciler; edits or deletion of the policy bring it back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&extv1alpha1.SandboxTemplate{}).
+		For(&extv1beta1.SandboxTemplate{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Named("sandboxtemplate").
 		Complete(r)

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -39,17 +40,17 @@ func TestPolicyName(t *testing.T) {
 
 // The policy selects exactly the pods of the template's Sandboxes, whatever its rules.
 func TestDesiredSpecSelectsTheTemplatesPods(t *testing.T) {
-	for _, tmpl := range []*extv1alpha1.SandboxTemplate{
-		testwrap.MakeTemplate("ns", "python").Obj(),
-		testwrap.MakeTemplate("ns", "python").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{}).Obj(),
+	for _, tmpl := range []*extv1beta1.SandboxTemplate{
+		testwrap.MakeTemplate("ns", "python").Hub(),
+		testwrap.MakeTemplate("ns", "python").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{}).Hub(),
 	} {
 		spec := New(nil, Options{}).desiredSpec(tmpl)
-		pod := blueprint.Builder{}.NewSandbox(tmpl).Spec.PodTemplate.Metadata.Labels
+		pod := blueprint.Builder{}.NewSandbox(tmpl).Spec.PodTemplate.ObjectMeta.Labels
 		sel, err := metav1.LabelSelectorAsSelector(&spec.PodSelector)
 		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod)) {
 			t.Errorf("podSelector %v (err %v) does not select the template's pods (labels %v)", spec.PodSelector, err, pod)
 		}
-		other := blueprint.Builder{}.NewSandbox(testwrap.MakeTemplate("ns", "node").Obj()).Spec.PodTemplate.Metadata.Labels
+		other := blueprint.Builder{}.NewSandbox(testwrap.MakeTemplate("ns", "node").Hub()).Spec.PodTemplate.ObjectMeta.Labels
 		if sel.Matches(labels.Set(other)) {
 			t.Errorf("podSelector %v selects the pods of template node too", spec.PodSelector)
 		}
@@ -73,7 +74,7 @@ func TestDesiredSpecSecureDefault(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := New(nil, Options{Router: tc.router}).desiredSpec(testwrap.MakeTemplate("ns", "t").Obj())
+			spec := New(nil, Options{Router: tc.router}).desiredSpec(testwrap.MakeTemplate("ns", "t").Hub())
 			want := []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: tc.wantNS}},
 				PodSelector:       &metav1.LabelSelector{MatchLabels: tc.wantLabels},
@@ -86,7 +87,7 @@ func TestDesiredSpecSecureDefault(t *testing.T) {
 }
 
 func TestDesiredSpecSecureDefaultEgressIsPublicOnly(t *testing.T) {
-	spec := New(nil, Options{}).desiredSpec(testwrap.MakeTemplate("ns", "t").Obj())
+	spec := New(nil, Options{}).desiredSpec(testwrap.MakeTemplate("ns", "t").Hub())
 	blocks := map[string][]string{}
 	for _, rule := range spec.Egress {
 		if len(rule.Ports) != 0 {
@@ -109,10 +110,10 @@ func TestDesiredSpecSecureDefaultEgressIsPublicOnly(t *testing.T) {
 }
 
 func TestDesiredSpecTakesCustomRulesVerbatimAndCopied(t *testing.T) {
-	rules := &extv1alpha1.NetworkPolicySpec{
+	rules := &extv1beta1.NetworkPolicySpec{
 		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "203.0.113.0/24"}}}}},
 	}
-	tmpl := testwrap.MakeTemplate("ns", "t").NetworkPolicy(rules).Obj()
+	tmpl := testwrap.MakeTemplate("ns", "t").NetworkPolicy((*extv1alpha1.NetworkPolicySpec)(rules)).Hub()
 	spec := New(nil, Options{}).desiredSpec(tmpl)
 	if spec.Ingress != nil {
 		t.Errorf("ingress %+v, want none (deny all ingress) when the rules give none", spec.Ingress)
@@ -150,7 +151,7 @@ func TestPodRulesRefuseTheConfiguredRoutersLabels(t *testing.T) {
 func newScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, extv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, extv1beta1.AddToScheme} {
 		if err := add(s); err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +160,7 @@ func newScheme(t *testing.T) *runtime.Scheme {
 }
 
 // ownPolicy is the policy the controller would have made for tmpl, with spec instead.
-func ownPolicy(t *testing.T, s *runtime.Scheme, tmpl *extv1alpha1.SandboxTemplate, spec networkingv1.NetworkPolicySpec) *networkingv1.NetworkPolicy {
+func ownPolicy(t *testing.T, s *runtime.Scheme, tmpl *extv1beta1.SandboxTemplate, spec networkingv1.NetworkPolicySpec) *networkingv1.NetworkPolicy {
 	t.Helper()
 	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tmpl.Namespace, Name: PolicyName(tmpl.Name)}, Spec: spec}
 	if err := controllerutil.SetControllerReference(tmpl, np, s); err != nil {
@@ -170,8 +171,8 @@ func ownPolicy(t *testing.T, s *runtime.Scheme, tmpl *extv1alpha1.SandboxTemplat
 
 func TestReconcile(t *testing.T) {
 	s := newScheme(t)
-	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Obj()
-	unmanaged := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Obj()
+	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Hub()
+	unmanaged := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Hub()
 	desired := New(nil, Options{}).desiredSpec(tmpl)
 	drifted := desired.DeepCopy()
 	drifted.Egress = []networkingv1.NetworkPolicyEgressRule{{}} // allow everything
@@ -187,15 +188,15 @@ func TestReconcile(t *testing.T) {
 		{"creates the policy, controlled by the template", []client.Object{tmpl}, &desired, true, ""},
 		{"puts back a policy edited behind its back", []client.Object{tmpl, ownPolicy(t, s, tmpl, *drifted)}, &desired, true, ""},
 		{"leaves a policy it does not own alone and says so", []client.Object{tmpl, foreign.DeepCopy()}, &foreign.Spec, false,
-			"Warning " + extv1alpha1.EventPolicyConflict + " NetworkPolicy t-network-policy exists and is not owned by this template"},
+			"Warning " + extv1beta1.EventPolicyConflict + " NetworkPolicy t-network-policy exists and is not owned by this template"},
 		{"Unmanaged removes its policy", []client.Object{unmanaged, ownPolicy(t, s, unmanaged, desired)}, nil, false, ""},
 		{"Unmanaged without a policy does nothing", []client.Object{unmanaged}, nil, false, ""},
 		{"a template being deleted is left to garbage collection",
-			[]client.Object{testwrap.MakeTemplate("ns", "t").Deleting(time.Now()).Finalizers("test/hold").Obj()}, nil, false, ""},
+			[]client.Object{testwrap.MakeTemplate("ns", "t").Deleting(time.Now()).Finalizers("test/hold").Hub()}, nil, false, ""},
 		{"a template that is gone is no error", nil, nil, false, ""},
 		{"reserved pod metadata is reported",
-			[]client.Object{testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").PodLabel("app", "sandbox-router").Obj()}, &desired, true,
-			"Warning " + extv1alpha1.EventReservedPodMetadata + " left out of every Sandbox made from this template: label app=sandbox-router"},
+			[]client.Object{testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").PodLabel("app", "sandbox-router").Hub()}, &desired, true,
+			"Warning " + extv1beta1.EventReservedPodMetadata + " left out of every Sandbox made from this template: label app=sandbox-router"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,10 +264,10 @@ func (w *writeLog) funcs(inner interceptor.Funcs) interceptor.Funcs {
 
 func TestReconcileWritesOnlyWhatChanged(t *testing.T) {
 	s := newScheme(t)
-	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Obj()
+	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Hub()
 	custom := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{
 		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "203.0.113.0/24"}}}}},
-	}).Obj()
+	}).Hub()
 	r := New(nil, Options{})
 	cases := []struct {
 		name       string
@@ -303,8 +304,8 @@ func TestReconcileWritesOnlyWhatChanged(t *testing.T) {
 // did not show yet is no error (the policy's own event brings the template back).
 func TestReconcileAPIErrors(t *testing.T) {
 	s := newScheme(t)
-	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Obj()
-	unmanaged := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Obj()
+	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Hub()
+	unmanaged := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Hub()
 	policies := schema.GroupResource{Group: networkingv1.GroupName, Resource: "networkpolicies"}
 	boom := apierrors.NewInternalError(errors.New("etcd timeout"))
 	isPolicy := func(o client.Object) bool { _, ok := o.(*networkingv1.NetworkPolicy); return ok }

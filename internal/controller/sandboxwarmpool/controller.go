@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
@@ -96,7 +96,7 @@ func New(c client.Client, opts Options) *Reconciler {
 
 // Reconcile creates, replaces and removes members until the pool matches its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	pool := &extv1alpha1.SandboxWarmPool{}
+	pool := &extv1beta1.SandboxWarmPool{}
 	if err := r.client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expect.forget(req.NamespacedName)
@@ -117,12 +117,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	tmpl := &extv1alpha1.SandboxTemplate{}
+	tmpl := &extv1beta1.SandboxTemplate{}
 	err = r.client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl)
 	if apierrors.IsNotFound(err) {
 		// Keep reporting what exists; the template watch brings us back when it appears.
 		log.FromContext(ctx).V(2).Info("template not found; reporting the members there are, creating none", "template", pool.Spec.TemplateRef.Name)
-		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonPoolTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
+		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1beta1.ReasonPoolTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
 		m := classify(pool, members, nil, r.blueprint, r.expect)
 		return ctrl.Result{}, r.writeStatus(ctx, pool, m, assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool)), false)
 	}
@@ -136,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		errs = append(errs, r.replaceEdited(ctx, pool, m.edited))
 		m = classify(pool, members, tmpl, r.blueprint, r.expect)
 	}
-	if pool.EffectiveUpdateStrategy() == extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
+	if pool.EffectiveUpdateStrategy() == extv1beta1.RecreateSandboxWarmPoolUpdateStrategyType && len(m.stale) > 0 {
 		log.FromContext(ctx).V(2).Info("replacing members built from an older template (Recreate)", "sandboxes", klog.KObjSlice(m.stale))
 		errs = append(errs, r.deleteMembers(ctx, pool, m.stale))
 		m = classify(pool, members, tmpl, r.blueprint, r.expect)
@@ -145,7 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(h.unschedulable) > 0 {
 		// Replacing them would not help: say so, keep them, let the scheduler place them.
 		log.FromContext(ctx).V(2).Info("members cannot be scheduled; keeping them", "sandboxes", klog.KObjSlice(h.unschedulable))
-		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersUnschedulable,
+		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1beta1.ReasonMembersUnschedulable,
 			"%d warm sandboxes cannot be scheduled; they are kept, not replaced", len(h.unschedulable))
 	}
 	if len(h.overdue) > 0 {
@@ -153,7 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		errs = append(errs, r.replaceOverdue(ctx, pool, h.overdue))
 		m = classify(pool, members, tmpl, r.blueprint, r.expect)
 	}
-	desired := int(pool.Spec.Replicas)
+	desired := int(pool.DesiredReplicas())
 	switch have := m.count(); {
 	case have < desired:
 		batch := r.maxBatch
@@ -177,17 +177,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: h.nextDue}, errors.Join(errs...)
 }
 
-func (r *Reconciler) members(ctx context.Context, pool *extv1alpha1.SandboxWarmPool) ([]agentsv1alpha1.Sandbox, error) {
-	list := &agentsv1alpha1.SandboxList{}
+func (r *Reconciler) members(ctx context.Context, pool *extv1beta1.SandboxWarmPool) ([]agentsv1beta1.Sandbox, error) {
+	list := &agentsv1beta1.SandboxList{}
 	err := r.client.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingFields{index.SandboxControllerUID: string(pool.UID)})
 	return list.Items, err
 }
 
-func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, m membership, h health, templateFound bool) error {
-	status := extv1alpha1.SandboxWarmPoolStatus{
+func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1beta1.SandboxWarmPool, m membership, h health, templateFound bool) error {
+	status := extv1beta1.SandboxWarmPoolStatus{
 		Replicas:           int32(len(m.active)),
 		ReadyReplicas:      int32(m.ready),
-		Selector:           extv1alpha1.WarmPoolLabel + "=" + poolHash(pool),
+		Selector:           extv1beta1.WarmPoolLabel + "=" + poolHash(pool),
 		ObservedGeneration: pool.Generation,
 		Conditions:         append([]metav1.Condition(nil), pool.Status.Conditions...),
 	}
@@ -204,15 +204,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1alpha1.SandboxW
 // over) and template edits bring the pool back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&extv1alpha1.SandboxWarmPool{}).
-		Owns(&agentsv1alpha1.Sandbox{}).
-		Watches(&extv1alpha1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
+		For(&extv1beta1.SandboxWarmPool{}).
+		Owns(&agentsv1beta1.Sandbox{}).
+		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
 		Named("sandboxwarmpool").
 		Complete(r)
 }
 
 func (r *Reconciler) poolsOfTemplate(ctx context.Context, o client.Object) []reconcile.Request {
-	pools := &extv1alpha1.SandboxWarmPoolList{}
+	pools := &extv1beta1.SandboxWarmPoolList{}
 	if err := r.client.List(ctx, pools, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.PoolTemplate: o.GetName()}); err != nil {
 		return nil
 	}
@@ -225,9 +225,9 @@ func (r *Reconciler) poolsOfTemplate(ctx context.Context, o client.Object) []rec
 
 // replaceEdited deletes members whose spec was changed after the pool made them: no claim adopts
 // them, so they would only hold a place in the pool.
-func (r *Reconciler) replaceEdited(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, edited []*agentsv1alpha1.Sandbox) error {
+func (r *Reconciler) replaceEdited(ctx context.Context, pool *extv1beta1.SandboxWarmPool, edited []*agentsv1beta1.Sandbox) error {
 	log.FromContext(ctx).V(2).Info("replacing members whose spec was changed after the pool made them", "sandboxes", klog.KObjSlice(edited))
-	r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.ReasonMembersEdited,
+	r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1beta1.ReasonMembersEdited,
 		"%d warm sandboxes were changed after the pool made them; they are replaced, never handed out", len(edited))
 	return r.deleteMembers(ctx, pool, edited)
 }

@@ -18,7 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
@@ -32,9 +33,9 @@ type poolStatus struct {
 	Reason, Message         string
 }
 
-func statusOf(p *extv1alpha1.SandboxWarmPool) poolStatus {
+func statusOf(p *extv1beta1.SandboxWarmPool) poolStatus {
 	s := poolStatus{Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas}
-	if c := meta.FindStatusCondition(p.Status.Conditions, extv1alpha1.PoolConditionReady); c != nil {
+	if c := meta.FindStatusCondition(p.Status.Conditions, extv1beta1.PoolConditionReady); c != nil {
 		s.Ready, s.Reason, s.Message = c.Status, c.Reason, c.Message
 	}
 	return s
@@ -61,13 +62,13 @@ func countWrites(writes []string, prefix string) int {
 }
 
 func TestPoolKeepsItsReplicas(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
-	pool := thePool(3).Obj()
+	tmpl := pythonTemplate().Hub()
+	pool := thePool(3).Hub()
 	cases := []struct {
 		name     string
 		replicas int32
 		maxBatch int
-		members  []*agentsv1alpha1.Sandbox
+		members  []*agentsv1beta1.Sandbox
 
 		wantCreates int
 		wantDeleted []string
@@ -75,24 +76,24 @@ func TestPoolKeepsItsReplicas(t *testing.T) {
 	}{
 		{name: "an empty pool is filled", replicas: 3,
 			wantCreates: 3,
-			wantStatus:  &poolStatus{0, 0, metav1.ConditionFalse, extv1alpha1.ReasonPoolFilling, "0 of 3 sandboxes ready"}},
+			wantStatus:  &poolStatus{0, 0, metav1.ConditionFalse, extv1beta1.ReasonPoolFilling, "0 of 3 sandboxes ready"}},
 		{name: "a refill creates no more than the batch", replicas: 5, maxBatch: 2,
 			wantCreates: 2,
-			wantStatus:  &poolStatus{0, 0, metav1.ConditionFalse, extv1alpha1.ReasonPoolFilling, "0 of 5 sandboxes ready"}},
+			wantStatus:  &poolStatus{0, 0, metav1.ConditionFalse, extv1beta1.ReasonPoolFilling, "0 of 5 sandboxes ready"}},
 		{name: "a full pool is left alone and reports Ready", replicas: 2,
-			members:    []*agentsv1alpha1.Sandbox{readyMember(pool, tmpl, "a", time.Hour), readyMember(pool, tmpl, "b", time.Hour)},
-			wantStatus: &poolStatus{2, 2, metav1.ConditionTrue, extv1alpha1.ReasonPoolReady, "2 of 2 sandboxes ready"}},
+			members:    []*agentsv1beta1.Sandbox{readyMember(pool, tmpl, "a", time.Hour), readyMember(pool, tmpl, "b", time.Hour)},
+			wantStatus: &poolStatus{2, 2, metav1.ConditionTrue, extv1beta1.ReasonPoolReady, "2 of 2 sandboxes ready"}},
 		{name: "members still starting count toward the replicas", replicas: 2,
-			members:    []*agentsv1alpha1.Sandbox{readyMember(pool, tmpl, "a", time.Hour), startingMember(pool, tmpl, "b", time.Minute)},
-			wantStatus: &poolStatus{2, 1, metav1.ConditionFalse, extv1alpha1.ReasonPoolFilling, "1 of 2 sandboxes ready"}},
+			members:    []*agentsv1beta1.Sandbox{readyMember(pool, tmpl, "a", time.Hour), startingMember(pool, tmpl, "b", time.Minute)},
+			wantStatus: &poolStatus{2, 1, metav1.ConditionFalse, extv1beta1.ReasonPoolFilling, "1 of 2 sandboxes ready"}},
 		{name: "scaling down removes members not ready first, then the newest", replicas: 1,
-			members: []*agentsv1alpha1.Sandbox{readyMember(pool, tmpl, "old", time.Hour), readyMember(pool, tmpl, "new", time.Minute),
+			members: []*agentsv1beta1.Sandbox{readyMember(pool, tmpl, "old", time.Hour), readyMember(pool, tmpl, "new", time.Minute),
 				startingMember(pool, tmpl, "starting", time.Second)},
 			wantDeleted: []string{"new", "starting"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := []client.Object{tmpl, thePool(tc.replicas).Obj()}
+			objs := []client.Object{tmpl, thePool(tc.replicas).Hub()}
 			for _, m := range tc.members {
 				objs = append(objs, m)
 			}
@@ -107,8 +108,8 @@ func TestPoolKeepsItsReplicas(t *testing.T) {
 					continue
 				}
 				created++
-				if !strings.HasPrefix(name, "pool-") || sb.Labels[extv1alpha1.WarmPoolLabel] != poolHash(g.pool()) ||
-					sb.Labels[extv1alpha1.TemplateHashLabel] != (blueprint.Builder{}).Hash(tmpl) {
+				if !strings.HasPrefix(name, "pool-") || sb.Labels[extv1beta1.WarmPoolLabel] != poolHash(g.pool()) ||
+					sb.Labels[extv1beta1.TemplateHashLabel] != (blueprint.Builder{}).Hash(tmpl) {
 					t.Errorf("new member %s labels %v, want a pool-* member labelled with the pool and the template's hash", name, sb.Labels)
 				}
 			}
@@ -138,9 +139,9 @@ func TestPoolKeepsItsReplicas(t *testing.T) {
 // just made) neither creates them again nor deletes more; a write the cache never shows stops
 // counting after expectations.CacheLag, so a lost watch event does not freeze the pool.
 func TestPoolOnALaggingCache(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	t.Run("creates", func(t *testing.T) {
-		g := newRig(t, Options{}, tmpl, thePool(2).Obj())
+		g := newRig(t, Options{}, tmpl, thePool(2).Hub())
 		g.freezeCache()
 		g.mustReconcile()
 		if n := countWrites(g.takeWrites(), "create Sandbox/"); n != 2 {
@@ -157,7 +158,7 @@ func TestPoolOnALaggingCache(t *testing.T) {
 		}
 	})
 	t.Run("deletes", func(t *testing.T) {
-		pool := thePool(1).Obj()
+		pool := thePool(1).Hub()
 		g := newRig(t, Options{}, tmpl, pool, readyMember(pool, tmpl, "a", time.Hour), readyMember(pool, tmpl, "b", time.Minute),
 			readyMember(pool, tmpl, "c", time.Second))
 		g.freezeCache()
@@ -178,14 +179,14 @@ func TestPoolOnALaggingCache(t *testing.T) {
 // A member that is not Ready in time is replaced, and its pool's owner told why; one the
 // scheduler cannot place is kept (a replacement would not fit either) and reported.
 func TestPoolReplacesMembersThatNeverBecomeReady(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
-	pool := thePool(1).Obj()
-	unschedulable := poolMember(pool, tmpl, "pending", time.Hour).Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady,
-		Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPodPending, Message: "Pod is pending: Unschedulable: 0/3 nodes are available"}).Obj()
+	tmpl := pythonTemplate().Hub()
+	pool := thePool(1).Hub()
+	unschedulable := poolMember(pool, tmpl, "pending", time.Hour).Condition(metav1.Condition{Type: agentsv1beta1.SandboxConditionReady,
+		Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonPodPending, Message: "Pod is pending: Unschedulable: 0/3 nodes are available"}).Hub()
 	cases := []struct {
 		name        string
-		pool        *extv1alpha1.SandboxWarmPool
-		member      *agentsv1alpha1.Sandbox
+		pool        *extv1beta1.SandboxWarmPool
+		member      *agentsv1beta1.Sandbox
 		wantKept    bool
 		wantRequeue time.Duration
 		wantEvents  []string
@@ -193,19 +194,19 @@ func TestPoolReplacesMembersThatNeverBecomeReady(t *testing.T) {
 	}{
 		{name: "starting within the timeout: kept, and looked at again when it runs out",
 			pool: pool, member: startingMember(pool, tmpl, "m", time.Minute),
-			wantKept: true, wantRequeue: DefaultMemberReadyTimeout - time.Minute, wantReason: extv1alpha1.ReasonPoolFilling},
+			wantKept: true, wantRequeue: DefaultMemberReadyTimeout - time.Minute, wantReason: extv1beta1.ReasonPoolFilling},
 		{name: "past the timeout: replaced",
 			pool: pool, member: startingMember(pool, tmpl, "m", DefaultMemberReadyTimeout+time.Second),
 			wantEvents: []string{"Warning MemberNotReady replacing warm sandbox m: not Ready 5m0s after it was created (PodNotReady: container runtime not ready)"},
-			wantReason: extv1alpha1.ReasonPoolFilling},
+			wantReason: extv1beta1.ReasonPoolFilling},
 		{name: "the pool's own longer timeout keeps it",
-			pool:   thePool(1).Annotation(extv1alpha1.MemberReadyTimeoutAnnotation, "10m").Obj(),
+			pool:   thePool(1).Annotation(extv1beta1.MemberReadyTimeoutAnnotation, "10m").Hub(),
 			member: startingMember(pool, tmpl, "m", 6*time.Minute), wantKept: true, wantRequeue: 4 * time.Minute,
-			wantReason: extv1alpha1.ReasonPoolFilling},
+			wantReason: extv1beta1.ReasonPoolFilling},
 		{name: "unschedulable: kept and reported",
 			pool: pool, member: unschedulable, wantKept: true,
 			wantEvents: []string{"Warning MembersUnschedulable 1 warm sandboxes cannot be scheduled; they are kept, not replaced"},
-			wantReason: extv1alpha1.ReasonMembersUnschedulable},
+			wantReason: extv1beta1.ReasonMembersUnschedulable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,20 +235,20 @@ func TestPoolReplacesMembersThatNeverBecomeReady(t *testing.T) {
 // After a template edit, a Recreate pool replaces its members at once; an OnReplenish pool
 // keeps them until they are claimed.
 func TestTemplateEditReplacesMembersPerUpdateStrategy(t *testing.T) {
-	old := pythonTemplate().Obj()
-	edited := testwrap.MakeTemplate("ns", "python").UID("python-uid-2").Image("python:3.14").Obj()
+	old := pythonTemplate().Hub()
+	edited := testwrap.MakeTemplate("ns", "python").UID("python-uid-2").Image("python:3.14").Hub()
 	cases := []struct {
 		name        string
-		strategy    extv1alpha1.SandboxWarmPoolUpdateStrategyType
+		strategy    extv1beta1.SandboxWarmPoolUpdateStrategyType
 		wantStale   int
 		wantCreates int
 	}{
-		{"Recreate: replaced", extv1alpha1.RecreateSandboxWarmPoolUpdateStrategyType, 0, 2},
-		{"OnReplenish: kept", extv1alpha1.OnReplenishSandboxWarmPoolUpdateStrategyType, 2, 0},
+		{"Recreate: replaced", extv1beta1.RecreateSandboxWarmPoolUpdateStrategyType, 0, 2},
+		{"OnReplenish: kept", extv1beta1.OnReplenishSandboxWarmPoolUpdateStrategyType, 2, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pool := thePool(2).UpdateStrategy(tc.strategy).Obj()
+			pool := thePool(2).UpdateStrategy(extv1alpha1.SandboxWarmPoolUpdateStrategyType(tc.strategy)).Hub()
 			g := newRig(t, Options{}, edited, pool, readyMember(pool, old, "a", time.Hour), readyMember(pool, old, "b", time.Hour))
 			g.mustReconcile()
 			stale := 0
@@ -266,26 +267,26 @@ func TestTemplateEditReplacesMembersPerUpdateStrategy(t *testing.T) {
 // Between the pool's read and its delete a claim can take a member over: the delete's
 // resourceVersion precondition fails, and the claim keeps its Sandbox.
 func TestScaleDownNeverDeletesAMemberAClaimTook(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
-	pool := thePool(0).Obj()
+	tmpl := pythonTemplate().Hub()
+	pool := thePool(0).Hub()
 	g := newRig(t, Options{}, tmpl, pool, readyMember(pool, tmpl, "m", time.Hour))
 	g.freezeCache()
-	claim := testwrap.MakeClaim("ns", "c").UID("c-uid").Obj()
+	claim := testwrap.MakeClaim("ns", "c").UID("c-uid").Hub()
 	taken := g.members()["m"]
-	taken.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1alpha1.GroupVersion.WithKind("SandboxClaim"))}
+	taken.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(claim, extv1beta1.GroupVersion.WithKind("SandboxClaim"))}
 	if err := g.api.Update(context.Background(), taken); err != nil {
 		t.Fatal(err)
 	}
 	g.mustReconcile()
-	if err := g.api.Get(context.Background(), client.ObjectKeyFromObject(taken), &agentsv1alpha1.Sandbox{}); err != nil {
+	if err := g.api.Get(context.Background(), client.ObjectKeyFromObject(taken), &agentsv1beta1.Sandbox{}); err != nil {
 		t.Errorf("the claimed Sandbox: %v, want it kept", err)
 	}
 }
 
 func TestPoolReportsFailures(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
+	tmpl := pythonTemplate().Hub()
 	boom := apierrors.NewInternalError(errors.New("etcd timeout"))
-	terminating := apierrors.NewForbidden(schema.GroupResource{Group: agentsv1alpha1.GroupVersion.Group, Resource: "sandboxes"}, "",
+	terminating := apierrors.NewForbidden(schema.GroupResource{Group: agentsv1beta1.GroupVersion.Group, Resource: "sandboxes"}, "",
 		errors.New("namespace ns is being terminated"))
 	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
 	cases := []struct {
@@ -299,18 +300,18 @@ func TestPoolReportsFailures(t *testing.T) {
 		wantStatus poolStatus
 	}{
 		{name: "the template is missing: no members, and said so",
-			objs:       []client.Object{thePool(2).Obj()},
+			objs:       []client.Object{thePool(2).Hub()},
 			wantEvents: []string{`Warning TemplateNotFound SandboxTemplate "python" not found`},
-			wantStatus: poolStatus{0, 0, metav1.ConditionFalse, extv1alpha1.ReasonPoolTemplateNotFound, `SandboxTemplate "python" not found`}},
+			wantStatus: poolStatus{0, 0, metav1.ConditionFalse, extv1beta1.ReasonPoolTemplateNotFound, `SandboxTemplate "python" not found`}},
 		{name: "a create fails: retried, and said so",
-			objs: []client.Object{tmpl, thePool(1).Obj()}, faultVerb: "create", faultKind: "Sandbox", fault: boom, wantErr: true,
+			objs: []client.Object{tmpl, thePool(1).Hub()}, faultVerb: "create", faultKind: "Sandbox", fault: boom, wantErr: true,
 			wantEvents: []string{"Warning SandboxCreateFailed creating a warm sandbox: Internal error occurred: etcd timeout"},
-			wantStatus: poolStatus{0, 0, metav1.ConditionFalse, extv1alpha1.ReasonPoolFilling, "0 of 1 sandboxes ready"}},
+			wantStatus: poolStatus{0, 0, metav1.ConditionFalse, extv1beta1.ReasonPoolFilling, "0 of 1 sandboxes ready"}},
 		{name: "a create refused in a terminating namespace: retried quietly",
-			objs: []client.Object{tmpl, thePool(1).Obj()}, faultVerb: "create", faultKind: "Sandbox", fault: terminating, wantErr: true,
-			wantStatus: poolStatus{0, 0, metav1.ConditionFalse, extv1alpha1.ReasonPoolFilling, "0 of 1 sandboxes ready"}},
+			objs: []client.Object{tmpl, thePool(1).Hub()}, faultVerb: "create", faultKind: "Sandbox", fault: terminating, wantErr: true,
+			wantStatus: poolStatus{0, 0, metav1.ConditionFalse, extv1beta1.ReasonPoolFilling, "0 of 1 sandboxes ready"}},
 		{name: "the status write fails: retried",
-			objs: []client.Object{tmpl, thePool(0).Obj()}, faultVerb: "status", faultKind: "SandboxWarmPool", fault: boom, wantErr: true},
+			objs: []client.Object{tmpl, thePool(0).Hub()}, faultVerb: "status", faultKind: "SandboxWarmPool", fault: boom, wantErr: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -339,7 +340,7 @@ func TestRefillYieldsToClaims(t *testing.T) {
 	p := pacer.NewPacer(time.Hour, clocktesting.NewFakeClock(testNow))
 	done := p.ClaimStarted()
 	defer done()
-	g := newRig(t, Options{Gate: pacer.NewGate(p, time.Hour)}, pythonTemplate().Obj(), thePool(2).Obj())
+	g := newRig(t, Options{Gate: pacer.NewGate(p, time.Hour)}, pythonTemplate().Hub(), thePool(2).Hub())
 	if res := g.mustReconcile(); res.RequeueAfter != time.Hour {
 		t.Errorf("requeue after %v, want the pacer's quiet time (1h)", res.RequeueAfter)
 	}
@@ -354,11 +355,11 @@ func TestReconcileLeavesGoneAndDeletingPoolsAlone(t *testing.T) {
 		objs []client.Object
 	}{
 		{"the pool is gone", nil},
-		{"the pool is being deleted", []client.Object{thePool(2).Finalizers("test/hold").Deleting(testNow).Obj()}},
+		{"the pool is being deleted", []client.Object{thePool(2).Finalizers("test/hold").Deleting(testNow).Hub()}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRig(t, Options{}, append(tc.objs, pythonTemplate().Obj())...)
+			g := newRig(t, Options{}, append(tc.objs, pythonTemplate().Hub())...)
 			if res := g.mustReconcile(); res.RequeueAfter != 0 {
 				t.Errorf("requeue after %v, want none", res.RequeueAfter)
 			}

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/logtest"
 )
 
@@ -29,32 +29,32 @@ func (g *rig) reconcileLogged() *logtest.Recorder {
 
 // Each decision on a pool is a V(2) line naming the members it concerns.
 func TestPoolDecisionsAreLoggedAtV2(t *testing.T) {
-	tmpl := pythonTemplate().Obj()
-	pool := thePool(1).Obj()
+	tmpl := pythonTemplate().Hub()
+	pool := thePool(1).Hub()
 	cases := []struct {
 		name     string
 		replicas int32
-		members  []*agentsv1alpha1.Sandbox
+		members  []*agentsv1beta1.Sandbox
 		msg      string
 		want     map[string]any // the values the line must carry (others may follow)
 	}{
-		{name: "scale up", replicas: 2, members: []*agentsv1alpha1.Sandbox{readyMember(pool, tmpl, "a", time.Hour)},
+		{name: "scale up", replicas: 2, members: []*agentsv1beta1.Sandbox{readyMember(pool, tmpl, "a", time.Hour)},
 			msg: "scaling up", want: map[string]any{"have": float64(1), "desired": float64(2), "creating": float64(1)}},
 		{name: "scale down names the members it removes", replicas: 1,
-			members: []*agentsv1alpha1.Sandbox{readyMember(pool, tmpl, "old", time.Hour), readyMember(pool, tmpl, "new", time.Minute)},
+			members: []*agentsv1beta1.Sandbox{readyMember(pool, tmpl, "old", time.Hour), readyMember(pool, tmpl, "new", time.Minute)},
 			msg:     "scaling down", want: map[string]any{"sandboxes": []any{logtest.Ref("ns", "new")}}},
-		{name: "each delete names its member", replicas: 0, members: []*agentsv1alpha1.Sandbox{readyMember(pool, tmpl, "a", time.Hour)},
+		{name: "each delete names its member", replicas: 0, members: []*agentsv1beta1.Sandbox{readyMember(pool, tmpl, "a", time.Hour)},
 			msg: "deleted a member", want: map[string]any{"sandbox": logtest.Ref("ns", "a")}},
 		{name: "an overdue member is replaced", replicas: 1,
-			members: []*agentsv1alpha1.Sandbox{startingMember(pool, tmpl, "slow", DefaultMemberReadyTimeout+time.Second)},
+			members: []*agentsv1beta1.Sandbox{startingMember(pool, tmpl, "slow", DefaultMemberReadyTimeout+time.Second)},
 			msg:     "replacing members not Ready in time", want: map[string]any{"sandboxes": []any{logtest.Ref("ns", "slow")}}},
 		{name: "a requeue when a starting member is due", replicas: 1,
-			members: []*agentsv1alpha1.Sandbox{startingMember(pool, tmpl, "m", time.Minute)},
+			members: []*agentsv1beta1.Sandbox{startingMember(pool, tmpl, "m", time.Minute)},
 			msg:     "requeue when the next starting member is due Ready", want: map[string]any{"requeueAfter": (DefaultMemberReadyTimeout - time.Minute).String()}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := []client.Object{tmpl, thePool(tc.replicas).Obj()}
+			objs := []client.Object{tmpl, thePool(tc.replicas).Hub()}
 			for _, m := range tc.members {
 				objs = append(objs, m)
 			}
@@ -68,7 +68,7 @@ func TestPoolDecisionsAreLoggedAtV2(t *testing.T) {
 
 // A created member's generated name is logged, so a member can be followed from its creation.
 func TestPoolLogsTheNameOfEachMemberItCreates(t *testing.T) {
-	g := newRig(t, Options{}, pythonTemplate().Obj(), thePool(1).Obj())
+	g := newRig(t, Options{}, pythonTemplate().Hub(), thePool(1).Hub())
 	rec := g.reconcileLogged()
 	line, ok := rec.Find("created a warm member")
 	if !ok {

@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 )
 
@@ -33,7 +33,7 @@ func (w *memberWrites) deleted(pool types.NamespacedName, uid types.UID) {
 
 // observe settles expectations against the cached members and returns the UIDs whose delete
 // was issued but is not visible yet.
-func (w *memberWrites) observe(pool types.NamespacedName, members []agentsv1alpha1.Sandbox) map[types.UID]bool {
+func (w *memberWrites) observe(pool types.NamespacedName, members []agentsv1beta1.Sandbox) map[types.UID]bool {
 	byName := make(map[string]bool, len(members))
 	byUID := make(map[types.UID]bool, len(members))
 	for i := range members {

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // DefaultMemberReadyTimeout is how long a member may take to become Ready before it is
@@ -23,12 +23,12 @@ const DefaultMemberReadyTimeout = 5 * time.Minute
 // help, so they are reported and kept), those past the timeout (replaced), and when the next
 // one will cross it.
 type health struct {
-	unschedulable []*agentsv1alpha1.Sandbox
-	overdue       []*agentsv1alpha1.Sandbox
+	unschedulable []*agentsv1beta1.Sandbox
+	overdue       []*agentsv1beta1.Sandbox
 	nextDue       time.Duration // 0: no member is waiting to cross the timeout
 }
 
-func assess(members []*agentsv1alpha1.Sandbox, now time.Time, timeout time.Duration) health {
+func assess(members []*agentsv1beta1.Sandbox, now time.Time, timeout time.Duration) health {
 	var h health
 	for _, sb := range members {
 		if isReady(sb) {
@@ -51,45 +51,45 @@ func assess(members []*agentsv1alpha1.Sandbox, now time.Time, timeout time.Durat
 }
 
 // unschedulable: the Sandbox controller reports a pending pod with the scheduler's reason.
-func unschedulable(sb *agentsv1alpha1.Sandbox) bool {
-	c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
-	return c != nil && c.Reason == agentsv1alpha1.ReasonPodPending && strings.Contains(c.Message, corev1.PodReasonUnschedulable)
+func unschedulable(sb *agentsv1beta1.Sandbox) bool {
+	c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
+	return c != nil && c.Reason == agentsv1beta1.ReasonPodPending && strings.Contains(c.Message, corev1.PodReasonUnschedulable)
 }
 
 // replaceOverdue deletes members that never became Ready in time, telling the pool's owner
 // why; the refill that follows makes new ones.
-func (r *Reconciler) replaceOverdue(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, overdue []*agentsv1alpha1.Sandbox) error {
+func (r *Reconciler) replaceOverdue(ctx context.Context, pool *extv1beta1.SandboxWarmPool, overdue []*agentsv1beta1.Sandbox) error {
 	for _, sb := range overdue {
 		why := "no Ready condition"
-		if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady); c != nil {
+		if c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady); c != nil {
 			why = c.Reason + ": " + c.Message
 		}
-		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.EventMemberNotReady,
+		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1beta1.EventMemberNotReady,
 			"replacing warm sandbox %s: not Ready %s after it was created (%s)", sb.Name, r.readyTimeoutOf(pool), why)
 	}
 	return r.deleteMembers(ctx, pool, overdue)
 }
 
 // readyCondition says whether the pool is full of ready members and, if not, why.
-func readyCondition(pool *extv1alpha1.SandboxWarmPool, ready int, h health, templateFound bool) metav1.Condition {
-	c := metav1.Condition{Type: extv1alpha1.PoolConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: pool.Generation}
+func readyCondition(pool *extv1beta1.SandboxWarmPool, ready int, h health, templateFound bool) metav1.Condition {
+	c := metav1.Condition{Type: extv1beta1.PoolConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: pool.Generation}
 	switch {
 	case !templateFound:
-		c.Reason, c.Message = extv1alpha1.ReasonPoolTemplateNotFound, fmt.Sprintf("SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
+		c.Reason, c.Message = extv1beta1.ReasonPoolTemplateNotFound, fmt.Sprintf("SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
 	case len(h.unschedulable) > 0:
-		c.Reason = extv1alpha1.ReasonMembersUnschedulable
+		c.Reason = extv1beta1.ReasonMembersUnschedulable
 		c.Message = fmt.Sprintf("%d of the pool's sandboxes cannot be scheduled (e.g. %s: %s)", len(h.unschedulable),
-			h.unschedulable[0].Name, meta.FindStatusCondition(h.unschedulable[0].Status.Conditions, agentsv1alpha1.SandboxConditionReady).Message)
-	case ready >= int(pool.Spec.Replicas):
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, extv1alpha1.ReasonPoolReady, fmt.Sprintf("%d of %d sandboxes ready", ready, pool.Spec.Replicas)
+			h.unschedulable[0].Name, meta.FindStatusCondition(h.unschedulable[0].Status.Conditions, agentsv1beta1.SandboxConditionReady).Message)
+	case ready >= int(pool.DesiredReplicas()):
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, extv1beta1.ReasonPoolReady, fmt.Sprintf("%d of %d sandboxes ready", ready, pool.DesiredReplicas())
 	default:
-		c.Reason, c.Message = extv1alpha1.ReasonPoolFilling, fmt.Sprintf("%d of %d sandboxes ready", ready, pool.Spec.Replicas)
+		c.Reason, c.Message = extv1beta1.ReasonPoolFilling, fmt.Sprintf("%d of %d sandboxes ready", ready, pool.DesiredReplicas())
 	}
 	return c
 }
 
-func (r *Reconciler) readyTimeoutOf(pool *extv1alpha1.SandboxWarmPool) time.Duration {
-	if d, err := time.ParseDuration(pool.Annotations[extv1alpha1.MemberReadyTimeoutAnnotation]); err == nil && d > 0 {
+func (r *Reconciler) readyTimeoutOf(pool *extv1beta1.SandboxWarmPool) time.Duration {
+	if d, err := time.ParseDuration(pool.Annotations[extv1beta1.MemberReadyTimeoutAnnotation]); err == nil && d > 0 {
 		return d
 	}
 	return r.memberReadyTimeout

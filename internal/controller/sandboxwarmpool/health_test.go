@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
@@ -18,27 +18,27 @@ var testNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // member is a pool member created age ago, with the Sandbox controller's Ready condition (none
 // when status is empty).
-func member(name string, age time.Duration, status metav1.ConditionStatus, reason, message string) *agentsv1alpha1.Sandbox {
+func member(name string, age time.Duration, status metav1.ConditionStatus, reason, message string) *agentsv1beta1.Sandbox {
 	w := testwrap.MakeSandbox("ns", name).Created(testNow.Add(-age))
 	if status != "" {
-		w.Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady, Status: status, Reason: reason, Message: message})
+		w.Condition(metav1.Condition{Type: agentsv1beta1.SandboxConditionReady, Status: status, Reason: reason, Message: message})
 	}
-	return w.Obj()
+	return w.Hub()
 }
 
-func ready(name string, age time.Duration) *agentsv1alpha1.Sandbox {
-	return member(name, age, metav1.ConditionTrue, agentsv1alpha1.ReasonReady, "")
+func ready(name string, age time.Duration) *agentsv1beta1.Sandbox {
+	return member(name, age, metav1.ConditionTrue, agentsv1beta1.ReasonReady, "")
 }
 
-func starting(name string, age time.Duration) *agentsv1alpha1.Sandbox {
-	return member(name, age, metav1.ConditionFalse, agentsv1alpha1.ReasonPodNotReady, "container runtime not ready")
+func starting(name string, age time.Duration) *agentsv1beta1.Sandbox {
+	return member(name, age, metav1.ConditionFalse, agentsv1beta1.ReasonPodNotReady, "container runtime not ready")
 }
 
-func unschedulableMember(name string, age time.Duration) *agentsv1alpha1.Sandbox {
-	return member(name, age, metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending, "Pod is pending: Unschedulable: 0/3 nodes are available")
+func unschedulableMember(name string, age time.Duration) *agentsv1beta1.Sandbox {
+	return member(name, age, metav1.ConditionFalse, agentsv1beta1.ReasonPodPending, "Pod is pending: Unschedulable: 0/3 nodes are available")
 }
 
-func names(sbs []*agentsv1alpha1.Sandbox) []string {
+func names(sbs []*agentsv1beta1.Sandbox) []string {
 	var out []string
 	for _, sb := range sbs {
 		out = append(out, sb.Name)
@@ -50,21 +50,21 @@ func TestAssess(t *testing.T) {
 	const timeout = 5 * time.Minute
 	cases := []struct {
 		name              string
-		members           []*agentsv1alpha1.Sandbox
+		members           []*agentsv1beta1.Sandbox
 		wantUnschedulable []string
 		wantOverdue       []string
 		wantNextDue       time.Duration
 	}{
-		{"ready members need nothing", []*agentsv1alpha1.Sandbox{ready("a", time.Hour)}, nil, nil, 0},
-		{"a starting member is due when the timeout runs out", []*agentsv1alpha1.Sandbox{starting("a", time.Minute)}, nil, nil, 4 * time.Minute},
-		{"the next due is the soonest", []*agentsv1alpha1.Sandbox{starting("a", time.Minute), starting("b", 3*time.Minute)}, nil, nil, 2 * time.Minute},
-		{"past the timeout it is overdue", []*agentsv1alpha1.Sandbox{starting("a", 6*time.Minute)}, nil, []string{"a"}, 0},
-		{"at the timeout it is overdue", []*agentsv1alpha1.Sandbox{starting("a", timeout)}, nil, []string{"a"}, 0},
-		{"a member without a Ready condition counts by its age", []*agentsv1alpha1.Sandbox{member("a", 10*time.Minute, "", "", "")}, nil, []string{"a"}, 0},
-		{"an unschedulable member is kept, however old", []*agentsv1alpha1.Sandbox{unschedulableMember("a", time.Hour)}, []string{"a"}, nil, 0},
-		{"pending for another reason counts by its age", []*agentsv1alpha1.Sandbox{member("a", time.Hour, metav1.ConditionFalse, agentsv1alpha1.ReasonPodPending, "Pod is pending: not scheduled yet")},
+		{"ready members need nothing", []*agentsv1beta1.Sandbox{ready("a", time.Hour)}, nil, nil, 0},
+		{"a starting member is due when the timeout runs out", []*agentsv1beta1.Sandbox{starting("a", time.Minute)}, nil, nil, 4 * time.Minute},
+		{"the next due is the soonest", []*agentsv1beta1.Sandbox{starting("a", time.Minute), starting("b", 3*time.Minute)}, nil, nil, 2 * time.Minute},
+		{"past the timeout it is overdue", []*agentsv1beta1.Sandbox{starting("a", 6*time.Minute)}, nil, []string{"a"}, 0},
+		{"at the timeout it is overdue", []*agentsv1beta1.Sandbox{starting("a", timeout)}, nil, []string{"a"}, 0},
+		{"a member without a Ready condition counts by its age", []*agentsv1beta1.Sandbox{member("a", 10*time.Minute, "", "", "")}, nil, []string{"a"}, 0},
+		{"an unschedulable member is kept, however old", []*agentsv1beta1.Sandbox{unschedulableMember("a", time.Hour)}, []string{"a"}, nil, 0},
+		{"pending for another reason counts by its age", []*agentsv1beta1.Sandbox{member("a", time.Hour, metav1.ConditionFalse, agentsv1beta1.ReasonPodPending, "Pod is pending: not scheduled yet")},
 			nil, []string{"a"}, 0},
-		{"a mixed pool", []*agentsv1alpha1.Sandbox{ready("r", time.Hour), unschedulableMember("u", time.Minute), starting("old", time.Hour), starting("new", 30*time.Second)},
+		{"a mixed pool", []*agentsv1beta1.Sandbox{ready("r", time.Hour), unschedulableMember("u", time.Minute), starting("old", time.Hour), starting("new", 30*time.Second)},
 			[]string{"u"}, []string{"old"}, 4*time.Minute + 30*time.Second},
 	}
 	for _, tc := range cases {
@@ -84,7 +84,7 @@ func TestAssess(t *testing.T) {
 }
 
 func TestReadyCondition(t *testing.T) {
-	pool := testwrap.MakeWarmPool("ns", "pool").Template("python").Replicas(2).Generation(3).Obj()
+	pool := testwrap.MakeWarmPool("ns", "pool").Template("python").Replicas(2).Generation(3).Hub()
 	stuck := unschedulableMember("pool-x1", time.Minute)
 	cases := []struct {
 		name          string
@@ -93,19 +93,19 @@ func TestReadyCondition(t *testing.T) {
 		templateFound bool
 		want          metav1.Condition
 	}{
-		{"full", 2, health{}, true, metav1.Condition{Status: metav1.ConditionTrue, Reason: extv1alpha1.ReasonPoolReady, Message: "2 of 2 sandboxes ready"}},
-		{"more than full (a scale-down under way)", 3, health{}, true, metav1.Condition{Status: metav1.ConditionTrue, Reason: extv1alpha1.ReasonPoolReady, Message: "3 of 2 sandboxes ready"}},
-		{"filling", 1, health{}, true, metav1.Condition{Status: metav1.ConditionFalse, Reason: extv1alpha1.ReasonPoolFilling, Message: "1 of 2 sandboxes ready"}},
-		{"unschedulable members say why", 1, health{unschedulable: []*agentsv1alpha1.Sandbox{stuck}}, true,
-			metav1.Condition{Status: metav1.ConditionFalse, Reason: extv1alpha1.ReasonMembersUnschedulable,
+		{"full", 2, health{}, true, metav1.Condition{Status: metav1.ConditionTrue, Reason: extv1beta1.ReasonPoolReady, Message: "2 of 2 sandboxes ready"}},
+		{"more than full (a scale-down under way)", 3, health{}, true, metav1.Condition{Status: metav1.ConditionTrue, Reason: extv1beta1.ReasonPoolReady, Message: "3 of 2 sandboxes ready"}},
+		{"filling", 1, health{}, true, metav1.Condition{Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonPoolFilling, Message: "1 of 2 sandboxes ready"}},
+		{"unschedulable members say why", 1, health{unschedulable: []*agentsv1beta1.Sandbox{stuck}}, true,
+			metav1.Condition{Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonMembersUnschedulable,
 				Message: "1 of the pool's sandboxes cannot be scheduled (e.g. pool-x1: Pod is pending: Unschedulable: 0/3 nodes are available)"}},
-		{"a missing template comes first", 2, health{unschedulable: []*agentsv1alpha1.Sandbox{stuck}}, false,
-			metav1.Condition{Status: metav1.ConditionFalse, Reason: extv1alpha1.ReasonPoolTemplateNotFound, Message: `SandboxTemplate "python" not found`}},
+		{"a missing template comes first", 2, health{unschedulable: []*agentsv1beta1.Sandbox{stuck}}, false,
+			metav1.Condition{Status: metav1.ConditionFalse, Reason: extv1beta1.ReasonPoolTemplateNotFound, Message: `SandboxTemplate "python" not found`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.want
-			want.Type, want.ObservedGeneration = extv1alpha1.PoolConditionReady, 3
+			want.Type, want.ObservedGeneration = extv1beta1.PoolConditionReady, 3
 			if d := cmp.Diff(want, readyCondition(pool, tc.ready, tc.h, tc.templateFound)); d != "" {
 				t.Errorf("Ready condition (-want +got):\n%s", d)
 			}
@@ -131,10 +131,10 @@ func TestMemberReadyTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := testwrap.MakeWarmPool("ns", "pool")
 			if tc.annotation != "" {
-				w.Annotation(extv1alpha1.MemberReadyTimeoutAnnotation, tc.annotation)
+				w.Annotation(extv1beta1.MemberReadyTimeoutAnnotation, tc.annotation)
 			}
 			r := New(nil, Options{MemberReadyTimeout: tc.configured})
-			if got := r.readyTimeoutOf(w.Obj()); got != tc.want {
+			if got := r.readyTimeoutOf(w.Hub()); got != tc.want {
 				t.Errorf("timeout %s, want %s", got, tc.want)
 			}
 		})

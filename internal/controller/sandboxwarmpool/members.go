@@ -14,16 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 )
 
 // membership is the pool's members sorted by what the reconcile does with them.
 type membership struct {
-	active  []*agentsv1alpha1.Sandbox // not being deleted
-	stale   []*agentsv1alpha1.Sandbox // active, built from an older template revision
-	edited  []*agentsv1alpha1.Sandbox // active, spec changed since the pool made it
+	active  []*agentsv1beta1.Sandbox // not being deleted
+	stale   []*agentsv1beta1.Sandbox // active, built from an older template revision
+	edited  []*agentsv1beta1.Sandbox // active, spec changed since the pool made it
 	ready   int
 	pending int // creates issued but not yet in the cache
 }
@@ -31,8 +31,8 @@ type membership struct {
 func (m membership) count() int { return len(m.active) + m.pending }
 
 // surplus picks n members to remove: not-ready ones first, then the newest.
-func (m membership) surplus(n int) []*agentsv1alpha1.Sandbox {
-	sorted := append([]*agentsv1alpha1.Sandbox(nil), m.active...)
+func (m membership) surplus(n int) []*agentsv1beta1.Sandbox {
+	sorted := append([]*agentsv1beta1.Sandbox(nil), m.active...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		ri, rj := isReady(sorted[i]), isReady(sorted[j])
 		if ri != rj {
@@ -47,7 +47,7 @@ func (m membership) surplus(n int) []*agentsv1alpha1.Sandbox {
 }
 
 // classify sorts the cached members; tmpl may be nil when the template is missing.
-func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbox, tmpl *extv1alpha1.SandboxTemplate, b blueprint.Builder, exp *memberWrites) membership {
+func classify(pool *extv1beta1.SandboxWarmPool, members []agentsv1beta1.Sandbox, tmpl *extv1beta1.SandboxTemplate, b blueprint.Builder, exp *memberWrites) membership {
 	key := client.ObjectKeyFromObject(pool)
 	pendingDeletes := exp.observe(key, members)
 	var m membership
@@ -65,7 +65,7 @@ func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbo
 		if isReady(sb) {
 			m.ready++
 		}
-		if sb.Generation > agentsv1alpha1.PristineGeneration {
+		if sb.Generation > agentsv1beta1.PristineGeneration {
 			// Edited since the pool made it: no claim adopts it (whatever the update strategy),
 			// so it is replaced.
 			m.edited = append(m.edited, sb)
@@ -77,36 +77,36 @@ func classify(pool *extv1alpha1.SandboxWarmPool, members []agentsv1alpha1.Sandbo
 	return m
 }
 
-func isStale(sb *agentsv1alpha1.Sandbox, pool *extv1alpha1.SandboxWarmPool, hash string) bool {
-	return sb.Labels[extv1alpha1.TemplateHashLabel] != hash ||
-		sb.Annotations[extv1alpha1.TemplateRefAnnotation] != pool.Spec.TemplateRef.Name
+func isStale(sb *agentsv1beta1.Sandbox, pool *extv1beta1.SandboxWarmPool, hash string) bool {
+	return sb.Labels[extv1beta1.TemplateHashLabel] != hash ||
+		sb.Annotations[extv1beta1.TemplateRefAnnotation] != pool.Spec.TemplateRef.Name
 }
 
-func isReady(sb *agentsv1alpha1.Sandbox) bool {
-	return meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
+func isReady(sb *agentsv1beta1.Sandbox) bool {
+	return meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
 }
 
-func poolHash(pool *extv1alpha1.SandboxWarmPool) string { return agentsv1alpha1.NameHash(pool.Name) }
+func poolHash(pool *extv1beta1.SandboxWarmPool) string { return agentsv1beta1.NameHash(pool.Name) }
 
 // NewMember builds an unnamed pool member from the template.
-func NewMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, b blueprint.Builder) *agentsv1alpha1.Sandbox {
+func NewMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, b blueprint.Builder) *agentsv1beta1.Sandbox {
 	sb := b.NewSandbox(tmpl)
 	sb.GenerateName = pool.Name + "-"
-	sb.Labels[extv1alpha1.WarmPoolLabel] = poolHash(pool)
+	sb.Labels[extv1beta1.WarmPoolLabel] = poolHash(pool)
 	return sb
 }
 
 // createMembers creates n members in parallel (bounded) and records each as expected.
-func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, n int) error {
+func (r *Reconciler) createMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, n int) error {
 	key := client.ObjectKeyFromObject(pool)
 	return forEachParallel(ctx, n, func(int) error {
 		sb := NewMember(pool, tmpl, r.blueprint)
 		if err := controllerutil.SetControllerReference(pool, sb, r.client.Scheme()); err != nil {
 			return err
 		}
-		if err := r.client.Create(ctx, sb, agentsv1alpha1.FieldOwner); err != nil {
+		if err := r.client.Create(ctx, sb, agentsv1beta1.FieldOwner); err != nil {
 			if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1alpha1.EventSandboxCreateFailed, "creating a warm sandbox: %v", err)
+				r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1beta1.EventSandboxCreateFailed, "creating a warm sandbox: %v", err)
 			}
 			return err
 		}
@@ -118,7 +118,7 @@ func (r *Reconciler) createMembers(ctx context.Context, pool *extv1alpha1.Sandbo
 
 // deleteMembers deletes exactly the members given (UID precondition: never a claimed one that
 // reused a name) and records each as expected to disappear.
-func (r *Reconciler) deleteMembers(ctx context.Context, pool *extv1alpha1.SandboxWarmPool, victims []*agentsv1alpha1.Sandbox) error {
+func (r *Reconciler) deleteMembers(ctx context.Context, pool *extv1beta1.SandboxWarmPool, victims []*agentsv1beta1.Sandbox) error {
 	key := client.ObjectKeyFromObject(pool)
 	return forEachParallel(ctx, len(victims), func(i int) error {
 		sb := victims[i]

@@ -14,15 +14,15 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
 func TestSurplusRemovesNotReadyMembersFirstThenTheNewest(t *testing.T) {
-	active := []*agentsv1alpha1.Sandbox{
+	active := []*agentsv1beta1.Sandbox{
 		ready("ready-old", time.Hour), starting("starting-old", 3*time.Minute), ready("ready-new", time.Minute),
 		starting("starting-new", time.Second), ready("ready-mid", 10*time.Minute),
 	}
@@ -53,19 +53,19 @@ func TestSurplusRemovesNotReadyMembersFirstThenTheNewest(t *testing.T) {
 }
 
 func TestCountIncludesCreatesNotYetSeen(t *testing.T) {
-	m := membership{active: []*agentsv1alpha1.Sandbox{ready("a", time.Minute)}, pending: 2}
+	m := membership{active: []*agentsv1beta1.Sandbox{ready("a", time.Minute)}, pending: 2}
 	if got := m.count(); got != 3 {
 		t.Errorf("count = %d, want 1 member plus 2 creates in flight", got)
 	}
 }
 
 // poolAndTemplate is a pool of three and its template python.
-func poolAndTemplate() (*extv1alpha1.SandboxWarmPool, *extv1alpha1.SandboxTemplate) {
-	return testwrap.MakeWarmPool("ns", "pool").Template("python").Replicas(3).Obj(), testwrap.MakeTemplate("ns", "python").Obj()
+func poolAndTemplate() (*extv1beta1.SandboxWarmPool, *extv1beta1.SandboxTemplate) {
+	return testwrap.MakeWarmPool("ns", "pool").Template("python").Replicas(3).Hub(), testwrap.MakeTemplate("ns", "python").Hub()
 }
 
 // built is a member made from tmpl (fresh), with the given name, UID and readiness.
-func built(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name string, isReady bool) agentsv1alpha1.Sandbox {
+func built(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, name string, isReady bool) agentsv1beta1.Sandbox {
 	sb := NewMember(pool, tmpl, blueprint.Builder{})
 	sb.Name, sb.UID = name, types.UID(name+"-uid")
 	if isReady {
@@ -76,32 +76,32 @@ func built(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate,
 
 func TestClassify(t *testing.T) {
 	pool, tmpl := poolAndTemplate()
-	edited := testwrap.MakeTemplate("ns", "python").Image("sandbox-runtime:v2").Obj()
-	other := testwrap.MakeTemplate("ns", "node").Obj()
+	edited := testwrap.MakeTemplate("ns", "python").Image("sandbox-runtime:v2").Hub()
+	other := testwrap.MakeTemplate("ns", "node").Hub()
 	deleting := built(pool, tmpl, "deleting", true)
 	deleting.DeletionTimestamp = &metav1.Time{Time: testNow}
 	cases := []struct {
 		name       string
-		members    []agentsv1alpha1.Sandbox
-		tmpl       *extv1alpha1.SandboxTemplate
+		members    []agentsv1beta1.Sandbox
+		tmpl       *extv1beta1.SandboxTemplate
 		wantActive []string
 		wantStale  []string
 		wantReady  int
 		wantEdited []string
 	}{
-		{"fresh members, ready counted", []agentsv1alpha1.Sandbox{built(pool, tmpl, "a", true), built(pool, tmpl, "b", false)}, tmpl,
+		{"fresh members, ready counted", []agentsv1beta1.Sandbox{built(pool, tmpl, "a", true), built(pool, tmpl, "b", false)}, tmpl,
 			[]string{"a", "b"}, nil, 1, nil},
-		{"a member being deleted is not active", []agentsv1alpha1.Sandbox{built(pool, tmpl, "a", true), deleting}, tmpl,
+		{"a member being deleted is not active", []agentsv1beta1.Sandbox{built(pool, tmpl, "a", true), deleting}, tmpl,
 			[]string{"a"}, nil, 1, nil},
-		{"members of an older pod spec are stale", []agentsv1alpha1.Sandbox{built(pool, tmpl, "old", true), built(pool, edited, "new", false)}, edited,
+		{"members of an older pod spec are stale", []agentsv1beta1.Sandbox{built(pool, tmpl, "old", true), built(pool, edited, "new", false)}, edited,
 			[]string{"old", "new"}, []string{"old"}, 1, nil},
-		{"members of another template are stale", []agentsv1alpha1.Sandbox{built(pool, other, "node", true)}, tmpl,
+		{"members of another template are stale", []agentsv1beta1.Sandbox{built(pool, other, "node", true)}, tmpl,
 			[]string{"node"}, []string{"node"}, 1, nil},
-		{"without the template nothing is stale", []agentsv1alpha1.Sandbox{built(pool, other, "node", true)}, nil,
+		{"without the template nothing is stale", []agentsv1beta1.Sandbox{built(pool, other, "node", true)}, nil,
 			[]string{"node"}, nil, 1, nil},
-		{"a member whose spec changed since the pool made it is edited", []agentsv1alpha1.Sandbox{built(pool, tmpl, "a", true), generation(built(pool, tmpl, "b", true), 2)}, tmpl,
+		{"a member whose spec changed since the pool made it is edited", []agentsv1beta1.Sandbox{built(pool, tmpl, "a", true), generation(built(pool, tmpl, "b", true), 2)}, tmpl,
 			[]string{"a", "b"}, nil, 2, []string{"b"}},
-		{"an edited member is edited without the template too", []agentsv1alpha1.Sandbox{generation(built(pool, tmpl, "b", true), 3)}, nil,
+		{"an edited member is edited without the template too", []agentsv1beta1.Sandbox{generation(built(pool, tmpl, "b", true), 3)}, nil,
 			[]string{"b"}, nil, 1, []string{"b"}},
 	}
 	for _, tc := range cases {
@@ -123,7 +123,7 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func generation(sb agentsv1alpha1.Sandbox, n int64) agentsv1alpha1.Sandbox {
+func generation(sb agentsv1beta1.Sandbox, n int64) agentsv1beta1.Sandbox {
 	sb.Generation = n
 	return sb
 }
@@ -135,7 +135,7 @@ func TestClassifyCountsWritesNotYetSeen(t *testing.T) {
 	exp := newMemberWrites(clocktesting.NewFakePassiveClock(testNow))
 	exp.created(key, "pool-new")
 	exp.deleted(key, "gone-uid")
-	members := []agentsv1alpha1.Sandbox{built(pool, tmpl, "kept", true), built(pool, tmpl, "gone", true)}
+	members := []agentsv1beta1.Sandbox{built(pool, tmpl, "kept", true), built(pool, tmpl, "gone", true)}
 	m := classify(pool, members, tmpl, blueprint.Builder{}, exp)
 	if d := cmp.Diff([]string{"kept"}, names(m.active)); d != "" {
 		t.Errorf("active (-want +got), a member we deleted is not active while the cache lags:\n%s", d)
@@ -169,9 +169,9 @@ func TestUnseenWritesExpireAfterTheCacheLag(t *testing.T) {
 				t.Errorf("pendingCreates = %v, want %v", got, tt.wantPending)
 			}
 			// The delete is pending while its member is still cached and not going away.
-			gone := agentsv1alpha1.Sandbox{}
+			gone := agentsv1beta1.Sandbox{}
 			gone.UID = "gone-uid"
-			if got := exp.observe(key, []agentsv1alpha1.Sandbox{gone})["gone-uid"]; got != tt.wantPending {
+			if got := exp.observe(key, []agentsv1beta1.Sandbox{gone})["gone-uid"]; got != tt.wantPending {
 				t.Errorf("delete of gone-uid pending = %v, want %v", got, tt.wantPending)
 			}
 		})
@@ -184,10 +184,10 @@ func TestNewMember(t *testing.T) {
 	if sb.GenerateName != "pool-" || sb.Name != "" || sb.Namespace != "ns" {
 		t.Errorf("member %s/%s generateName %q, want an unnamed member of ns named after the pool", sb.Namespace, sb.Name, sb.GenerateName)
 	}
-	if got := sb.Labels[extv1alpha1.WarmPoolLabel]; got == "" || got != poolHash(pool) {
-		t.Errorf("label %s = %q, want the pool's hash %q", extv1alpha1.WarmPoolLabel, got, poolHash(pool))
+	if got := sb.Labels[extv1beta1.WarmPoolLabel]; got == "" || got != poolHash(pool) {
+		t.Errorf("label %s = %q, want the pool's hash %q", extv1beta1.WarmPoolLabel, got, poolHash(pool))
 	}
-	other := testwrap.MakeWarmPool("ns", "other").Template("python").Obj()
+	other := testwrap.MakeWarmPool("ns", "other").Template("python").Hub()
 	if poolHash(other) == poolHash(pool) {
 		t.Errorf("pools pool and other share the label value %s", poolHash(pool))
 	}

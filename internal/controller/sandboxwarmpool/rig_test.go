@@ -13,8 +13,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/fakeapi"
@@ -24,7 +24,7 @@ import (
 // reads through a cache that shows the server as it is or, once frozen, as it was then (a cache
 // lagging the controller's own writes), and every write is logged and can be made to fail.
 
-var poolGVK = extv1alpha1.GroupVersion.WithKind("SandboxWarmPool")
+var poolGVK = extv1beta1.GroupVersion.WithKind("SandboxWarmPool")
 
 // rig is one pool reconciler on a fake API server.
 type rig struct {
@@ -40,7 +40,7 @@ func newRig(t *testing.T, opts Options, objs ...client.Object) *rig {
 	t.Helper()
 	clock := clocktesting.NewFakeClock(testNow)
 	fake := fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithIndexes(), fakeapi.WithCreationStamps(clock),
-		fakeapi.WithStatusSubresource(&agentsv1alpha1.Sandbox{}, &extv1alpha1.SandboxWarmPool{}))
+		fakeapi.WithStatusSubresource(&agentsv1beta1.Sandbox{}, &extv1beta1.SandboxWarmPool{}))
 	g := &rig{t: t, fake: fake, api: fake.API, clock: clock, events: record.NewFakeRecorder(100)}
 	if opts.Recorder == nil {
 		opts.Recorder = g.events
@@ -71,7 +71,7 @@ func (g *rig) takeWrites() []string {
 
 // freezeCache makes the cache keep showing the API server as it is now, for the rest of the test.
 func (g *rig) freezeCache() {
-	g.fake.Freeze(&agentsv1alpha1.SandboxList{}, &extv1alpha1.SandboxTemplateList{}, &extv1alpha1.SandboxWarmPoolList{})
+	g.fake.Freeze(&agentsv1beta1.SandboxList{}, &extv1beta1.SandboxTemplateList{}, &extv1beta1.SandboxWarmPoolList{})
 }
 
 func (g *rig) reconcile() (ctrl.Result, error) {
@@ -88,9 +88,9 @@ func (g *rig) mustReconcile() ctrl.Result {
 }
 
 // pool is the pool as the API server holds it.
-func (g *rig) pool() *extv1alpha1.SandboxWarmPool {
+func (g *rig) pool() *extv1beta1.SandboxWarmPool {
 	g.t.Helper()
-	p := &extv1alpha1.SandboxWarmPool{}
+	p := &extv1beta1.SandboxWarmPool{}
 	if err := g.api.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "pool"}, p); err != nil {
 		g.t.Fatal(err)
 	}
@@ -98,14 +98,14 @@ func (g *rig) pool() *extv1alpha1.SandboxWarmPool {
 }
 
 // members are the Sandboxes the API server holds that the pool controls, by name.
-func (g *rig) members() map[string]*agentsv1alpha1.Sandbox {
+func (g *rig) members() map[string]*agentsv1beta1.Sandbox {
 	g.t.Helper()
-	list := &agentsv1alpha1.SandboxList{}
+	list := &agentsv1beta1.SandboxList{}
 	if err := g.api.List(context.Background(), list); err != nil {
 		g.t.Fatal(err)
 	}
 	pool := g.pool()
-	out := map[string]*agentsv1alpha1.Sandbox{}
+	out := map[string]*agentsv1beta1.Sandbox{}
 	for i := range list.Items {
 		if metav1.IsControlledBy(&list.Items[i], pool) {
 			out[list.Items[i].Name] = &list.Items[i]
@@ -129,17 +129,17 @@ func thePool(replicas int32) *testwrap.WarmPoolWrapper {
 
 // poolMember is a member of pool made from tmpl age ago, labelled as NewMember labels it; its
 // Ready condition is for the test to add.
-func poolMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name string, age time.Duration) *testwrap.SandboxWrapper {
+func poolMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, name string, age time.Duration) *testwrap.SandboxWrapper {
 	made := NewMember(pool, tmpl, blueprint.Builder{})
 	return testwrap.MakeSandbox("ns", name).UID(types.UID(name+"-uid")).Created(testNow.Add(-age)).
 		Labels(made.Labels).Annotations(made.Annotations).ControlledBy(pool, poolGVK)
 }
 
-func readyMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name string, age time.Duration) *agentsv1alpha1.Sandbox {
-	return poolMember(pool, tmpl, name, age).ReadyWith("10.0.0.1").Obj()
+func readyMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, name string, age time.Duration) *agentsv1beta1.Sandbox {
+	return poolMember(pool, tmpl, name, age).ReadyWith("10.0.0.1").Hub()
 }
 
-func startingMember(pool *extv1alpha1.SandboxWarmPool, tmpl *extv1alpha1.SandboxTemplate, name string, age time.Duration) *agentsv1alpha1.Sandbox {
-	return poolMember(pool, tmpl, name, age).Condition(metav1.Condition{Type: agentsv1alpha1.SandboxConditionReady,
-		Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonPodNotReady, Message: "container runtime not ready"}).Obj()
+func startingMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, name string, age time.Duration) *agentsv1beta1.Sandbox {
+	return poolMember(pool, tmpl, name, age).Condition(metav1.Condition{Type: agentsv1beta1.SandboxConditionReady,
+		Status: metav1.ConditionFalse, Reason: agentsv1beta1.ReasonPodNotReady, Message: "container runtime not ready"}).Hub()
 }

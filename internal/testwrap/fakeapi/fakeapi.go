@@ -1,10 +1,10 @@
 // Package fakeapi is the API server and manager cache the controllers' Reconcile tests run
 // against, on controller-runtime's fake client:
 //
-//	api := fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithStatusSubresource(&agentsv1alpha1.Sandbox{}), fakeapi.WithIndexes())
+//	api := fakeapi.New(t, fakeapi.WithObjects(objs...), fakeapi.WithStatusSubresource(&agentsv1beta1.Sandbox{}), fakeapi.WithIndexes())
 //	r := New(api.Cache, api.API, opts) // the reconciler reads and writes through the cache
 //	api.FailWrites("create", "Pod", boom)
-//	api.Freeze(&agentsv1alpha1.SandboxList{}) // the cache lags: it keeps showing the Sandboxes as they are now
+//	api.Freeze(&agentsv1beta1.SandboxList{}) // the cache lags: it keeps showing the Sandboxes as they are now
 //	... r.Reconcile ...
 //	api.TakeWrites() // what the pass wrote, in order
 //
@@ -36,16 +36,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 )
 
-// Scheme knows client-go's kinds and the project's v1alpha1 and extensions/v1alpha1 ones. It is
+// Scheme knows client-go's kinds and the project's v1beta1 and extensions/v1beta1 ones (the storage version the controllers speak). It is
 // built once: building it is a large part of a test's time under -race, and nothing changes it.
 var Scheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1alpha1.AddToScheme, extv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, agentsv1beta1.AddToScheme, extv1beta1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err) // registering generated types cannot fail
 		}

@@ -16,7 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -199,14 +199,14 @@ func TestWriteString(t *testing.T) {
 // The status subresource is written apart from the object, as on a real server, and the
 // write is logged under its subresource's name.
 func TestStatusSubresource(t *testing.T) {
-	sb := testwrap.MakeSandbox("ns", "s1").Obj()
-	s := New(t, WithObjects(sb), WithStatusSubresource(&agentsv1alpha1.Sandbox{}))
+	sb := testwrap.MakeSandbox("ns", "s1").Hub()
+	s := New(t, WithObjects(sb), WithStatusSubresource(&agentsv1beta1.Sandbox{}))
 	sb.Spec.Replicas = new(int32)
 	sb.Status.PodIPs = []string{"10.0.0.1"}
 	if err := s.Cache.Status().Update(context.Background(), sb); err != nil {
 		t.Fatal(err)
 	}
-	got := &agentsv1alpha1.Sandbox{}
+	got := &agentsv1beta1.Sandbox{}
 	if err := s.API.Get(context.Background(), client.ObjectKeyFromObject(sb), got); err != nil {
 		t.Fatal(err)
 	}
@@ -228,9 +228,9 @@ func asStrings(ws []Write) []string {
 
 // WithIndexes serves the manager's field indexes to List.
 func TestIndexes(t *testing.T) {
-	owned := testwrap.MakeSandbox("ns", "s1").Obj()
+	owned := testwrap.MakeSandbox("ns", "s1").Hub()
 	s := New(t, WithObjects(owned), WithIndexes())
-	list := &agentsv1alpha1.SandboxList{}
+	list := &agentsv1beta1.SandboxList{}
 	err := s.Cache.List(context.Background(), list, client.MatchingFields{index.SandboxControllerUID: "none"})
 	if err != nil {
 		t.Fatalf("List by the %s index: %v, want the index registered", index.SandboxControllerUID, err)

@@ -1,4 +1,4 @@
-package v1beta1_test
+package v1alpha1_test
 
 import (
 	"math/rand"
@@ -14,52 +14,58 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 	"sigs.k8s.io/randfill"
 
-	exthub "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
-	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
-	agentshub "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
-	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	exthub "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	agentshub "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
 // fuzzIterations per kind and direction; every run uses a fresh seed (logged on failure).
 const fuzzIterations = 300
 
-// kinds pairs each hub (v1alpha1, storage) type with its v1beta1 spoke.
+// kinds pairs each hub (v1beta1, storage) type with its v1alpha1 spoke.
 var kinds = []struct {
 	name     string
 	newHub   func() conversion.Hub
 	newSpoke func() conversion.Convertible
 }{
-	{"Sandbox", func() conversion.Hub { return &agentshub.Sandbox{} }, func() conversion.Convertible { return &agentsv1beta1.Sandbox{} }},
-	{"SandboxClaim", func() conversion.Hub { return &exthub.SandboxClaim{} }, func() conversion.Convertible { return &extv1beta1.SandboxClaim{} }},
-	{"SandboxTemplate", func() conversion.Hub { return &exthub.SandboxTemplate{} }, func() conversion.Convertible { return &extv1beta1.SandboxTemplate{} }},
-	{"SandboxWarmPool", func() conversion.Hub { return &exthub.SandboxWarmPool{} }, func() conversion.Convertible { return &extv1beta1.SandboxWarmPool{} }},
+	{"Sandbox", func() conversion.Hub { return &agentshub.Sandbox{} }, func() conversion.Convertible { return &agentsv1alpha1.Sandbox{} }},
+	{"SandboxClaim", func() conversion.Hub { return &exthub.SandboxClaim{} }, func() conversion.Convertible { return &extv1alpha1.SandboxClaim{} }},
+	{"SandboxTemplate", func() conversion.Hub { return &exthub.SandboxTemplate{} }, func() conversion.Convertible { return &extv1alpha1.SandboxTemplate{} }},
+	{"SandboxWarmPool", func() conversion.Hub { return &exthub.SandboxWarmPool{} }, func() conversion.Convertible { return &extv1alpha1.SandboxWarmPool{} }},
 }
 
 // valueFuncs keep the fuzzed values of the fields whose meaning the conversion maps (not
 // copies) inside their schema's enum or bounds, as the API server guarantees for stored objects.
 func valueFuncs(runtimeserializer.CodecFactory) []any {
 	return []any{
-		func(s *agentshub.SandboxSpec, c randfill.Continue) {
+		func(s *agentsv1alpha1.SandboxSpec, c randfill.Continue) {
 			c.FillNoCustom(s)
 			s.Replicas = []*int32{nil, ptr(int32(0)), ptr(int32(1))}[c.Intn(3)]
 		},
-		func(s *agentsv1beta1.SandboxSpec, c randfill.Continue) {
+		func(s *agentshub.SandboxSpec, c randfill.Continue) {
 			c.FillNoCustom(s)
-			s.OperatingMode = []agentsv1beta1.SandboxOperatingMode{"", agentsv1beta1.SandboxOperatingModeRunning, agentsv1beta1.SandboxOperatingModeSuspended}[c.Intn(3)]
+			s.OperatingMode = []agentshub.SandboxOperatingMode{"", agentshub.SandboxOperatingModeRunning, agentshub.SandboxOperatingModeSuspended}[c.Intn(3)]
 			s.Replicas = nil // refused at admission: never converted
 		},
-		func(s *exthub.SandboxClaimSpec, c randfill.Continue) {
+		func(s *extv1alpha1.SandboxClaimSpec, c randfill.Continue) {
 			c.FillNoCustom(s)
-			policies := []exthub.WarmPoolPolicy{"", exthub.WarmPoolPolicyDefault, exthub.WarmPoolPolicyNone, "fast-pool", exthub.WarmPoolPolicy(c.String(8))}
-			s.WarmPool = []*exthub.WarmPoolPolicy{nil, &policies[c.Intn(len(policies))]}[c.Intn(2)]
+			policies := []extv1alpha1.WarmPoolPolicy{"", extv1alpha1.WarmPoolPolicyDefault, extv1alpha1.WarmPoolPolicyNone, "fast-pool", extv1alpha1.WarmPoolPolicy(c.String(8))}
+			s.WarmPool = []*extv1alpha1.WarmPoolPolicy{nil, &policies[c.Intn(len(policies))]}[c.Intn(2)]
 			if c.Intn(4) == 0 {
 				s.TemplateRef.Name = ""
 			}
 		},
-		func(s *extv1beta1.SandboxClaimSpec, c randfill.Continue) {
+		func(s *exthub.SandboxClaimSpec, c randfill.Continue) {
 			c.FillNoCustom(s)
 			refs := []string{"", "default", "none", "fast-pool", exthub.ShadowPoolPrefix + "python", exthub.ShadowPoolPrefix, c.String(8)}
 			s.WarmPoolRef.Name = refs[c.Intn(len(refs))]
+		},
+		// The API server defaults volumeClaimTemplatesPolicy (Disallowed) in every stored template.
+		func(s *exthub.SandboxTemplateSpec, c randfill.Continue) {
+			c.FillNoCustom(s)
+			policies := []exthub.VolumeClaimTemplatesPolicy{exthub.VolumeClaimTemplatesPolicyDisallowed, exthub.VolumeClaimTemplatesPolicyAllowed, exthub.VolumeClaimTemplatesPolicyOverrides}
+			s.VolumeClaimTemplatesPolicy = policies[c.Intn(len(policies))]
 		},
 	}
 }
@@ -72,8 +78,8 @@ func newFiller(t *testing.T) *randfill.Filler {
 		NilChance(0.3).NumElements(0, 2).MaxDepth(12)
 }
 
-// TestRoundTripHubThroughV1beta1: v1alpha1 → v1beta1 → v1alpha1 gives back the object exactly.
-func TestRoundTripHubThroughV1beta1(t *testing.T) {
+// TestRoundTripHubThroughV1alpha1: v1beta1 → v1alpha1 → v1beta1 gives back the object exactly.
+func TestRoundTripHubThroughV1alpha1(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			f := newFiller(t)
@@ -101,8 +107,8 @@ func TestRoundTripHubThroughV1beta1(t *testing.T) {
 	}
 }
 
-// TestRoundTripV1beta1ThroughHub: v1beta1 → v1alpha1 → v1beta1 gives back the object exactly.
-func TestRoundTripV1beta1ThroughHub(t *testing.T) {
+// TestRoundTripV1alpha1ThroughHub: v1alpha1 → v1beta1 → v1alpha1 gives back the object exactly.
+func TestRoundTripV1alpha1ThroughHub(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			f := newFiller(t)
