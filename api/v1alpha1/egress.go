@@ -1,6 +1,6 @@
 package v1alpha1
 
-// Egress modes of a Sandbox (seed 002's config.network), asked for with annotations on the
+// Egress modes of a Sandbox (the harness flow's config.network), asked for with annotations on the
 // Sandbox and realised by the Sandbox controller as one NetworkPolicy named after the Sandbox,
 // owned by it, selecting only its pod, and written before the pod is created. docs/egress.md
 // gives the exact policy of each mode.
@@ -13,7 +13,7 @@ const (
 	// is restricted.
 	EgressCIDRsAnnotation = "agents.x-k8s.io/egress-cidrs"
 	// IngressFromPodsAnnotation declares, as a label selector ("app=ax"), pods of the Sandbox's
-	// namespace that may open connections to it besides the router (seed 001's direct mode).
+	// namespace that may open connections to it besides the router (the claim-per-conversation flow's direct mode).
 	IngressFromPodsAnnotation = "agents.x-k8s.io/ingress-from-pods"
 	// NetworkPolicyManagementAnnotation set to NetworkPolicyUnmanaged opts the Sandbox out of
 	// the NetworkPolicy the controller keeps for it (ingress from the router only, its egress

@@ -59,7 +59,7 @@ type SandboxSpec struct {
 	OperatingMode SandboxOperatingMode `json:"operatingMode,omitempty"`
 
 	// replicas is v1alpha1's pause switch, in this version's schema only to be refused: a
-	// v1alpha1 habit (seed 002's `kubectl patch ... replicas: 0`) sent to the preferred version
+	// v1alpha1 habit (the harness flow's `kubectl patch ... replicas: 0`) sent to the preferred version
 	// would otherwise be pruned with a warning, and nothing would pause.
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`

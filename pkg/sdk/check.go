@@ -29,7 +29,7 @@ func RequireTemplate(name string) CheckOption {
 }
 
 // CheckError lists everything CheckCluster found wrong, each with how to fix
-// it, in two kinds (seed 004's startup validation): Problems make
+// it, in two kinds (the agent-session flow's startup validation): Problems make
 // agent-sandbox unusable (a CRD not served, a required template missing) and
 // are fatal; Warnings do not stop sandboxes from being created and used (the
 // router did not answer /healthz: the router modes fail, the others work).
@@ -89,7 +89,7 @@ var requiredResources = []struct {
 
 const installCRDsHint = "install the CRDs: `kubectl apply -f config/crd/bases` from the agent-sandbox repository (or the charts/agent-sandbox Helm chart), then run the agent-sandbox-controller"
 
-// CheckCluster validates the installation at startup (seed 004's startup
+// CheckCluster validates the installation at startup (the agent-session flow's startup
 // validation): the four CRDs are served (sandboxes.agents.x-k8s.io,
 // sandboxclaims/sandboxtemplates/sandboxwarmpools.extensions.agents.x-k8s.io,
 // all v1alpha1) and the RequireTemplate templates exist — fatal problems —

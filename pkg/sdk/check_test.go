@@ -41,7 +41,7 @@ func closedPortURL(t *testing.T) string {
 	return url
 }
 
-// Seed 004's startup validation: a missing CRD is fatal, an unreachable router a warning, and
+// The agent-session flow's startup validation: a missing CRD is fatal, an unreachable router a warning, and
 // the two are reported separately.
 func TestCheckClusterSeparatesFatalProblemsFromWarnings(t *testing.T) {
 	if env == nil {

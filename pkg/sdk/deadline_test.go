@@ -12,7 +12,7 @@ import (
 
 // shortDefault stands for sandboxd's --exec-timeout (300s in production): a command longer
 // than it, started without WithTimeout, must still run as long as the caller's context allows
-// (seed 003 runs 30-minute commands).
+// (the task workers run 30-minute commands).
 const shortDefault = 500 * time.Millisecond
 
 // newDeadlinePlane is newPlane with sandboxd's default command timeout set to shortDefault.

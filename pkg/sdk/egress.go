@@ -17,7 +17,7 @@ import (
 )
 
 // Egress is the outbound network mode of a Sandbox created without a claim
-// (seed 002's config.network): EgressAllowAll, EgressDenyAll or
+// (the harness flow's config.network): EgressAllowAll, EgressDenyAll or
 // EgressRestricted(cidrs...). The controller enforces it with a
 // NetworkPolicy named after the Sandbox, made before the pod and deleted
 // with the Sandbox (docs/egress.md). It is written as the annotations

@@ -18,7 +18,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
-// One claim per conversation, reattached after a restart (seed 001).
+// One claim per conversation, reattached after a restart (the claim-per-conversation flow).
 func ExampleClient_GetOrCreate() {
 	ctx := context.Background()
 	c, err := sdk.New(sdk.Options{Namespace: "agent-platform"})
@@ -40,7 +40,7 @@ func ExampleClient_GetOrCreate() {
 	defer func() { _ = c.Delete(ctx, "conv-1234") }()
 }
 
-// Run with argv, env, cwd, stdin and streamed output (seed 003).
+// Run with argv, env, cwd, stdin and streamed output (the task-workspaces flow).
 func ExampleSandbox_Run() {
 	ctx := context.Background()
 	c, _ := sdk.New(sdk.Options{})
@@ -65,7 +65,7 @@ func ExampleSandbox_Run() {
 }
 
 // Startup validation, lazy creation, labels, TTL refresh and shell
-// commands (seed 004).
+// commands (the lazy-agent-sessions flow).
 func ExampleClient_CheckCluster() {
 	ctx := context.Background()
 	c, _ := sdk.New(sdk.Options{RouterURL: "http://sandbox-router-svc.default.svc:8080"})
@@ -86,7 +86,7 @@ func ExampleClient_CheckCluster() {
 	fmt.Print(res.Stdout)
 }
 
-// A persistent raw Sandbox per workspace, paused when idle (seed 002).
+// A persistent raw Sandbox per workspace, paused when idle (the harness-runs-and-workspaces flow).
 func ExampleClient_GetOrCreateSandbox() {
 	ctx := context.Background()
 	c, _ := sdk.New(sdk.Options{Mode: sdk.ModeExec}) // the image has no sandboxd

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// ModeExec's detached jobs (seed 002's background jobs over the exec API) must run in images
+// ModeExec's detached jobs (the harness flow's background jobs over the exec API) must run in images
 // that have no nohup, such as busybox-static ones: the job is detached with the shell alone.
 func TestExecModeStartRunsTheJobInAnImageWithoutNohup(t *testing.T) {
 	ctx := testCtx(t)

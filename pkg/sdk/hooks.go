@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Hook is a command run in a sandbox at a point of its life (seed 002's
+// Hook is a command run in a sandbox at a point of its life (the harness flow's
 // onCreate and onResume): after it became ready, before the SDK hands the
 // sandbox back. Make one with OnCreate or OnResume.
 type Hook struct {

@@ -33,7 +33,7 @@ func fileIn(t *testing.T, d *sdktest.Sandboxd, name string) string {
 	return string(b)
 }
 
-// Seed 002's onCreate: set-up commands run in order once the sandbox is ready, before Create
+// The harness flow's onCreate: set-up commands run in order once the sandbox is ready, before Create
 // hands it back; with their own run options.
 func TestOnCreateRunsInOrderBeforeCreateReturns(t *testing.T) {
 	ctx := testCtx(t)
@@ -137,7 +137,7 @@ func TestOnCreateWithNoWaitIsRefusedBeforeCreating(t *testing.T) {
 	}
 }
 
-// Seed 002's onResume: runs once Resume (or GetOrCreateSandbox resuming a paused workspace) has
+// The harness flow's onResume: runs once Resume (or GetOrCreateSandbox resuming a paused workspace) has
 // the sandbox ready again, before the call returns.
 func TestOnResumeRunsAfterEveryResume(t *testing.T) {
 	ctx := testCtx(t)

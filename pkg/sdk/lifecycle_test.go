@@ -487,7 +487,7 @@ func TestDeleteAndGet(t *testing.T) {
 	}
 }
 
-// TestRawSandbox covers seed 002's flow: a Sandbox without a claim, waited
+// TestRawSandbox covers the harness flow: a Sandbox without a claim, waited
 // for, found by Get, paused, deleted.
 func TestRawSandbox(t *testing.T) {
 	ctx := testCtx(t)

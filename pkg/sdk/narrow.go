@@ -23,7 +23,7 @@ import (
 )
 
 // Callers whose rights on sandboxclaims are create, delete and patch only (no get, list or
-// watch: the Orka worker's documented Role) still read a claim, wait for it and wait out its
+// watch: the task worker's documented Role) still read a claim, wait for it and wait out its
 // deletion. The SDK falls back only when the API answers 403 Forbidden:
 //   - a claim is read with an empty merge patch, which changes nothing and returns the claim;
 //   - readiness is watched on the claim's Sandbox, found by its claim-uid label and controller

@@ -60,7 +60,7 @@ func (cfg *createConfig) applyToSandbox(sb *agentsv1alpha1.Sandbox) error {
 }
 
 // CreateSandbox creates a Sandbox without a claim (the pod spec is the
-// caller's, as in seed 002's per-run sandboxes) and waits until it is ready,
+// caller's, as in the harness flow's per-run sandboxes) and waits until it is ready,
 // like Create. The namespace defaults to the client's. The object is not
 // modified; the handle holds the created copy.
 func (c *Client) CreateSandbox(ctx context.Context, sb *agentsv1alpha1.Sandbox, opts ...CreateOption) (*Sandbox, error) {

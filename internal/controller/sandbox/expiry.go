@@ -73,7 +73,7 @@ func (r *Reconciler) reconcileExpired(ctx context.Context, sb, original *agentsv
 }
 
 // retainedMessage says what expiry under Retain (the default) did and did not do: a client that
-// set only shutdownTime (seed 004's TTL patch) may expect the Sandbox gone, and must learn from
+// set only shutdownTime (the agent-session flow's TTL patch) may expect the Sandbox gone, and must learn from
 // the condition (mirrored onto its claim) and the event how to get that.
 func retainedMessage(sb *agentsv1beta1.Sandbox) string {
 	return fmt.Sprintf("Sandbox expired at %s and was retained (shutdownPolicy Retain): its pod and Service were deleted, "+

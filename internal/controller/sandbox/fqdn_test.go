@@ -9,7 +9,7 @@ import (
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 )
 
-// Seed 000: serviceFQDN's "domain defaults to cluster.local but is configurable via the
+// The API contract: serviceFQDN's "domain defaults to cluster.local but is configurable via the
 // controller's --cluster-domain flag" (manager.Options.ClusterDomain → Options.ClusterDomain).
 func TestServiceFQDNFollowsTheClusterDomain(t *testing.T) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Namespace: "team-a"}}

@@ -42,7 +42,7 @@ func TestWithoutForeignReservedDropsOnlyWhatTheControllerAlonePutsOnPods(t *test
 	}
 }
 
-// Seed 004's NetworkPolicy selects agents.x-k8s.io/sandbox=true: every pod carries it, whatever
+// The agent-session flow's NetworkPolicy selects agents.x-k8s.io/sandbox=true: every pod carries it, whatever
 // its template says, and no selector of ours requires it.
 func TestEveryPodCarriesTheSandboxLabel(t *testing.T) {
 	cases := []struct {

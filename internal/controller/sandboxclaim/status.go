@@ -17,7 +17,7 @@ import (
 // Sandbox's Ready and Finished conditions onto the claim.
 func mirrorSandbox(claim *extv1beta1.SandboxClaim, sb *agentsv1beta1.Sandbox) {
 	claim.Status.SandboxStatus.Name = sb.Name
-	// Integrators (seed 001) poll podIPs as the readiness signal and connect at once, so they
+	// Integrators (the claim-per-conversation flow) poll podIPs as the readiness signal and connect at once, so they
 	// appear only with Ready, never for a pod that is still starting.
 	claim.Status.SandboxStatus.PodIPs = nil
 	if meta.IsStatusConditionTrue(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady) && len(sb.Status.PodIPs) > 0 {
