@@ -1,110 +1,82 @@
 package v1alpha1
 
+// The names of the contract have one source, v1beta1 (the hub and storage version), where
+// each is documented; these are the same constants under the v1alpha1 package.
+
+import extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+
 // Labels and annotations the extension controllers put on the Sandboxes (and, through the pod
 // template, the pods) they make.
 const (
-	// TemplateRefHashLabel is v1alpha1.NameHash(template name); the template's NetworkPolicy selects pods by it.
-	TemplateRefHashLabel = "agents.x-k8s.io/sandbox-template-ref-hash"
-	// TemplateRefAnnotation is the name of the template a Sandbox was made from.
-	TemplateRefAnnotation = "agents.x-k8s.io/sandbox-template-ref"
-	// TemplateHashLabel is a hash of the template spec a Sandbox was made from; a pool member
-	// whose hash differs from the template's current one is stale.
-	TemplateHashLabel = "agents.x-k8s.io/sandbox-template-hash"
-	// WarmPoolLabel is v1alpha1.NameHash(pool name) on a pool's unclaimed members and their pods.
-	WarmPoolLabel = "agents.x-k8s.io/warm-pool-sandbox"
-	// ClaimUIDLabel is the UID of the claim that owns a Sandbox.
-	ClaimUIDLabel = "agents.x-k8s.io/claim-uid"
-	// LaunchTypeLabel says how a claimed Sandbox was obtained: warm (adopted) or cold (created).
-	LaunchTypeLabel = "agents.x-k8s.io/launch-type"
+	TemplateRefHashLabel  = extv1beta1.TemplateRefHashLabel
+	TemplateRefAnnotation = extv1beta1.TemplateRefAnnotation
+	TemplateHashLabel     = extv1beta1.TemplateHashLabel
+	WarmPoolLabel         = extv1beta1.WarmPoolLabel
+	ClaimUIDLabel         = extv1beta1.ClaimUIDLabel
+	LaunchTypeLabel       = extv1beta1.LaunchTypeLabel
 )
 
 // Annotations users put on the extension kinds.
 const (
-	// MemberReadyTimeoutAnnotation on a pool overrides the controller's timeout for that pool (a
-	// Go duration such as "10m"), for templates whose images take long to pull.
-	MemberReadyTimeoutAnnotation = "agents.x-k8s.io/member-ready-timeout"
-	// RouterTokenAnnotation on a SandboxClaim, set to "true", asks for a scoped router token
-	// (kept in the Secret <claim>-router-token).
-	RouterTokenAnnotation = "agents.x-k8s.io/router-token"
-	// SandboxEgressAnnotation on a template, set to SandboxEgressAllowed, lets the egress
-	// annotations of Sandboxes made from it take effect (they add to the template's
-	// NetworkPolicy); without it they are ignored there, so a claim's user cannot widen what the
-	// template's author allows.
-	SandboxEgressAnnotation = "agents.x-k8s.io/sandbox-egress"
-	SandboxEgressAllowed    = "allowed"
-	// SandboxdContainerAnnotation on a template names the container that runs sandboxd on the
-	// router's ports (8888, 9090). Claims whose env targets only that container are then served
-	// warm: the env reaches every process sandboxd starts (not the container's own process, nor
-	// a kubectl exec). Without it, a claim with env starts cold, the env in the pod spec.
-	SandboxdContainerAnnotation = "agents.x-k8s.io/sandboxd-container"
+	MemberReadyTimeoutAnnotation = extv1beta1.MemberReadyTimeoutAnnotation
+	RouterTokenAnnotation        = extv1beta1.RouterTokenAnnotation
+	SandboxEgressAnnotation      = extv1beta1.SandboxEgressAnnotation
+	SandboxEgressAllowed         = extv1beta1.SandboxEgressAllowed
+	SandboxdContainerAnnotation  = extv1beta1.SandboxdContainerAnnotation
 )
 
 // The router token Secret: its label and the keys of its data.
 const (
-	// RouterTokenSecretLabel marks the router token Secrets the controller manages.
-	RouterTokenSecretLabel = "agents.x-k8s.io/router-token"
+	RouterTokenSecretLabel = extv1beta1.RouterTokenSecretLabel
 
-	RouterTokenKeyToken     = "token"
-	RouterTokenKeyNamespace = "namespace"
-	RouterTokenKeySandbox   = "sandbox"
-	RouterTokenKeyExpires   = "expires" // RFC 3339
+	RouterTokenKeyToken     = extv1beta1.RouterTokenKeyToken
+	RouterTokenKeyNamespace = extv1beta1.RouterTokenKeyNamespace
+	RouterTokenKeySandbox   = extv1beta1.RouterTokenKeySandbox
+	RouterTokenKeyExpires   = extv1beta1.RouterTokenKeyExpires
 )
 
 // Launch types.
 const (
-	LaunchTypeWarm = "warm"
-	LaunchTypeCold = "cold"
+	LaunchTypeWarm = extv1beta1.LaunchTypeWarm
+	LaunchTypeCold = extv1beta1.LaunchTypeCold
 )
 
 // Condition types and reasons of a SandboxClaim.
 const (
-	ClaimConditionReady    = "Ready"
-	ClaimConditionFinished = "Finished"
+	ClaimConditionReady    = extv1beta1.ClaimConditionReady
+	ClaimConditionFinished = extv1beta1.ClaimConditionFinished
 
-	ReasonTemplateNotFound         = "TemplateNotFound"
-	ReasonEnvVarsInjectionRejected = "EnvVarsInjectionRejected"
-	ReasonInvalidMetadata          = "InvalidMetadata"
-	ReasonClaimExpired             = "ClaimExpired"
-	ReasonSandboxNotReady          = "SandboxNotReady"
-	ReasonSandboxNotOwned          = "SandboxNotOwned"
-	ReasonWarmPoolNotFound         = "WarmPoolNotFound"
-	// ReasonSandboxMissing: the claim's Sandbox was deleted under it. The claim does not make a
-	// new one behind its user's back (its state and lifecycle are gone); delete the claim.
-	ReasonSandboxMissing = "SandboxMissing"
-	// ReasonVolumeClaimTemplatesError: the claim's volumeClaimTemplates (v1beta1) are not allowed
-	// by its template's volumeClaimTemplatesPolicy. Upstream's Python SDK treats it as terminal.
-	ReasonVolumeClaimTemplatesError = "VolumeClaimTemplatesError"
+	ReasonTemplateNotFound          = extv1beta1.ReasonTemplateNotFound
+	ReasonEnvVarsInjectionRejected  = extv1beta1.ReasonEnvVarsInjectionRejected
+	ReasonInvalidMetadata           = extv1beta1.ReasonInvalidMetadata
+	ReasonClaimExpired              = extv1beta1.ReasonClaimExpired
+	ReasonSandboxNotReady           = extv1beta1.ReasonSandboxNotReady
+	ReasonSandboxNotOwned           = extv1beta1.ReasonSandboxNotOwned
+	ReasonWarmPoolNotFound          = extv1beta1.ReasonWarmPoolNotFound
+	ReasonSandboxMissing            = extv1beta1.ReasonSandboxMissing
+	ReasonVolumeClaimTemplatesError = extv1beta1.ReasonVolumeClaimTemplatesError
 
-	// EventSandboxProvisioned: the claim's Sandbox was created from its template (a cold start).
-	EventSandboxProvisioned = "SandboxProvisioned"
+	EventSandboxProvisioned = extv1beta1.EventSandboxProvisioned
 )
 
 // Condition type and reasons of a SandboxWarmPool, and its event reasons.
 const (
-	PoolConditionReady = "Ready"
+	PoolConditionReady = extv1beta1.PoolConditionReady
 
-	ReasonPoolReady            = "PoolReady"
-	ReasonPoolFilling          = "Filling"
-	ReasonMembersUnschedulable = "MembersUnschedulable"
-	ReasonPoolTemplateNotFound = "TemplateNotFound"
+	ReasonPoolReady            = extv1beta1.ReasonPoolReady
+	ReasonPoolFilling          = extv1beta1.ReasonPoolFilling
+	ReasonMembersUnschedulable = extv1beta1.ReasonMembersUnschedulable
+	ReasonPoolTemplateNotFound = extv1beta1.ReasonPoolTemplateNotFound
 
-	// EventMemberNotReady: a member that never became Ready in time was replaced.
-	EventMemberNotReady = "MemberNotReady"
-	// EventSandboxCreateFailed: creating a warm member failed.
-	EventSandboxCreateFailed = "SandboxCreateFailed"
-	// ReasonMembersEdited: members whose spec was changed after the pool made them were
-	// replaced (no claim adopts them).
-	ReasonMembersEdited = "MembersEdited"
+	EventMemberNotReady      = extv1beta1.EventMemberNotReady
+	EventSandboxCreateFailed = extv1beta1.EventSandboxCreateFailed
+	ReasonMembersEdited      = extv1beta1.ReasonMembersEdited
 )
 
 // Event reasons of a SandboxTemplate.
 const (
-	// EventReservedPodMetadata: the template's pod labels or annotations use a reserved domain
-	// or the router's labels; those keys are left out of every Sandbox made from it.
-	EventReservedPodMetadata = "ReservedPodMetadata"
-	// EventPolicyConflict: a NetworkPolicy of the template's name exists that the controller did
-	// not make; it is left alone.
-	EventPolicyConflict = "NetworkPolicyConflict"
+	EventReservedPodMetadata = extv1beta1.EventReservedPodMetadata
+	EventPolicyConflict      = extv1beta1.EventPolicyConflict
 )
 
 // EffectiveWarmPool returns spec.warmpool with its default applied.
