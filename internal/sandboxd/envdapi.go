@@ -1,7 +1,6 @@
 package sandboxd
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -53,24 +52,7 @@ func (s *Server) EnvdHandler() http.Handler {
 		log := requestLogger(s.log, r, name)
 		r = r.WithContext(logging.IntoContext(r.Context(), log))
 		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				log.Error("handler panic", "panic", fmt.Sprint(v))
-				if !sw.wrote {
-					respond.Error(sw, http.StatusInternalServerError, "internal error")
-				}
-			}
-			code := sw.status
-			if code == 0 {
-				code = http.StatusOK
-			}
-			d := time.Since(start)
-			s.metrics.observeRequest(name, r.Method, code, d)
-			log.Debug("request", "method", r.Method, "status", code, "duration", d)
-		}()
+		defer func() { s.finishRequest(recover(), log, sw, r.Method, name, start) }()
 		if s.tracer != nil {
 			ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 			method := tracing.HTTPMethod(r.Method)

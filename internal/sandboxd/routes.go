@@ -134,24 +134,7 @@ func (s *Server) serveRequest(w http.ResponseWriter, r *http.Request) {
 	}
 	log := requestLogger(s.log, r, name)
 	r = r.WithContext(logging.IntoContext(r.Context(), log))
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			log.Error("handler panic", "panic", fmt.Sprint(v))
-			if !sw.wrote {
-				respond.Error(sw, http.StatusInternalServerError, "internal error")
-			}
-		}
-		code := sw.status
-		if code == 0 {
-			code = http.StatusOK
-		}
-		d := time.Since(start)
-		s.metrics.observeRequest(name, r.Method, code, d)
-		log.Debug("request", "method", r.Method, "status", code, "duration", d)
-	}()
+	defer func() { s.finishRequest(recover(), log, sw, r.Method, name, start) }()
 
 	switch {
 	case rt == nil && len(allowed) > 0:
@@ -212,3 +195,25 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Flush lets code that type-asserts http.Flusher keep working.
 func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// finishRequest ends a request of either port: a handler's panic (recovered, passed in) is logged
+// and answered 500 when nothing was written yet, http.ErrAbortHandler is re-raised, and the
+// request is counted and logged under its bounded route name.
+func (s *Server) finishRequest(recovered any, log *slog.Logger, sw *statusWriter, method, name string, start time.Time) {
+	if recovered != nil {
+		if recovered == http.ErrAbortHandler {
+			panic(recovered)
+		}
+		log.Error("handler panic", "panic", fmt.Sprint(recovered))
+		if !sw.wrote {
+			respond.Error(sw, http.StatusInternalServerError, "internal error")
+		}
+	}
+	code := sw.status
+	if code == 0 {
+		code = http.StatusOK
+	}
+	d := time.Since(start)
+	s.metrics.observeRequest(name, method, code, d)
+	log.Debug("request", "method", method, "status", code, "duration", d)
+}
