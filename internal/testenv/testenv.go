@@ -221,15 +221,24 @@ func GoleakOptions() []goleak.Option {
 // KUBEBUILDER_ASSETS is set, as `make test` does; tests that need it skip otherwise), stops it,
 // and then fails the run on leaked goroutines. Use it as os.Exit(testenv.Main(m, "pkg", &env)).
 func Main(m *testing.M, name string, env **Env) int {
+	stopWebhook := func() {}
 	if os.Getenv("KUBEBUILDER_ASSETS") != "" {
-		started, err := Start(Options{})
+		// The clients under test may speak v1alpha1, which the API server converts to the
+		// stored v1beta1 through the webhook: it runs as in an install.
+		started, err := Start(Options{ConversionWebhook: true})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: starting control plane: %v\n", name, err)
 			return 1
 		}
 		*env = started
+		if stopWebhook, err = started.ServeConversion(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: starting the conversion webhook: %v\n", name, err)
+			_ = started.Stop()
+			return 1
+		}
 	}
 	code := m.Run()
+	stopWebhook()
 	if *env != nil {
 		if err := (*env).Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: stopping control plane: %v\n", name, err)

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -55,4 +56,27 @@ func (e *Env) WaitForWebhook(timeout time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// ServeConversion runs the conversion webhook alone (a webhook-only manager, no controllers)
+// for tests that write objects in a version other than the stored one without a manager of
+// their own; stop ends it. Start must have been asked for ConversionWebhook.
+func (e *Env) ServeConversion() (stop func(), err error) {
+	w := e.WebhookOptions()
+	if w == nil {
+		return nil, fmt.Errorf("the control plane was started without ConversionWebhook")
+	}
+	mgr, err := manager.New(e.Config, manager.Options{SkipNameValidation: true, WebhookOnly: true, Webhook: w, MetricsAddr: "0"})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stop = func() { cancel(); <-done }
+	if err := e.WaitForWebhook(time.Minute); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
 }
