@@ -73,7 +73,7 @@ func (e *Env) ServeConversion() (stop func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	stop = func() { cancel(); <-done }
+	stop = func() { cancel(); _ = <-done } // Start returns nil once ctx ends
 	if err := e.WaitForWebhook(time.Minute); err != nil {
 		stop()
 		return nil, err
