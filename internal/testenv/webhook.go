@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -73,7 +74,12 @@ func (e *Env) ServeConversion() (stop func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	stop = func() { cancel(); _ = <-done } // Start returns nil once ctx ends
+	stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "the conversion webhook's manager stopped with %v\n", err)
+		}
+	}
 	if err := e.WaitForWebhook(time.Minute); err != nil {
 		stop()
 		return nil, err
