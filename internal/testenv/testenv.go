@@ -69,6 +69,39 @@ func Start(opts Options) (*Env, error) {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, " +
 			"which builds kube-apiserver, etcd and kube-controller-manager (hack/build-k8s.sh) and sets it")
 	}
+	ownDir := opts.DataDir == ""
+	if ownDir {
+		var err error
+		if opts.DataDir, err = os.MkdirTemp("", "testenv-"); err != nil {
+			return nil, err
+		}
+	}
+	removeOwnDir := func() {
+		if ownDir {
+			_ = os.RemoveAll(opts.DataDir)
+		}
+	}
+	env, err := environment(opts, assets)
+	if err != nil {
+		removeOwnDir()
+		return nil, err
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		removeOwnDir()
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	e := &Env{Config: cfg, env: env, dataDir: opts.DataDir, ownDir: ownDir, assets: assets}
+	if err := e.startRest(opts); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// environment is the envtest configuration opts ask for: our CRDs (or opts.CRDDir's), etcd
+// without fsync, and the optional webhook, audit log and restartable state in opts.DataDir.
+func environment(opts Options, assets string) (*envtest.Environment, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -90,12 +123,6 @@ func Start(opts Options) (*Env, error) {
 	// Tests don't need durability; fsync dominates etcd's cost on small VMs.
 	env.ControlPlane.Etcd = &envtest.Etcd{}
 	env.ControlPlane.Etcd.Configure().Append("unsafe-no-fsync", "true")
-	ownDir := opts.DataDir == ""
-	if ownDir {
-		if opts.DataDir, err = os.MkdirTemp("", "testenv-"); err != nil {
-			return nil, err
-		}
-	}
 	if opts.AuditLogPath != "" {
 		if err := configureAudit(env, opts.DataDir, opts.AuditLogPath); err != nil {
 			return nil, err
@@ -106,45 +133,37 @@ func Start(opts Options) (*Env, error) {
 			return nil, err
 		}
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
-	}
-	e := &Env{Config: cfg, env: env, dataDir: opts.DataDir, ownDir: ownDir, assets: assets}
+	return env, nil
+}
+
+// startRest makes the client and installs or starts what opts ask for beside the API server.
+func (e *Env) startRest(opts Options) error {
 	scheme, err := manager.NewScheme()
 	if err != nil {
-		_ = e.Stop()
-		return nil, err
+		return err
 	}
-	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		_ = e.Stop()
-		return nil, err
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
+		return err
 	}
 	if !opts.NoAdmissionPolicies {
 		if err := e.installAdmissionPolicies(); err != nil {
-			_ = e.Stop()
-			return nil, err
+			return err
 		}
 	}
 	if opts.ControllerManager {
 		if err := e.startControllerManager(opts.KwokNodes > 0); err != nil {
-			_ = e.Stop()
-			return nil, err
+			return err
 		}
 	}
 	if opts.Scheduler {
 		if err := e.startScheduler(); err != nil {
-			_ = e.Stop()
-			return nil, err
+			return err
 		}
 	}
 	if opts.KwokNodes > 0 {
-		if err := e.startKwok(opts.KwokNodes); err != nil {
-			_ = e.Stop()
-			return nil, err
-		}
+		return e.startKwok(opts.KwokNodes)
 	}
-	return e, nil
+	return nil
 }
 
 // Stop stops every process Start started, by pid.

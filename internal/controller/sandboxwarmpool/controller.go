@@ -153,6 +153,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		errs = append(errs, r.replaceOverdue(ctx, pool, h.overdue))
 		m = classify(pool, members, tmpl, r.blueprint, r.expect)
 	}
+	errs = append(errs, r.scale(ctx, req.NamespacedName, pool, tmpl, m))
+	errs = append(errs, r.writeStatus(ctx, pool, m, h, true))
+	// Come back when the next starting member crosses the timeout (member events do the rest).
+	if h.nextDue > 0 {
+		log.FromContext(ctx).V(2).Info("requeue when the next starting member is due Ready", "requeueAfter", h.nextDue)
+	}
+	return ctrl.Result{RequeueAfter: h.nextDue}, errors.Join(errs...)
+}
+
+// scale creates or deletes members, a batch at a time, toward the pool's replicas; refills
+// trickle while claims are being served.
+func (r *Reconciler) scale(ctx context.Context, key types.NamespacedName, pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, m membership) error {
 	desired := int(pool.DesiredReplicas())
 	switch have := m.count(); {
 	case have < desired:
@@ -161,20 +173,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			batch = min(batch, trickleBatch)
 		}
 		log.FromContext(ctx).V(2).Info("scaling up", "have", have, "desired", desired, "creating", min(desired-have, batch), "claimsBusy", r.gate.Busy())
-		errs = append(errs, r.createMembers(ctx, pool, tmpl, min(desired-have, batch)))
-	case have > desired && r.expect.pendingCreates(req.NamespacedName):
+		return r.createMembers(ctx, pool, tmpl, min(desired-have, batch))
+	case have > desired && r.expect.pendingCreates(key):
 		log.FromContext(ctx).V(2).Info("surplus kept until the pool's own creates show in the cache", "have", have, "desired", desired)
 	case have > desired:
 		surplus := m.surplus(min(have-desired, r.maxBatch))
 		log.FromContext(ctx).V(2).Info("scaling down", "have", have, "desired", desired, "sandboxes", klog.KObjSlice(surplus))
-		errs = append(errs, r.deleteMembers(ctx, pool, surplus))
+		return r.deleteMembers(ctx, pool, surplus)
 	}
-	errs = append(errs, r.writeStatus(ctx, pool, m, h, true))
-	// Come back when the next starting member crosses the timeout (member events do the rest).
-	if h.nextDue > 0 {
-		log.FromContext(ctx).V(2).Info("requeue when the next starting member is due Ready", "requeueAfter", h.nextDue)
-	}
-	return ctrl.Result{RequeueAfter: h.nextDue}, errors.Join(errs...)
+	return nil
 }
 
 func (r *Reconciler) members(ctx context.Context, pool *extv1beta1.SandboxWarmPool) ([]agentsv1beta1.Sandbox, error) {
