@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -99,7 +100,15 @@ func migrateStorage(t testing.TB, c client.Client) {
 		}
 		for _, item := range items {
 			o := item.(client.Object)
-			if err := c.Update(ctx, o); err != nil {
+			// The controller writes too (status): on a conflict, read again and write back, as
+			// any migration tool must.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+					return err
+				}
+				return c.Update(ctx, o)
+			})
+			if err != nil {
 				t.Fatalf("writing %T %s back: %v", o, o.GetName(), err)
 			}
 		}

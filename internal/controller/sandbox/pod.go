@@ -228,10 +228,12 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sand
 	if equality.Semantic.DeepEqual(pod.Labels, updated.Labels) && equality.Semantic.DeepEqual(pod.Annotations, updated.Annotations) {
 		return 0, nil
 	}
-	if wait := r.gate.Wait(); wait > 0 {
-		// Labels are bookkeeping, not readiness: during a claim burst this write waits, so the
-		// API server spends its CPU on the claims themselves.
-		return wait, nil
+	if !r.escapesIsolation(sb, pod.Labels, wantLabels) {
+		if wait := r.gate.Wait(); wait > 0 {
+			// Labels are bookkeeping, not readiness: during a claim burst this write waits, so
+			// the API server spends its CPU on the claims themselves.
+			return wait, nil
+		}
 	}
 	r.warnRefused(sb, refused)
 	if err := r.client.Patch(ctx, updated, client.MergeFrom(pod), agentsv1beta1.FieldOwner); err != nil {
@@ -239,6 +241,24 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sand
 	}
 	*pod = *updated
 	return 0, nil
+}
+
+// escapesIsolation reports whether the pod's labels, as someone patched them, take it out of its
+// Sandbox's NetworkPolicy (a tracking label gone or changed) or make it pose as the router (which
+// other sandboxes' policies admit). Taking those back is isolation, not bookkeeping: it never
+// waits for a claim burst to end.
+func (r *Reconciler) escapesIsolation(sb *agentsv1beta1.Sandbox, have, want map[string]string) bool {
+	for k, v := range trackingLabels(sb) {
+		if got, ok := have[k]; !ok || got != v {
+			return true
+		}
+	}
+	for k, v := range have {
+		if _, wanted := want[k]; !wanted && r.podRules.PosesAsRouter(k, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // withoutForeignReserved drops the labels only the controller may put on a sandbox pod and that
