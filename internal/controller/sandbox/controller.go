@@ -5,12 +5,14 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -221,16 +223,37 @@ func (r *Reconciler) reconcileChildren(ctx context.Context, sb *agentsv1beta1.Sa
 // SetupWithManager registers the reconciler; owned children re-trigger it, so deleting a child
 // recreates it and pod state changes reach the status.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byOwner := expectations.ForgetOnDelete(
+		handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &agentsv1beta1.Sandbox{}, handler.OnlyControllerOwner()),
+		r.forgetDeletedChild)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1beta1.Sandbox{}).
-		Owns(&corev1.Pod{}).
-		Owns(&corev1.Service{}).
+		Watches(&corev1.Pod{}, byOwner).
+		Watches(&corev1.Service{}, byOwner).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		// By name, not owner: a policy of someone else's that blocked the name may go away.
-		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(sameName)).
+		Watches(&networkingv1.NetworkPolicy{}, expectations.ForgetOnDelete(handler.EnqueueRequestsFromMapFunc(sameName), r.forgetDeletedChild)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Named("sandbox").
 		Complete(r)
+}
+
+// forgetDeletedChild drops the create expectation a deleted child answers, so a child deleted
+// before the cache showed it is made again at once rather than trusted for expectations.CacheLag.
+func (r *Reconciler) forgetDeletedChild(obj client.Object) {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "Sandbox" || !strings.HasPrefix(ref.APIVersion, agentsv1beta1.GroupVersion.Group+"/") {
+		return
+	}
+	owner := types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}
+	switch obj.(type) {
+	case *corev1.Pod:
+		expectations.Gone(r.createdPods, owner, obj.GetUID())
+	case *corev1.Service:
+		expectations.Gone(r.createdServices, owner, obj.GetUID())
+	case *networkingv1.NetworkPolicy:
+		expectations.Gone(r.createdPolicies, owner, obj.GetUID())
+	}
 }
 
 // sameName maps an object to the Sandbox of the same name and namespace.

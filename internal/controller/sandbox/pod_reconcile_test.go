@@ -248,3 +248,48 @@ func TestACreatedPodIsTrustedOnlyForTheCacheLag(t *testing.T) {
 		t.Error("no pod after the expectation lapsed")
 	}
 }
+
+// A child created and deleted before the cache showed it (a watch delivers both events before
+// the next reconcile) is made again by that reconcile: its delete event drops the expectation
+// that would otherwise stand in for it until the cache lag passed, with nothing to wake the
+// controller then.
+func TestAChildDeletedBeforeTheCacheShowedItIsMadeAgainAtOnce(t *testing.T) {
+	tests := []struct {
+		kind string
+		get  func(g *rig) client.Object
+	}{
+		{"Pod", func(g *rig) client.Object { return orNil(g.pod()) }},
+		{"Service", func(g *rig) client.Object { return orNil(g.service()) }},
+		{"NetworkPolicy", func(g *rig) client.Object { return orNil(g.policy()) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			g := newRig(t, []client.Object{aSandbox().Hub()})
+			g.hide(tt.kind)
+			g.reconcile()
+			first := tt.get(g)
+			if first == nil {
+				t.Fatalf("the first reconcile made no %s", tt.kind)
+			}
+			if err := g.api.Delete(context.Background(), first); err != nil {
+				t.Fatal(err)
+			}
+			g.r.forgetDeletedChild(first)
+			g.reconcile()
+			if n := g.count("create", tt.kind); n != 2 {
+				t.Fatalf("%s created %d times, want 2: the deleted one is made again without waiting out the cache lag", tt.kind, n)
+			}
+			if again := tt.get(g); again == nil || again.GetUID() == first.GetUID() {
+				t.Errorf("no new %s after the delete event", tt.kind)
+			}
+		})
+	}
+}
+
+// orNil turns a typed nil into an untyped one, so a missing object compares equal to nil.
+func orNil[T client.Object](obj T) client.Object {
+	if client.Object(obj) == client.Object(*new(T)) {
+		return nil
+	}
+	return obj
+}

@@ -5,12 +5,14 @@ package sandboxclaim
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -275,13 +277,25 @@ func (r *Reconciler) liveSandbox(ctx context.Context, claim *extv1beta1.SandboxC
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&extv1beta1.SandboxClaim{}).
-		Owns(&agentsv1beta1.Sandbox{}).
+		Watches(&agentsv1beta1.Sandbox{}, expectations.ForgetOnDelete(
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &extv1beta1.SandboxClaim{}, handler.OnlyControllerOwner()),
+			r.forgetDeletedBinding)).
 		Watches(&agentsv1beta1.Sandbox{}, warmQueueFeeder(r.queue)).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfTemplate)).
 		Watches(&extv1beta1.SandboxWarmPool{}, handler.EnqueueRequestsFromMapFunc(r.unboundClaimsOfPool), builder.WithPredicates(poolCreated)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Named("sandboxclaim").
 		Complete(r)
+}
+
+// forgetDeletedBinding drops the binding a deleted Sandbox answers, so its claim learns at
+// once that the Sandbox is gone even if the cache never showed the adoption.
+func (r *Reconciler) forgetDeletedBinding(obj client.Object) {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "SandboxClaim" || !strings.HasPrefix(ref.APIVersion, extv1beta1.GroupVersion.Group+"/") {
+		return
+	}
+	expectations.Gone(r.bindings, types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, obj.GetUID())
 }
 
 // unboundClaimsOfTemplate wakes claims waiting for a template that just appeared or changed.

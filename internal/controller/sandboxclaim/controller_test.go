@@ -368,3 +368,26 @@ func TestReconcileLeavesGoneAndDeletingClaimsAlone(t *testing.T) {
 		})
 	}
 }
+
+// A Sandbox deleted before the cache showed it adopted or created for the claim: its delete
+// event drops the binding this process remembered, so the claim reports the Sandbox missing at
+// once instead of trusting its own write until the cache lag passes (with nothing to wake it then).
+func TestASandboxDeletedBeforeTheCacheShowedTheBindingIsReportedMissing(t *testing.T) {
+	for _, tc := range servedWarmOrCold() {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newServedRig(t, tc.claim)
+			g.freezeCache()
+			g.mustReconcile("c")
+			served := g.sandbox(tc.wantSandbox)
+			if err := g.api.Delete(context.Background(), served); err != nil {
+				t.Fatal(err)
+			}
+			g.r.forgetDeletedBinding(served)
+			g.thawCache()
+			g.mustReconcile("c")
+			if ready := readyOf(t, g.claim("c")); ready.Reason != extv1beta1.ReasonSandboxMissing {
+				t.Errorf("Ready %s/%s %q, want False/%s: the claim's Sandbox is gone", ready.Status, ready.Reason, ready.Message, extv1beta1.ReasonSandboxMissing)
+			}
+		})
+	}
+}

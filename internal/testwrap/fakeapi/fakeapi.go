@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -136,6 +137,9 @@ func New(t testing.TB, opts ...Option) *Server {
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if s.cfg.clock != nil {
 				obj.SetCreationTimestamp(metav1.NewTime(s.cfg.clock.Now()))
+			}
+			if obj.GetUID() == "" {
+				obj.SetUID(uuid.NewUUID()) // as the API server does: a recreated object is told apart by it
 			}
 			return s.write("create", "", obj, func() error { return c.Create(ctx, obj, opts...) })
 		},
