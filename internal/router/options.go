@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -71,6 +72,15 @@ type Options struct {
 	StaleAuthTTL time.Duration
 	// ScopedTokenSecretFile enables tokens scoped to one Sandbox, signed with this secret.
 	ScopedTokenSecretFile string
+
+	// E2BListen serves E2B's SDKs (their REST API and envd through the router) on this
+	// address; "" does not. It needs ScopedTokenSecretFile: envd access tokens are scoped tokens.
+	E2BListen string
+	// E2BDomain is the domain the control plane reports with each sandbox ("" reports none).
+	E2BDomain string
+	// E2BControlPlane is not a flag: cmd/router builds E2B's REST API (package
+	// e2b/controlplane) for the E2B port; nil answers its paths with 404.
+	E2BControlPlane http.Handler
 
 	// AllowedPorts are routed to on every Sandbox; any other port must be declared by one of
 	// the Sandbox's containers.
@@ -160,6 +170,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.AuthzCacheSize, "authz-cache-size", o.AuthzCacheSize, "Most SubjectAccessReview outcomes cached.")
 	fs.DurationVar(&o.StaleAuthTTL, "stale-auth-ttl", o.StaleAuthTTL, "While the API server cannot answer (kube-apiserver or etcd restarting, overloaded), keep accepting a token whose review succeeded and an access that was allowed within this long; refusals are never kept; an unknown caller waits up to 5s for the API server, then fails closed. 0: fail every request whose cache entry expired.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "scoped-token-secret-file", o.ScopedTokenSecretFile, "File holding the secret (at least 32 bytes) that signs tokens scoped to one Sandbox; such tokens are accepted in token and tokenreview modes.")
+	fs.StringVar(&o.E2BListen, "e2b-listen", o.E2BListen, "Address serving E2B's SDKs: their REST API (API keys are ServiceAccount tokens) and, for requests with E2b-Sandbox-Id, envd in the sandbox (port 49983 is routed to there as sandboxd's); empty disables it. Needs --scoped-token-secret-file.")
+	fs.StringVar(&o.E2BDomain, "e2b-domain", o.E2BDomain, "Domain the E2B control plane reports with each sandbox; empty reports none.")
 	fs.Var(&o.AllowedPorts, "allowed-ports", "Comma-separated `ports` routed to on every Sandbox; any other port must be declared by one of the Sandbox's containers (spec.podTemplate.spec.containers[*].ports). Empty: declared ports only.")
 	fs.BoolVar(&o.Wake, "wake", o.Wake, "Resume a paused Sandbox that wakes on request (agents.x-k8s.io/wake-on-request, or an idle timeout) when an authorized request comes for it; needs patch on sandboxes/scale.")
 	fs.DurationVar(&o.WakeTimeout, "wake-timeout", o.WakeTimeout, "How long a request for a Sandbox it woke waits for it to be ready before a 503 with Retry-After (X-Sandbox-Wake-Timeout overrides it per request, up to 10m).")
@@ -211,6 +223,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ScopedTokenSecretFile != "" && o.AuthMode == AuthModeNone {
 		return errors.New("--scoped-token-secret-file needs --auth-mode token or tokenreview")
+	}
+	if o.E2BListen != "" && o.ScopedTokenSecretFile == "" {
+		return errors.New("--e2b-listen needs --scoped-token-secret-file: the envd access tokens it hands out are scoped tokens")
 	}
 	if o.AuthMode == AuthModeTokenReview && o.Authorize && o.AuthzCacheSize < 1 {
 		return errors.New("--authz-cache-size must be at least 1")

@@ -239,6 +239,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if o.E2BListen != "" {
+		e2b, closeE2B, err := o.e2bServer(popts, guard, metrics, log)
+		if err != nil {
+			return err
+		}
+		defer closeE2B()
+		servers = append(servers, e2b)
+	}
 	listeners, err := listen(servers)
 	if err != nil {
 		return err
@@ -298,19 +306,7 @@ func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) Proxy
 // behind --metrics-auth's filter, which asks the API server at cfg).
 func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metrics, cfg *rest.Config, log *slog.Logger) ([]*http.Server, error) {
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
-	servers := []*http.Server{{
-		Addr:              o.Listen,
-		Handler:           handler,
-		Protocols:         &protos,
-		ReadHeaderTimeout: o.ReadHeaderTimeout,
-		IdleTimeout:       o.IdleTimeout,
-		MaxHeaderBytes:    o.MaxHeaderBytes,
-		ErrorLog:          errLog,
-		// No ReadTimeout/WriteTimeout: exec streams and WebSockets last as long as they last.
-	}}
+	servers := []*http.Server{o.proxyServer(o.Listen, handler, log)}
 	if o.ProbeListen != "" {
 		protect, err := o.MetricsProtector(cfg, log)
 		if err != nil {
@@ -324,6 +320,23 @@ func (o *Options) servers(handler http.Handler, ready func() bool, metrics *Metr
 			ReadHeaderTimeout: 5 * time.Second, ErrorLog: errLog})
 	}
 	return servers, nil
+}
+
+// proxyServer serves a port that proxies to sandboxes: HTTP/1.1 and h2c, and no
+// ReadTimeout/WriteTimeout, since exec streams and WebSockets last as long as they last.
+func (o *Options) proxyServer(addr string, handler http.Handler, log *slog.Logger) *http.Server {
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Addr:              addr,
+		Handler:           handler,
+		Protocols:         &protos,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // listen opens every server's port before any serves, so that a taken port fails the start,
