@@ -45,7 +45,7 @@ func Runtime(ref, sandboxdPath, busyboxPath string, extra ...File) (*Image, erro
 		Env:        []string{basePath, "HOME=/home/sandbox"},
 		WorkingDir: "/workspace",
 		User:       fmt.Sprintf("%d:%d", RuntimeUID, RuntimeGID),
-		Ports:      []int{8888},
+		Ports:      []int{8888, 9090, 49983}, // sandboxd: its API, upstream's gRPC port, E2B's envd
 		Files:      files,
 	}, nil
 }
