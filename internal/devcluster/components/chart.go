@@ -2,6 +2,8 @@ package components
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -53,7 +57,30 @@ func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	ctrl["defaultRuntimeClassName"] = e.Cfg.SandboxRuntimeClass()
 	router := component("router", strings.TrimSuffix(spec.RouterImage, ":dev"))
 	router["service"] = map[string]any{"type": "NodePort", "nodePort": e.Cfg.Ports.RouterNodePort}
+	router["auth"] = map[string]any{"scopedTokenSecret": scopedTokenSecret}
+	router["e2b"] = map[string]any{"enabled": true, "nodePort": e.Cfg.Ports.RouterE2BNodePort}
 	return map[string]any{"controller": ctrl, "router": router}
+}
+
+// scopedTokenSecret signs the tokens scoped to one Sandbox, which E2B's SDK receives as its
+// envd access token: the dev cluster serves E2B's SDKs as an install that turns them on does.
+const scopedTokenSecret = "router-scoped-token"
+
+// ensureScopedTokenSecret creates the signing Secret once, from 32 random bytes; a later `up`
+// keeps it, so tokens handed out stay valid across upgrades.
+func ensureScopedTokenSecret(ctx context.Context, cl client.Client) error {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: spec.SystemNS, Name: scopedTokenSecret},
+		StringData: map[string]string{"secret": base64.StdEncoding.EncodeToString(key)},
+	}
+	if err := cl.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Secret %s: %w", scopedTokenSecret, err)
+	}
+	return nil
 }
 
 // installChart imports the controller and router images, installs or upgrades the chart's
@@ -72,6 +99,9 @@ func installChart(ctx context.Context, e Env, helm string) error {
 	e.Cfg.Progress("importing images %s and %s into containerd", spec.ControllerImage, spec.RouterImage)
 	ids, err := importImageIDs(ctx, e, "controller", "router")
 	if err != nil {
+		return err
+	}
+	if err := ensureScopedTokenSecret(ctx, cl); err != nil {
 		return err
 	}
 	values, err := yaml.Marshal(chartValues(e, ids))

@@ -58,6 +58,7 @@ type Ports struct {
 	Router               int // host-process mode
 	RouterProbe          int
 	RouterNodePort       int // in-cluster mode: the router Service's NodePort, on BridgeIP
+	RouterE2BNodePort    int // in-cluster mode: the NodePort of the router's E2B port
 	KubeProxyHealthz     int
 	KubeProxyMetrics     int
 	CiliumHealth         int // cilium-agent's /healthz
@@ -79,6 +80,7 @@ var DefaultPorts = Ports{
 	Router:            18080,
 	RouterProbe:       18081,
 	RouterNodePort:    31880,
+	RouterE2BNodePort: 31881,
 	KubeProxyHealthz:  30256,
 	KubeProxyMetrics:  30249,
 	CiliumHealth:      39879,
@@ -215,6 +217,15 @@ func (c *Config) RouterURL() string {
 		return fmt.Sprintf("http://127.0.0.1:%d", c.Ports.Router)
 	}
 	return fmt.Sprintf("http://%s:%d", BridgeIP, c.Ports.RouterNodePort)
+}
+
+// E2BURL is where the host reaches the router's E2B port (E2B_API_URL and E2B_SANDBOX_URL of
+// an E2B program); "" when the router runs on the host, which serves no E2B port.
+func (c *Config) E2BURL() string {
+	if c.HostProcesses {
+		return ""
+	}
+	return fmt.Sprintf("http://%s:%d", BridgeIP, c.Ports.RouterE2BNodePort)
 }
 
 // APIServerURL is where every client of the dev cluster reaches kube-apiserver: the bridge
