@@ -17,6 +17,8 @@ type Cluster struct {
 	Dir        string
 	Kubeconfig string
 	RouterURL  string
+	// E2BURL is the router's E2B port (E2B_API_URL and E2B_SANDBOX_URL); "" with host processes.
+	E2BURL string
 	// RouterToken is a bearer token the router accepts from the host (a ServiceAccount's, bound
 	// to agent-sandbox-user cluster-wide); it is also in RouterTokenFile.
 	RouterToken     string
@@ -55,7 +57,7 @@ func Up(ctx context.Context, cfg spec.Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Cluster{Dir: cc.Dir, Kubeconfig: cc.KubeconfigPath(), RouterURL: cc.RouterURL(), Reused: wasRunning,
+	cl := &Cluster{Dir: cc.Dir, Kubeconfig: cc.KubeconfigPath(), RouterURL: cc.RouterURL(), E2BURL: cc.E2BURL(), Reused: wasRunning,
 		RouterToken: string(token), RouterTokenFile: cc.RouterTokenPath()}
 	cc.Progress("cluster ready in %s", time.Since(start).Round(100*time.Millisecond))
 	fmt.Fprintf(cc.Out, `
@@ -63,7 +65,8 @@ func Up(ctx context.Context, cfg spec.Config) (*Cluster, error) {
   kubectl get nodes            # (%s/kubectl is version-matched)
   router: %s  (X-Sandbox-ID: <sandbox name>, Authorization: Bearer <token>)
   export SBX_ROUTER=%s SBX_ROUTER_TOKEN=$(cat %s)   # for sbx
+  export E2B_API_URL=%s E2B_SANDBOX_URL=%s   # for E2B's SDKs, with E2B_API_KEY (docs/e2b.md)
   stop and clean up: make dev-down (go run ./cmd/devcluster down)
-`, cl.Kubeconfig, env.Bins.K8s, cl.RouterURL, cl.RouterURL, cl.RouterTokenFile)
+`, cl.Kubeconfig, env.Bins.K8s, cl.RouterURL, cl.RouterURL, cl.RouterTokenFile, cl.E2BURL, cl.E2BURL)
 	return cl, nil
 }
