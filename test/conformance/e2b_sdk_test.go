@@ -1,27 +1,20 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/envd"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/e2bsdk"
 )
-
-// e2bSDKVersion is the npm release of E2B's JS SDK the flow runs; it is
-// installed once into the user's cache.
-const e2bSDKVersion = "2.51.0"
 
 // TestE2BSDKAgainstSandboxd runs E2B's unmodified JS SDK (testdata/e2b/sdk_flow.cjs)
 // against a sandboxd binary: commands with streamed output, exit codes,
@@ -33,12 +26,10 @@ func TestE2BSDKAgainstSandboxd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the E2B SDK flow builds sandboxd and runs node")
 	}
-	for _, tool := range []string{"npm", "node", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found: the E2B SDK flow needs node, npm and bash", tool)
-		}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash not found: the E2B SDK flow runs commands with it")
 	}
-	sdkDir := installE2BSDK(t)
+	sdkDir := e2bsdk.Install(t)
 	bin := filepath.Join(t.TempDir(), "sandboxd")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/sandboxd").CombinedOutput(); err != nil {
 		t.Fatalf("go build sandboxd: %v\n%s", err, out)
@@ -49,35 +40,6 @@ func TestE2BSDKAgainstSandboxd(t *testing.T) {
 			runFlow(t, sdkDir, url, mode.name, mode.token)
 		})
 	}
-}
-
-// installE2BSDK installs the pinned SDK under ~/.cache/agent-sandbox/npm
-// unless it is there already; without the registry the test is skipped.
-func installE2BSDK(t *testing.T) string {
-	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Skipf("no cache directory for the E2B SDK: %v", err)
-	}
-	dir := filepath.Join(cache, "agent-sandbox", "npm", "e2b-"+e2bSDKVersion)
-	pkg := filepath.Join(dir, "node_modules", "e2b", "package.json")
-	if b, err := os.ReadFile(pkg); err == nil && bytes.Contains(b, []byte(`"version": "`+e2bSDKVersion+`"`)) {
-		return dir
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"e2b-sdk-cache","private":true}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--save-exact", "e2b@"+e2bSDKVersion)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("npm install e2b@%s failed (no registry?): %v\n%s", e2bSDKVersion, err, out)
-	}
-	return dir
 }
 
 // startSandboxd runs the binary on free ports with a fresh root and
@@ -148,44 +110,9 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-type flowCheck struct {
-	Check  string          `json:"check"`
-	OK     bool            `json:"ok"`
-	Detail json.RawMessage `json:"detail"`
-}
-
 // runFlow runs the SDK flow and fails on each failed check.
 func runFlow(t *testing.T, sdkDir, url, mode, token string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	script, err := filepath.Abs("testdata/e2b/sdk_flow.cjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Env = append(os.Environ(), "E2B_SDK_DIR="+sdkDir, "E2B_SANDBOX_URL="+url, "FLOW_MODE="+mode,
+	e2bsdk.Run(t, sdkDir, "testdata/e2b/sdk_flow.cjs", 3*time.Minute, 25, "E2B_SANDBOX_URL="+url, "FLOW_MODE="+mode,
 		"ENVD_VERSION="+envd.Version, "ENVD_TOKEN="+token, "E2B_DEBUG=", "E2B_API_KEY=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	checks := 0
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var c flowCheck
-		if json.Unmarshal(sc.Bytes(), &c) != nil {
-			t.Logf("node: %s", sc.Text())
-			continue
-		}
-		checks++
-		if !c.OK {
-			t.Errorf("%s: %s", c.Check, c.Detail)
-		}
-	}
-	if err != nil {
-		t.Errorf("node exited with %v\n%s", err, stderr.String())
-	}
-	if checks < 25 {
-		t.Errorf("only %d checks ran, want the whole flow (%s)", checks, strings.TrimSpace(stderr.String()))
-	}
 }
