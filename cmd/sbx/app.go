@@ -114,6 +114,7 @@ on the PATH, it runs as "kubectl sbx".`,
 		a.rmCommand(),
 		a.keepaliveCommand(),
 		a.checkCommand(),
+		a.e2bKeyCommand(),
 	)
 	if a.name != "sbx" {
 		for _, c := range root.Commands() {

@@ -29,7 +29,8 @@ func TestMain(m *testing.M) {
 	if invokedName(os.Args[0]) == "kubectl sbx" {
 		main() // this test binary, linked as kubectl-sbx, is the plugin kubectl runs (plugin_test.go)
 	}
-	os.Exit(testenv.Main(m, "sbx", &env))
+	// kube-controller-manager writes the tokens of E2B key Secrets (e2bkey_test.go).
+	os.Exit(testenv.MainWith(m, "sbx", &env, testenv.Options{ControllerManager: true}))
 }
 
 // kubeconfig is a kubeconfig file for the control plane's admin, written once.

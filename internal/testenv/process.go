@@ -28,14 +28,17 @@ func (e *Env) startControllerManager(simulatedNodes bool) error {
 	// (claims of a class bind to the volumes its provisioner makes; a released one is reclaimed).
 	// Not the node lifecycle controller: it would taint simulated nodes whose heartbeats lag
 	// under load.
+	// And the token controller, so a ServiceAccount token Secret (an E2B API key) gets its token,
+	// signed with the key envtest gave the API server.
 	controllers := "garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller," +
-		"persistentvolume-protection-controller,persistentvolume-binder-controller"
+		"persistentvolume-protection-controller,persistentvolume-binder-controller,serviceaccount-token-controller"
 	if simulatedNodes {
 		controllers += ",serviceaccount-controller"
 	}
 	return e.start("kube-controller-manager",
 		"--kubeconfig="+kubeconfig,
 		"--controllers="+controllers,
+		"--service-account-private-key-file="+filepath.Join(e.env.ControlPlane.GetAPIServer().CertDir, "sa-signer.key"),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--concurrent-gc-syncs=10",

@@ -240,11 +240,17 @@ func GoleakOptions() []goleak.Option {
 // KUBEBUILDER_ASSETS is set, as `make test` does; tests that need it skip otherwise), stops it,
 // and then fails the run on leaked goroutines. Use it as os.Exit(testenv.Main(m, "pkg", &env)).
 func Main(m *testing.M, name string, env **Env) int {
+	return MainWith(m, name, env, Options{})
+}
+
+// MainWith is Main with more of the control plane (opts; the conversion webhook is always on).
+func MainWith(m *testing.M, name string, env **Env, opts Options) int {
 	stopWebhook := func() {}
 	if os.Getenv("KUBEBUILDER_ASSETS") != "" {
 		// The clients under test may speak v1alpha1, which the API server converts to the
 		// stored v1beta1 through the webhook: it runs as in an install.
-		started, err := Start(Options{ConversionWebhook: true})
+		opts.ConversionWebhook = true
+		started, err := Start(opts)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: starting control plane: %v\n", name, err)
 			return 1
