@@ -51,7 +51,7 @@ func TestE2BSDKAgainstTheCluster(t *testing.T) {
 // e2bKey makes an E2B API key of namespace ns: the token of ServiceAccount sa, from a
 // long-lived token Secret as `kubectl create secret` or sbx would make it, with the key role
 // bound in ns when withRights.
-func e2bKey(t *testing.T, ns, sa string, withRights bool) string {
+func e2bKey(t testing.TB, ns, sa string, withRights bool) string {
 	t.Helper()
 	ctx := t.Context()
 	mustf(t, kube.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}), "creating ServiceAccount %s", sa)

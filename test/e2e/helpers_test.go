@@ -33,7 +33,7 @@ import (
 const waitLimit = 3 * time.Minute
 
 // newNamespace gives a test its own namespace, deleted (cascading to everything in it) after.
-func newNamespace(t *testing.T, prefix string) string {
+func newNamespace(t testing.TB, prefix string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + rand.String(5)}}
 	if err := kube.Create(context.Background(), ns); err != nil {
@@ -79,7 +79,7 @@ func localVolume(name, size string) agentsv1alpha1.PersistentVolumeClaimTemplate
 
 // createTemplate applies a SandboxTemplate running the runtime image; withHome adds a 1Gi PVC
 // mounted at /workspace/home.
-func createTemplate(t *testing.T, ns, name string, withHome bool) *extv1alpha1.SandboxTemplate {
+func createTemplate(t testing.TB, ns, name string, withHome bool) *extv1alpha1.SandboxTemplate {
 	t.Helper()
 	return applyTemplate(t, templateFor(ns, name, withHome))
 }
@@ -93,7 +93,7 @@ func templateFor(ns, name string, withHome bool) *testwrap.TemplateWrapper {
 	return w
 }
 
-func applyTemplate(t *testing.T, w *testwrap.TemplateWrapper) *extv1alpha1.SandboxTemplate {
+func applyTemplate(t testing.TB, w *testwrap.TemplateWrapper) *extv1alpha1.SandboxTemplate {
 	t.Helper()
 	tmpl := w.Obj()
 	if err := kube.Create(t.Context(), tmpl); err != nil {
@@ -102,7 +102,7 @@ func applyTemplate(t *testing.T, w *testwrap.TemplateWrapper) *extv1alpha1.Sandb
 	return tmpl
 }
 
-func createPool(t *testing.T, ns, name, template string, replicas int32) *extv1alpha1.SandboxWarmPool {
+func createPool(t testing.TB, ns, name, template string, replicas int32) *extv1alpha1.SandboxWarmPool {
 	t.Helper()
 	pool := testwrap.MakeWarmPool(ns, name).Template(template).Replicas(replicas).Obj()
 	if err := kube.Create(t.Context(), pool); err != nil {
@@ -112,7 +112,7 @@ func createPool(t *testing.T, ns, name, template string, replicas int32) *extv1a
 	return pool
 }
 
-func waitPoolReady(t *testing.T, pool *extv1alpha1.SandboxWarmPool) {
+func waitPoolReady(t testing.TB, pool *extv1alpha1.SandboxWarmPool) {
 	t.Helper()
 	slow.EventuallyContext(t, "warm pool "+pool.Name+" ready", func(ctx context.Context) error {
 		if err := kube.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
@@ -127,7 +127,7 @@ func waitPoolReady(t *testing.T, pool *extv1alpha1.SandboxWarmPool) {
 
 // sdkClient is an SDK client for a namespace that reaches sandboxes through the router, with
 // the developer's token (the host is no pod the router could name).
-func sdkClient(t *testing.T, ns string) *sdk.Client {
+func sdkClient(t testing.TB, ns string) *sdk.Client {
 	t.Helper()
 	cli, err := sdk.New(sdk.Options{Kubeconfig: cluster.Kubeconfig, Namespace: ns, RouterURL: cluster.RouterURL,
 		RouterToken: cluster.RouterToken, Mode: sdk.ModeRouter})
@@ -196,7 +196,7 @@ func routerPostAs(ctx context.Context, token, ns, sandbox, path, body string) (i
 	return resp.StatusCode, string(b), err
 }
 
-func mustf(t *testing.T, err error, format string, args ...any) {
+func mustf(t testing.TB, err error, format string, args ...any) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", fmt.Sprintf(format, args...), err)

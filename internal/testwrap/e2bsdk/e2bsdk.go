@@ -21,7 +21,7 @@ const Version = "2.51.0"
 
 // Install installs the pinned SDK under ~/.cache/agent-sandbox/npm unless it is there already and
 // returns its directory. Without node, npm or the registry the test is skipped, saying why.
-func Install(t *testing.T) string {
+func Install(t testing.TB) string {
 	t.Helper()
 	for _, tool := range []string{"npm", "node"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -73,7 +73,7 @@ type timing struct {
 
 // Run runs script with node, E2B_SDK_DIR set to sdkDir and env added, for at most limit; it
 // fails the test on every failed check, on a crash, and when fewer than minChecks ran.
-func Run(t *testing.T, sdkDir, script string, limit time.Duration, minChecks int, env ...string) Result {
+func Run(t testing.TB, sdkDir, script string, limit time.Duration, minChecks int, env ...string) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
