@@ -423,7 +423,9 @@ func TestHelmChart(t *testing.T) {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &svc); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "e2b" && p.Port == 3100 && p.TargetPort.StrVal == "e2b" }) {
+			if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
+				return p.Name == "e2b" && p.Port == 3100 && p.TargetPort.StrVal == "e2b"
+			}) {
 				t.Errorf("Service ports %v, want e2b 3100 -> e2b", svc.Spec.Ports)
 			}
 		}
