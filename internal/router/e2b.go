@@ -28,6 +28,9 @@ const (
 	// E2BEnvdPort is the port of envd, which sandboxd serves (its --envd-listen default) and the
 	// SDK addresses.
 	E2BEnvdPort uint16 = 49983
+	// e2bCodeInterpreterPort is where @e2b/code-interpreter expects its Jupyter server, which our
+	// images do not run.
+	e2bCodeInterpreterPort = "49999"
 )
 
 // E2BOptions assemble the E2B port's handler.
@@ -82,6 +85,10 @@ func translateE2B(r *http.Request, signer *scopedtoken.Signer, now time.Time) (i
 			return http.StatusBadRequest, "E2b-Sandbox-Port must be sent once, a port number (1..65535)."
 		}
 		port = p
+	}
+	if port == e2bCodeInterpreterPort {
+		return http.StatusNotImplemented, "E2B's code interpreter (a Jupyter server on port 49999) is not served: " +
+			"run code with commands.run (for example python3 -c '...'), or serve it from the template and declare its port."
 	}
 	token, ok := single(r.Header[headerE2BAccessToken])
 	if !ok || token == "" {

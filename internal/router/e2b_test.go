@@ -63,6 +63,8 @@ func TestE2BHeadersBecomeTheRoutersOwn(t *testing.T) {
 		{name: "the sandbox named twice", headers: map[string][]string{"E2b-Sandbox-Id": {"sb1", "sb2"}, "X-Access-Token": {good}}, wantCode: 400, wantMsg: "E2b-Sandbox-Id must be sent once"},
 		{name: "an empty sandbox id", headers: map[string][]string{"E2b-Sandbox-Id": {""}, "X-Access-Token": {good}}, wantCode: 400, wantMsg: "E2b-Sandbox-Id must be sent once"},
 		{name: "a port that is no number", headers: map[string][]string{"E2b-Sandbox-Id": {"sb1"}, "E2b-Sandbox-Port": {"49983x"}, "X-Access-Token": {good}}, wantCode: 400, wantMsg: "E2b-Sandbox-Port"},
+		{name: "the code interpreter's Jupyter port", headers: map[string][]string{"E2b-Sandbox-Id": {"sb1"}, "E2b-Sandbox-Port": {"49999"}, "X-Access-Token": {good}},
+			wantCode: 501, wantMsg: "run code with commands.run"},
 		{name: "port zero", headers: map[string][]string{"E2b-Sandbox-Id": {"sb1"}, "E2b-Sandbox-Port": {"0"}, "X-Access-Token": {good}}, wantCode: 400, wantMsg: "E2b-Sandbox-Port"},
 	}
 	for _, tt := range tests {
