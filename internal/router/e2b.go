@@ -88,7 +88,7 @@ func translateE2B(r *http.Request, signer *scopedtoken.Signer, now time.Time) (i
 	}
 	if port == e2bCodeInterpreterPort {
 		return http.StatusNotImplemented, "E2B's code interpreter (a Jupyter server on port 49999) is not served: " +
-			"run code with commands.run (for example python3 -c '...'), or serve it from the template and declare its port."
+			"run code with commands.run (for example python3 -c '...')."
 	}
 	token, ok := single(r.Header[headerE2BAccessToken])
 	if !ok || token == "" {
