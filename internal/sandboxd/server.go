@@ -56,7 +56,7 @@ type Config struct {
 	RESTListen string
 	// EnvdListen is the address Run serves E2B's in-sandbox API (envd) on
 	// (default ":49983", envd's port, which E2B's SDKs address); "off"
-	// disables it. It takes Token as X-Access-Token (docs/e2b.md).
+	// disables it. It takes Token as X-Access-Token (docs/e2b-envd.md).
 	EnvdListen string
 	// EnvdMaxUploadBytes bounds one upload to envd's /files (0: no bound).
 	EnvdMaxUploadBytes int64

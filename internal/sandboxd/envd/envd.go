@@ -4,7 +4,7 @@
 // and /files, /health, /init and /envs over plain HTTP. It runs commands
 // with sandboxd's runner and reaches files through sandboxd's root, so the
 // same path rules hold: the root is what clients see as "/", and no path
-// leaves it. docs/e2b.md lists what is served.
+// leaves it. docs/e2b-envd.md lists what is served.
 package envd
 
 import (
