@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -108,6 +109,39 @@ func (p *controllerProc) isLeader() bool {
 		}
 	}
 	return false
+}
+
+// reconciles reads the process's reconcile counts by controller (every result summed) from
+// controller-runtime's controller_runtime_reconcile_total.
+func (p *controllerProc) reconciles() (map[string]float64, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + p.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		labels, ok := strings.CutPrefix(line, "controller_runtime_reconcile_total{")
+		if !ok {
+			continue
+		}
+		_, rest, ok := strings.Cut(labels, `controller="`)
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, `"`)
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		counts[name] += v
+	}
+	return counts, nil
 }
 
 // kill ends the process at once (SIGKILL: no lease release, no cleanup), as an eviction or a

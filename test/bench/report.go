@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -16,24 +18,26 @@ import (
 
 // Report is the outcome of one run; it is also written as JSON.
 type Report struct {
-	Scenario        string             `json:"scenario"`
-	Rate            float64            `json:"targetRatePerSec"`
-	AchievedRate    float64            `json:"achievedRatePerSec"`
-	Duration        string             `json:"duration"`
-	Pool            int                `json:"pool"`
-	Nodes           int                `json:"nodes"`
-	ClaimEnv        int                `json:"claimEnvVars,omitempty"`
-	Claims          int                `json:"claims"`
-	Completed       int                `json:"completed"`
-	Warm            int                `json:"warm"`
-	WarmHitRatio    float64            `json:"warmHitRatio"`
-	PodIPs          Latency            `json:"createToPodIPs"`
-	Ready           Latency            `json:"createToReady"`
-	PoolFill        string             `json:"poolFill,omitempty"`
-	WritesPerClaim  map[string]float64 `json:"writesPerClaimByClient"`
-	HotPathWrites   float64            `json:"controllerHotPathWritesPerWarmClaim"`
-	RefillWrites    float64            `json:"controllerRefillWritesPerClaim"`
-	ControllerRSSMB float64            `json:"controllerRSSMiB"`
+	Scenario       string             `json:"scenario"`
+	Rate           float64            `json:"targetRatePerSec"`
+	AchievedRate   float64            `json:"achievedRatePerSec"`
+	Duration       string             `json:"duration"`
+	Pool           int                `json:"pool"`
+	Nodes          int                `json:"nodes"`
+	ClaimEnv       int                `json:"claimEnvVars,omitempty"`
+	Claims         int                `json:"claims"`
+	Completed      int                `json:"completed"`
+	Warm           int                `json:"warm"`
+	WarmHitRatio   float64            `json:"warmHitRatio"`
+	PodIPs         Latency            `json:"createToPodIPs"`
+	Ready          Latency            `json:"createToReady"`
+	PoolFill       string             `json:"poolFill,omitempty"`
+	WritesPerClaim map[string]float64 `json:"writesPerClaimByClient"`
+	HotPathWrites  float64            `json:"controllerHotPathWritesPerWarmClaim"`
+	RefillWrites   float64            `json:"controllerRefillWritesPerClaim"`
+	// ReconcilesPerClaim counts each controller's reconciles during the burst, per completed claim.
+	ReconcilesPerClaim map[string]float64 `json:"reconcilesPerClaimByController,omitempty"`
+	ControllerRSSMB    float64            `json:"controllerRSSMiB"`
 	// CPU is what each process on the machine used during the run, by name (loadgen: this one).
 	CPU map[string]ProcessCPU `json:"cpu"`
 	// FillCPU is the same for the pool fill before the claims; MsPerClaim is per member there.
@@ -88,6 +92,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "controller hot-path writes/warm claim\t%.2f\n", r.HotPathWrites)
 	fmt.Fprintf(tw, "controller refill writes/claim\t%.2f\n", r.RefillWrites)
+	for _, name := range slices.Sorted(maps.Keys(r.ReconcilesPerClaim)) {
+		fmt.Fprintf(tw, "%s reconciles/claim\t%.1f\n", name, r.ReconcilesPerClaim[name])
+	}
 	fmt.Fprintf(tw, "controller RSS (MiB)\t%.0f\n", r.ControllerRSSMB)
 	printCPU(tw, "CPU during the run\tcores\tms/claim", r.CPU)
 	if r.PoolFill != "" {

@@ -126,6 +126,7 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 	n := int(cfg.Rate * cfg.Duration.Seconds())
 	rec.expect(n)
 	before := sampleCPU(ctrlProc)
+	reconcilesBefore, rerr := ctrlProc.reconciles()
 	start := time.Now()
 	profileDone := make(chan error, 2)
 	if cfg.Profile {
@@ -159,6 +160,10 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 	report.AchievedRate = float64(n) / sendTime.Seconds()
 	adopted := summarizeClaims(rec, report)
 	report.CPU = after.since(before, end.Sub(start), report.Completed)
+	report.ReconcilesPerClaim, rerr = reconcilesPerClaim(ctrlProc, reconcilesBefore, rerr, report.Completed)
+	if rerr != nil {
+		report.Errors = append(report.Errors, "reconcile counts: "+rerr.Error())
+	}
 
 	// Let the audit log's batch flush, then count writes made during the run.
 	time.Sleep(2 * time.Second)
@@ -173,6 +178,23 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 		}
 	}
 	return nil
+}
+
+// reconcilesPerClaim is how many reconciles each controller ran per completed claim since
+// before (read when the burst began, with its error).
+func reconcilesPerClaim(p *controllerProc, before map[string]float64, err error, claims int) (map[string]float64, error) {
+	if err != nil || claims == 0 {
+		return nil, err
+	}
+	after, err := p.reconciles()
+	if err != nil {
+		return nil, err
+	}
+	per := map[string]float64{}
+	for name, n := range after {
+		per[name] = (n - before[name]) / float64(claims)
+	}
+	return per, nil
 }
 
 // summarizeClaims fills latency and warm-hit figures; it returns the adopted Sandboxes' names.
