@@ -4,7 +4,10 @@ package pacer
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/utils/clock"
 )
@@ -80,6 +83,13 @@ type Gate struct {
 	maxHold   time.Duration
 	mu        sync.Mutex
 	heldSince time.Time
+
+	// The keys whose work Wait held back, handed back by Release (release.go).
+	held       map[types.NamespacedName]struct{}
+	batchSince time.Time     // when the oldest held key was held
+	wake       chan struct{} // a key was held
+	releasing  atomic.Bool   // Release's loop runs
+	timers     clock.Clock
 }
 
 // NewGate returns a gate on p that holds work back at most maxHold at a stretch
@@ -88,7 +98,13 @@ func NewGate(p *Pacer, maxHold time.Duration) *Gate {
 	if maxHold <= 0 {
 		maxHold = DefaultMaxHold
 	}
-	return &Gate{pacer: p, maxHold: maxHold}
+	g := &Gate{pacer: p, maxHold: maxHold, wake: make(chan struct{}, 1), timers: clock.RealClock{}}
+	if p != nil {
+		if c, ok := p.clock.(clock.Clock); ok { // a test's fake clock also drives the release timer
+			g.timers = c
+		}
+	}
+	return g
 }
 
 // Wait is how long the work should hold back; zero means go now. When it says go while

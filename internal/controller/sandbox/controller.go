@@ -226,7 +226,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byOwner := expectations.ForgetOnDelete(
 		handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &agentsv1beta1.Sandbox{}, handler.OnlyControllerOwner()),
 		r.forgetDeletedChild)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.gate != nil {
+		// Sandboxes whose pod labels the gate held back during a claim burst come back when it opens.
+		b = b.WatchesRawSource(r.gate.Release())
+	}
+	return b.
 		For(&agentsv1beta1.Sandbox{}).
 		Watches(&corev1.Pod{}, byOwner).
 		Watches(&corev1.Service{}, byOwner).

@@ -216,7 +216,8 @@ func podMetadata(sb *agentsv1beta1.Sandbox, rules podmeta.Rules) (map[string]str
 // syncPodMetadata applies template label/annotation changes to a running pod with one merge
 // patch. The pod spec is left alone: changing it would need a restart, which a stateful
 // sandbox must not get behind its user's back.
-// While the gate holds background writes back it returns how long until it may try again.
+// While the gate holds background writes back it hands the Sandbox to the gate's release, or
+// returns how long until it may try again when nothing releases it.
 func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) (retryAfter time.Duration, err error) {
 	wantLabels, wantAnnotations, refused := podMetadata(sb, r.podRules)
 	updated := pod.DeepCopy()
@@ -231,7 +232,11 @@ func (r *Reconciler) syncPodMetadata(ctx context.Context, sb *agentsv1beta1.Sand
 	if !r.escapesIsolation(sb, pod.Labels, wantLabels) {
 		if wait := r.gate.Wait(); wait > 0 {
 			// Labels are bookkeeping, not readiness: during a claim burst this write waits, so
-			// the API server spends its CPU on the claims themselves.
+			// the API server spends its CPU on the claims themselves. The gate wakes this
+			// Sandbox when it opens; without its release running, come back after wait.
+			if r.gate.Hold(client.ObjectKeyFromObject(sb)) {
+				return 0, nil
+			}
 			return wait, nil
 		}
 	}
