@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/client-go/rest"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/e2b/controlplane"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 )
 
@@ -125,15 +128,22 @@ func writeE2BError(w http.ResponseWriter, code int, msg string) {
 
 // e2bServer is the E2B port's server. Its proxy is the main port's with envd's port added to
 // sandboxd's: routed to on every Sandbox, and given the claim's session env like sandboxd's others.
-func (o *Options) e2bServer(popts ProxyOptions, guard GuardOptions, m *Metrics, log *slog.Logger) (*http.Server, func(), error) {
+func (o *Options) e2bServer(cfg *rest.Config, popts ProxyOptions, guard GuardOptions, m *Metrics, log *slog.Logger) (*http.Server, func(), error) {
 	signer, err := o.scopedSigner()
 	if err != nil {
 		return nil, nil, err
 	}
+	controlPlane := o.E2BControlPlane
+	if controlPlane == nil {
+		controlPlane, err = controlplane.New(controlplane.Options{Config: cfg, Signer: signer, Domain: o.E2BDomain, Log: log})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
 	proxy := NewProxy(e2bProxyOptions(popts))
 	routed := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: m, Logger: log, AccessLog: o.AccessLog,
 		TracerProvider: o.TracerProvider})
-	h := NewE2BHandler(E2BOptions{Signer: signer, ControlPlane: o.E2BControlPlane, Routed: routed})
+	h := NewE2BHandler(E2BOptions{Signer: signer, ControlPlane: controlPlane, Routed: routed})
 	return o.proxyServer(o.E2BListen, h, log), proxy.Close, nil
 }
 

@@ -240,7 +240,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	if o.E2BListen != "" {
-		e2b, closeE2B, err := o.e2bServer(popts, guard, metrics, log)
+		e2b, closeE2B, err := o.e2bServer(cfg, popts, guard, metrics, log)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap/e2bsdk"
 )
 
@@ -33,7 +34,10 @@ func TestE2BSDKAgainstTheCluster(t *testing.T) {
 	}
 	sdkDir := e2bsdk.Install(t)
 	nsA, nsB := newNamespace(t, "e2b-a"), newNamespace(t, "e2b-b")
-	tmplA := createTemplate(t, nsA, "agent", true)
+	// E2B's create passes envVars, which a template must allow claims to inject; naming the
+	// container that runs sandboxd lets them ride the warm path.
+	tmplA := applyTemplate(t, templateFor(nsA, "agent", true).EnvInjection(extv1alpha1.EnvVarsInjectionPolicyAllowed).
+		Annotation(extv1alpha1.SandboxdContainerAnnotation, "runtime"))
 	tmplB := createTemplate(t, nsB, "agent", false)
 	createPool(t, nsA, "agent", tmplA.Name, 1)
 	createPool(t, nsB, "agent", tmplB.Name, 1)

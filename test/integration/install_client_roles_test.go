@@ -13,8 +13,8 @@ func TestClientRolesAreTheSameInTheChartAndKustomize(t *testing.T) {
 	for _, o := range decodeObjects(t, mustRead(t, filepath.Join(repoRoot, "config/rbac/client_roles.yaml"))) {
 		want[o.GetName()] = o.Object["rules"]
 	}
-	if len(want) != 3 {
-		t.Fatalf("config/rbac/client_roles.yaml has %d roles, want agent-sandbox-user, agent-sandbox-viewer and agent-sandbox-network-admin", len(want))
+	if len(want) != 4 {
+		t.Fatalf("config/rbac/client_roles.yaml has %d roles, want agent-sandbox-user, agent-sandbox-viewer, agent-sandbox-network-admin and agent-sandbox-e2b-key", len(want))
 	}
 	objs, err := helmTemplate(t, "agent-sandbox-system")
 	if err != nil {

@@ -22,18 +22,16 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/process"
+	"github.com/agent-sandbox/agent-sandbox/internal/e2b"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/respond"
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/rootfs"
 	"github.com/agent-sandbox/agent-sandbox/pkg/proto/envd/filesystem/envdfilesystemconnect"
 	"github.com/agent-sandbox/agent-sandbox/pkg/proto/envd/process/envdprocessconnect"
 )
 
-// Version is the envd version whose features this package serves, for the
-// control plane to report as a sandbox's envdVersion: the SDK turns
-// features on by comparing it. 0.5.7 brings raw (octet-stream) uploads,
-// closing stdin, stdin off by default and no default user; 0.6.2 would
-// promise file metadata (extended attributes), which is not served.
-const Version = "0.5.7"
+// Version is the envd version whose features this package serves (e2b.EnvdVersion, which
+// the control plane reports).
+const Version = e2b.EnvdVersion
 
 // DefaultPort is envd's port, which E2B's SDKs address.
 const DefaultPort = 49983
