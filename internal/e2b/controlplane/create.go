@@ -36,10 +36,13 @@ func (s *server) create(defaultTimeout int64) handlerFunc {
 		if err != nil {
 			return err
 		}
+		start := s.clock.Now()
 		if err := c.kube.Create(r.Context(), claim); err != nil {
 			return err
 		}
+		created := s.clock.Since(start)
 		e, err := s.waitReady(r.Context(), c, claim)
+		s.log.Info("e2b create", "claim", claim.Name, "createMs", created.Milliseconds(), "readyMs", s.clock.Since(start).Milliseconds())
 		if err != nil {
 			// Nobody will use it: it must not linger until its timeout, holding a warm member.
 			_ = c.kube.Delete(context.WithoutCancel(r.Context()), claim)

@@ -110,13 +110,21 @@ func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h handlerFunc) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			start := s.clock.Now()
 			c, err := s.keys.callerOf(r)
+			authed := s.clock.Since(start)
 			if err == nil {
 				err = h(w, r, c)
 			}
 			if err != nil {
 				writeError(w, err)
 			}
+			user := ""
+			if c != nil {
+				user = c.user
+			}
+			s.log.Info("e2b api", "method", r.Method, "path", r.URL.Path, "user", user, "err", err,
+				"authMs", authed.Milliseconds(), "ms", s.clock.Since(start).Milliseconds())
 		})
 	}
 	handle("POST /sandboxes", s.create(15))
