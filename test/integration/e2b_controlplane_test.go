@@ -283,4 +283,3 @@ func TestE2BControlPlaneRefusesBadInput(t *testing.T) {
 		}
 	}
 }
-

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
 	"k8s.io/utils/clock"
 )
 
