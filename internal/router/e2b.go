@@ -126,6 +126,20 @@ func writeE2BError(w http.ResponseWriter, code int, msg string) {
 	}{code, msg})
 }
 
+// withE2B adds the E2B port's server to servers when --e2b-listen asks for it; the returned
+// func closes its proxy's connections.
+func (o *Options) withE2B(servers []*http.Server, cfg *rest.Config, popts ProxyOptions, guard GuardOptions, m *Metrics,
+	log *slog.Logger) ([]*http.Server, func(), error) {
+	if o.E2BListen == "" {
+		return servers, func() {}, nil
+	}
+	e2b, closeProxy, err := o.e2bServer(cfg, popts, guard, m, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(servers, e2b), closeProxy, nil
+}
+
 // e2bServer is the E2B port's server. Its proxy is the main port's with envd's port added to
 // sandboxd's: routed to on every Sandbox, and given the claim's session env like sandboxd's others.
 func (o *Options) e2bServer(cfg *rest.Config, popts ProxyOptions, guard GuardOptions, m *Metrics, log *slog.Logger) (*http.Server, func(), error) {

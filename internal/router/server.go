@@ -220,13 +220,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	metrics := NewMetrics(cache)
-	popts := o.proxyOptions(cache, metrics, log)
-	if o.Wake {
-		dyn, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
-		popts.Waker = &ScaleWaker{Client: dyn}
+	popts, err := o.proxyOptions(cfg, cache, metrics, log)
+	if err != nil {
+		return err
 	}
 	proxy := NewProxy(popts)
 	defer proxy.Close()
@@ -239,14 +235,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if o.E2BListen != "" {
-		e2b, closeE2B, err := o.e2bServer(cfg, popts, guard, metrics, log)
-		if err != nil {
-			return err
-		}
-		defer closeE2B()
-		servers = append(servers, e2b)
+	servers, closeE2B, err := o.withE2B(servers, cfg, popts, guard, metrics, log)
+	if err != nil {
+		return err
 	}
+	defer closeE2B()
 	listeners, err := listen(servers)
 	if err != nil {
 		return err
@@ -294,12 +287,21 @@ func (o *Options) podCache(ctx context.Context, cfg *rest.Config, log *slog.Logg
 	return pods, informers, nil
 }
 
-// proxyOptions are the proxy's settings from the flags. The port rule is always on.
-func (o *Options) proxyOptions(res Resolver, m *Metrics, log *slog.Logger) ProxyOptions {
-	return ProxyOptions{Resolver: res, Metrics: m, Logger: log,
+// proxyOptions are the proxy's settings from the flags, with a waker on cfg when --wake. The
+// port rule is always on.
+func (o *Options) proxyOptions(cfg *rest.Config, res Resolver, m *Metrics, log *slog.Logger) (ProxyOptions, error) {
+	popts := ProxyOptions{Resolver: res, Metrics: m, Logger: log,
 		MaxTimeout: o.ProxyTimeout, DialTimeout: o.DialTimeout, ResponseHeaderTimeout: o.ResponseHeaderTimeout, DialRetries: o.DialRetries,
 		DeclaredPortsOnly: true, AllowedPorts: o.AllowedPorts, UnclaimedWait: o.UnclaimedWait, WakeTimeout: o.WakeTimeout,
 		TracerProvider: o.TracerProvider}
+	if o.Wake {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return popts, err
+		}
+		popts.Waker = &ScaleWaker{Client: dyn}
+	}
+	return popts, nil
 }
 
 // servers are the proxy port's server and, with --probe-listen, the probe port's (its /metrics

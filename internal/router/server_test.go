@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/agent-sandbox/agent-sandbox/internal/router/access"
 )
 
@@ -310,7 +312,11 @@ func TestProxyTimeoutFlag(t *testing.T) {
 			if err := fs.Parse(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			if got := o.proxyOptions(&stubResolver{}, nil, nil).MaxTimeout; got != tt.want {
+			po, err := o.proxyOptions(&rest.Config{Host: "https://127.0.0.1:1"}, &stubResolver{}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := po.MaxTimeout; got != tt.want {
 				t.Errorf("the proxy's MaxTimeout = %v, want %v", got, tt.want)
 			}
 			// Each router's own setting: nothing of it outlives the Options it came from.
@@ -326,7 +332,10 @@ func TestRunsWithThePortRule(t *testing.T) {
 	o := DefaultOptions()
 	o.AllowedPorts = PortList{3000}
 	o.UnclaimedWait = 5 * time.Second
-	po := o.proxyOptions(&stubResolver{}, nil, nil)
+	po, err := o.proxyOptions(&rest.Config{Host: "https://127.0.0.1:1"}, &stubResolver{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !po.DeclaredPortsOnly || !slices.Equal(po.AllowedPorts, []uint16{3000}) || po.UnclaimedWait != 5*time.Second {
 		t.Fatalf("proxy options %+v, want the port rule on, allowlist [3000] and a 5s unclaimed wait", po)
 	}

@@ -408,28 +408,6 @@ func TestHelmChart(t *testing.T) {
 			t.Errorf("objects in team-a: %v, want %v (namespaced read of Sandboxes, no cluster-wide grant)", got, want)
 		}
 	})
-	t.Run("serves E2B's SDKs on a port of the router and its Service when asked", func(t *testing.T) {
-		objs, err := helmTemplate(t, "x", "router.e2b.enabled=true", "router.auth.scopedTokenSecret=router-scoped-token",
-			"router.e2b.port=3100", "router.e2b.domain=sandboxes.example")
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantRouterArgs(t, objs, "x", "--e2b-listen=:3100", "--e2b-domain=sandboxes.example", "--scoped-token-secret-file=")
-		for _, o := range objs {
-			if o.GetKind() != "Service" || o.GetName() != "sandbox-router-svc" {
-				continue
-			}
-			var svc corev1.Service
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &svc); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
-				return p.Name == "e2b" && p.Port == 3100 && p.TargetPort.StrVal == "e2b"
-			}) {
-				t.Errorf("Service ports %v, want e2b 3100 -> e2b", svc.Spec.Ports)
-			}
-		}
-	})
 	t.Run("leaves the router out when disabled", func(t *testing.T) {
 		objs, err := helmTemplate(t, "x", "router.enabled=false")
 		if err != nil {
@@ -441,6 +419,30 @@ func TestHelmChart(t *testing.T) {
 			}
 		}
 	})
+}
+
+// With router.e2b.enabled the router serves E2B's SDKs on a port of its own and of its Service.
+func TestHelmChartServesE2BWhenAsked(t *testing.T) {
+	objs, err := helmTemplate(t, "x", "router.e2b.enabled=true", "router.auth.scopedTokenSecret=router-scoped-token",
+		"router.e2b.port=3100", "router.e2b.domain=sandboxes.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRouterArgs(t, objs, "x", "--e2b-listen=:3100", "--e2b-domain=sandboxes.example", "--scoped-token-secret-file=")
+	for _, o := range objs {
+		if o.GetKind() != "Service" || o.GetName() != "sandbox-router-svc" {
+			continue
+		}
+		var svc corev1.Service
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &svc); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
+			return p.Name == "e2b" && p.Port == 3100 && p.TargetPort.StrVal == "e2b"
+		}) {
+			t.Errorf("Service ports %v, want e2b 3100 -> e2b", svc.Spec.Ports)
+		}
+	}
 }
 
 func mustRead(t *testing.T, p string) []byte {
