@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 )
 
 const (
+	templateGrace    = 2 * time.Second
 	maxTimeout       = 24 * 60 * 60 // seconds: E2B's own cap
 	maxMetadataBytes = 16 << 10
 	maxMetadataKeys  = 64
@@ -144,10 +146,17 @@ func (s *server) waitReady(ctx context.Context, c *caller, claim *extv1alpha1.Sa
 	}
 	defer w.Stop()
 	last := claim
+	// A template made moments ago may not be in the controller's cache yet: its "not found"
+	// counts only once it has stood for templateGrace (the claim is reconciled again when the
+	// template shows up).
+	var grace <-chan time.Time
+	var graceErr error
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, s.notReady(last)
+		case <-grace:
+			return nil, graceErr
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return nil, s.notReady(last) // the watch ended early: answer with what we know
@@ -161,9 +170,17 @@ func (s *server) waitReady(ctx context.Context, c *caller, claim *extv1alpha1.Sa
 			}
 			last = got
 			ready, err := claimReady(got)
-			if err != nil {
+			var ae *apiError
+			switch {
+			case err != nil && errors.As(err, &ae) && ae.templateMissing:
+				if grace == nil {
+					grace, graceErr = s.clock.After(templateGrace), err
+				}
+				continue
+			case err != nil:
 				return nil, err
 			}
+			grace = nil
 			if ready {
 				return s.served(ctx, c, got)
 			}
@@ -188,7 +205,8 @@ func (s *server) notReady(claim *extv1alpha1.SandboxClaim) error {
 			why = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
 		}
 	}
-	return &apiError{code: http.StatusServiceUnavailable, msg: fmt.Sprintf("sandbox not ready within %s (%s)", s.readyTimeout, why)}
+	// 504, not 503: E2B's SDK takes a 503 for a busy service and retries.
+	return &apiError{code: http.StatusGatewayTimeout, msg: fmt.Sprintf("sandbox not ready within %s (%s)", s.readyTimeout, why)}
 }
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

@@ -17,6 +17,8 @@ const maxBody = 1 << 20
 type apiError struct {
 	code int
 	msg  string
+	// templateMissing: the claim's template was not found, which a create waits out briefly.
+	templateMissing bool
 }
 
 func (e *apiError) Error() string { return e.msg }

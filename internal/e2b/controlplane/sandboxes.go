@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -159,7 +160,8 @@ func claimReady(claim *extv1alpha1.SandboxClaim) (bool, error) {
 	}
 	switch ready.Reason {
 	case extv1alpha1.ReasonTemplateNotFound:
-		return false, errorf(http.StatusBadRequest, "template %q not found: %s", claim.Spec.TemplateRef.Name, ready.Message)
+		return false, &apiError{code: http.StatusBadRequest, templateMissing: true,
+			msg: fmt.Sprintf("template %q not found: %s", claim.Spec.TemplateRef.Name, ready.Message)}
 	case extv1alpha1.ReasonEnvVarsInjectionRejected, extv1alpha1.ReasonInvalidMetadata:
 		return false, errorf(http.StatusBadRequest, "%s: %s", ready.Reason, ready.Message)
 	case extv1alpha1.ReasonClaimExpired:
