@@ -48,7 +48,7 @@ func TestE2BSDKAgainstTheCluster(t *testing.T) {
 		"E2B_API_URL="+cluster.E2BURL, "E2B_SANDBOX_URL="+cluster.E2BURL, "E2B_DOMAIN=", "E2B_DEBUG=",
 		"E2B_API_KEY="+keyA, "TEMPLATE="+tmplA.Name, "OTHER_KEY="+keyB, "OTHER_TEMPLATE="+tmplB.Name,
 		"NO_RIGHTS_KEY="+noRights, "RUN="+rand.String(8))
-	t.Logf("E2B SDK on the cluster: create %.0f ms, create to first command %.0f ms (one run; bench.md has percentiles)",
+	t.Logf("E2B SDK on the cluster: create %.0f ms, create to first command %.0f ms (one run; docs/e2b.md has percentiles)",
 		res.Timings["create"], res.Timings["create to first command"])
 }
 
