@@ -147,12 +147,9 @@ func (o *Options) e2bServer(cfg *rest.Config, popts ProxyOptions, guard GuardOpt
 	if err != nil {
 		return nil, nil, err
 	}
-	controlPlane := o.E2BControlPlane
-	if controlPlane == nil {
-		controlPlane, err = controlplane.New(controlplane.Options{Config: cfg, Signer: signer, Domain: o.E2BDomain, Log: log})
-		if err != nil {
-			return nil, nil, err
-		}
+	controlPlane, err := controlplane.New(controlplane.Options{Config: cfg, Signer: signer, Domain: o.E2BDomain, Log: log})
+	if err != nil {
+		return nil, nil, err
 	}
 	proxy := NewProxy(e2bProxyOptions(popts))
 	routed := NewHandler(HandlerOptions{Proxy: proxy, Guard: guard, Metrics: m, Logger: log, AccessLog: o.AccessLog,

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -78,9 +77,6 @@ type Options struct {
 	E2BListen string
 	// E2BDomain is the domain the control plane reports with each sandbox ("" reports none).
 	E2BDomain string
-	// E2BControlPlane is not a flag: it replaces E2B's REST API (package e2b/controlplane, built
-	// by Run when nil) on the E2B port, for tests.
-	E2BControlPlane http.Handler
 
 	// AllowedPorts are routed to on every Sandbox; any other port must be declared by one of
 	// the Sandbox's containers.

@@ -159,25 +159,31 @@ func (s *server) connect(runningCode int) handlerFunc {
 	}
 }
 
-// resume scales the Sandbox back up and waits for its claim to be served by a ready pod again.
+// resume scales the Sandbox back up and watches it until its new pod is ready (the watch starts
+// with the Sandbox as it is, so a pod that was quick is not missed).
 func (s *server) resume(ctx context.Context, c *caller, e *e2bSandbox) (*e2bSandbox, error) {
 	if err := s.setMode(ctx, c, e.sandbox, agentsv1beta1.SandboxOperatingModeRunning); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
 	defer cancel()
+	w, err := c.kube.Watch(ctx, &agentsv1beta1.SandboxList{}, client.InNamespace(e.sandbox.Namespace),
+		client.MatchingFields{"metadata.name": e.sandbox.Name})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
 	for {
-		sb := &agentsv1beta1.Sandbox{}
-		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(e.sandbox), sb); err != nil {
-			return nil, err
-		}
-		if ready(sb) {
-			return &e2bSandbox{claim: e.claim, sandbox: sb}, nil
-		}
 		select {
 		case <-ctx.Done():
-			return nil, errorf(http.StatusServiceUnavailable, "sandbox %q not ready within %s of resuming", sb.Name, s.readyTimeout)
-		case <-time.After(100 * time.Millisecond):
+			return nil, errorf(http.StatusGatewayTimeout, "sandbox %q not ready within %s of resuming", e.sandbox.Name, s.readyTimeout)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, errorf(http.StatusGatewayTimeout, "sandbox %q: the watch ended before it was ready", e.sandbox.Name)
+			}
+			if sb, isSandbox := ev.Object.(*agentsv1beta1.Sandbox); isSandbox && ready(sb) {
+				return &e2bSandbox{claim: e.claim, sandbox: sb}, nil
+			}
 		}
 	}
 }
