@@ -37,6 +37,7 @@ type Runner struct {
 
 // NewRunner returns a Runner whose working directories resolve inside root.
 func NewRunner(root rootfs.Resolver, cfg Config) *Runner {
+	childrenGetDefaultSignals()
 	return &Runner{cfg: cfg, root: root, running: map[*Command]struct{}{}}
 }
 

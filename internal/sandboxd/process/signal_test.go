@@ -2,6 +2,9 @@ package process_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -35,6 +38,21 @@ func TestSignalReachesTheWholeProcessGroup(t *testing.T) {
 			}
 			waitDead(t, "the shell's child after "+sig.String()+" to the group", child)
 		})
+	}
+}
+
+// An interrupt ends a command. (A shell's background child is left out: a shell without job
+// control starts it with SIGINT ignored, as POSIX asks.)
+func TestInterruptEndsACommand(t *testing.T) {
+	r := newRunner(t)
+	done, started := run(context.Background(), r, buildSpec(t, r, &wire.ExecRequest{Argv: []string{"sleep", "1000"}}), false, newOutput())
+	c := receive(t, started, "the command's start")
+	if err := c.Signal(syscall.SIGINT); err != nil {
+		t.Fatalf("Signal(SIGINT): %v", err)
+	}
+	res := receive(t, done, "the command's end after an interrupt")
+	if res.Signal != int(syscall.SIGINT) {
+		t.Errorf("result %+v, want the command killed by SIGINT", res)
 	}
 }
 
@@ -172,4 +190,32 @@ func contains(pids []int, pid int) bool {
 		}
 	}
 	return false
+}
+
+// ignoredHangupEnv marks the run of this test binary that TestSignalsIgnoredBySandboxdAreNotPassedOn
+// starts with SIGHUP and SIGINT ignored.
+const ignoredHangupEnv = "PROCESS_TEST_STARTED_WITH_SIGHUP_IGNORED"
+
+// A command's hang-up and interrupt kill it even when sandboxd itself was started with them
+// ignored (nohup): the ignored disposition is not passed on to the commands it runs.
+func TestSignalsIgnoredBySandboxdAreNotPassedOn(t *testing.T) {
+	if os.Getenv(ignoredHangupEnv) != "" {
+		t.Skip("already the run with SIGHUP ignored")
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A shell can ignore a signal and exec: the ignored disposition survives the exec.
+	cmd := exec.Command("sh", "-c", `trap '' HUP INT; exec "$0" -test.run '^(TestSignalReachesTheWholeProcessGroup|TestInterruptEndsACommand)$/^hangup$' -test.count 1 -test.v`, bin)
+	cmd.Env = append(os.Environ(), ignoredHangupEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("with SIGHUP and SIGINT ignored at start, a command did not die of them: %v\n%s", err, out)
+	}
+	for _, name := range []string{"TestSignalReachesTheWholeProcessGroup/hangup", "TestInterruptEndsACommand"} {
+		if !strings.Contains(string(out), "--- PASS: "+name) {
+			t.Fatalf("the run with SIGHUP and SIGINT ignored did not pass %s:\n%s", name, out)
+		}
+	}
 }
