@@ -41,7 +41,10 @@ const (
 // NodePort so the host reaches it. Router auth is the chart's default, as in every install:
 // the host's clients send the developer's token (writeRouterToken), pods are named by their
 // source IP. The controller gives sandbox pods the RuntimeClass of --sandbox-runtime (gvisor,
-// or none for runc).
+// or none for runc). Domain allow-lists are not enforced here (egress engine none): this Cilium,
+// chained after the bridge, runs with its L7 proxy off, so it would refuse the DNS rule every
+// CiliumNetworkPolicy for names needs, and the names would stay closed while the Sandbox
+// reported them open (docs/egress.md, "Domains").
 func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{
@@ -55,6 +58,7 @@ func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	}
 	ctrl := component("controller", strings.TrimSuffix(spec.ControllerImage, ":dev"))
 	ctrl["defaultRuntimeClassName"] = e.Cfg.SandboxRuntimeClass()
+	ctrl["network"] = map[string]any{"egressDomainsEngine": "none"}
 	router := component("router", strings.TrimSuffix(spec.RouterImage, ":dev"))
 	router["service"] = map[string]any{"type": "NodePort", "nodePort": e.Cfg.Ports.RouterNodePort}
 	router["auth"] = map[string]any{"scopedTokenSecret": scopedTokenSecret}
