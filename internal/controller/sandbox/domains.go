@@ -59,7 +59,7 @@ func (r *Reconciler) domainsUnenforceable(ctx context.Context, sb *agentsv1beta1
 }
 
 // noEngine says why names cannot be enforced.
-const noEngine = "the controller found no " + "cilium.io/v2 CiliumNetworkPolicy API when it started, or was started with --egress-domains-engine=none"
+const noEngine = "the controller found no cilium.io/v2 CiliumNetworkPolicy API when it started, or was started with --egress-domains-engine=none"
 
 // sandboxTemplate is the template the Sandbox was made from (from the cache), or nil. It is
 // the one whose name hash the Sandbox's label carries (admission keeps that label the
@@ -123,8 +123,12 @@ func (r *Reconciler) createDomainPolicy(ctx context.Context, sb *agentsv1beta1.S
 	if apierrors.IsAlreadyExists(err) {
 		// Ours, made moments ago and not in the cache yet, or someone else's: ask the API.
 		live, err := r.getDomainPolicy(ctx, r.apiReader, sb)
-		if err != nil || live == nil {
-			return st, fmt.Errorf("reading %s %s: %v", fqdnpolicy.GVK.Kind, cnp.GetName(), err)
+		if err != nil {
+			return st, err
+		}
+		if live == nil {
+			// Gone in between: try again, no pod meanwhile.
+			return st, fmt.Errorf("%s %s existed, then did not", fqdnpolicy.GVK.Kind, cnp.GetName())
 		}
 		if !metav1.IsControlledBy(live, sb) {
 			st.applied = false
