@@ -58,7 +58,6 @@ func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	}
 	ctrl := component("controller", strings.TrimSuffix(spec.ControllerImage, ":dev"))
 	ctrl["defaultRuntimeClassName"] = e.Cfg.SandboxRuntimeClass()
-	ctrl["network"] = map[string]any{"egressDomainsEngine": "none"}
 	router := component("router", strings.TrimSuffix(spec.RouterImage, ":dev"))
 	router["service"] = map[string]any{"type": "NodePort", "nodePort": e.Cfg.Ports.RouterNodePort}
 	router["auth"] = map[string]any{"scopedTokenSecret": scopedTokenSecret}
