@@ -12,6 +12,8 @@ import agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 const (
 	EgressAnnotation                  = agentsv1beta1.EgressAnnotation
 	EgressCIDRsAnnotation             = agentsv1beta1.EgressCIDRsAnnotation
+	EgressDomainsAnnotation           = agentsv1beta1.EgressDomainsAnnotation
+	EgressDomainsFailOpenAnnotation   = agentsv1beta1.EgressDomainsFailOpenAnnotation
 	IngressFromPodsAnnotation         = agentsv1beta1.IngressFromPodsAnnotation
 	NetworkPolicyManagementAnnotation = agentsv1beta1.NetworkPolicyManagementAnnotation
 	NetworkPolicyUnmanaged            = agentsv1beta1.NetworkPolicyUnmanaged
@@ -33,4 +35,7 @@ const (
 	ReasonInvalidEgress        = agentsv1beta1.ReasonInvalidEgress
 	ReasonEgressPolicyConflict = agentsv1beta1.ReasonEgressPolicyConflict
 	ReasonEgressIgnored        = agentsv1beta1.ReasonEgressIgnored
+
+	ReasonEgressDomainsUnenforceable = agentsv1beta1.ReasonEgressDomainsUnenforceable
+	ReasonEgressDomainsFailOpen      = agentsv1beta1.ReasonEgressDomainsFailOpen
 )

@@ -12,6 +12,19 @@ const (
 	// ("10.0.0.0/8,2001:db8::/32"; a bare address means that one host). Read only when the mode
 	// is restricted.
 	EgressCIDRsAnnotation = "agents.x-k8s.io/egress-cidrs"
+	// EgressDomainsAnnotation lists, comma- or space-separated, the host names restricted mode
+	// allows besides its CIDRs: exact names ("pypi.org") and one-label wildcards
+	// ("*.github.com": a name one label below github.com, not github.com itself). On a raw
+	// Sandbox it is read only when the mode is restricted; on a SandboxTemplate it limits the
+	// egress of every Sandbox made from it to these names and DNS (plus the template's own
+	// networkPolicy egress rules, when it has them). Names are enforced through the cluster's
+	// policy engine (a CiliumNetworkPolicy with toFQDNs); docs/egress.md, "Domains".
+	EgressDomainsAnnotation = "agents.x-k8s.io/egress-domains"
+	// EgressDomainsFailOpenAnnotation set to "true" on a Sandbox or template lets its pods run
+	// on a cluster that cannot enforce names, with egress open to everything allow-all allows.
+	// Without it such a Sandbox gets no pod (EgressDomainsUnenforceable): an allow-list that
+	// silently allows everything is worse than none.
+	EgressDomainsFailOpenAnnotation = "agents.x-k8s.io/egress-domains-fail-open"
 	// IngressFromPodsAnnotation declares, as a label selector ("app=ax"), pods of the Sandbox's
 	// namespace that may open connections to it besides the router (the claim-per-conversation flow's direct mode).
 	IngressFromPodsAnnotation = "agents.x-k8s.io/ingress-from-pods"
@@ -55,4 +68,12 @@ const (
 	// made from a template that does not allow them (its own NetworkPolicy governs egress), or
 	// the Sandbox's NetworkPolicy is Unmanaged. The pod runs.
 	ReasonEgressIgnored = "EgressIgnored"
+	// ReasonEgressDomainsUnenforceable (False): the Sandbox (or its template) lists domains and
+	// the cluster has no engine that enforces names (no cilium.io/v2 CiliumNetworkPolicy when
+	// the controller started). No pod is created, unless fail-open is asked for.
+	ReasonEgressDomainsUnenforceable = "EgressDomainsUnenforceable"
+	// ReasonEgressDomainsFailOpen (True): as ReasonEgressDomainsUnenforceable, but the Sandbox
+	// (or its template) asked for fail-open: the pod runs with egress open to everything
+	// allow-all allows. The message starts like ReasonEgressApplied's, so the SDK's wait ends.
+	ReasonEgressDomainsFailOpen = "EgressDomainsFailOpen"
 )

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/fqdnpolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandboxclaim"
@@ -55,7 +56,7 @@ func main() {
 // flagValues are the flags that need parsing or checking before they become manager.Options.
 type flagValues struct {
 	routerLabels, dnsLabels, dnsIPs, linkLocal, scopedSecret *string
-	routerURL, routerTokenFile                               *string
+	routerURL, routerTokenFile, domainsEngine                *string
 	qps                                                      *float64
 	burst                                                    *int
 	webhook                                                  *webhookFlags
@@ -89,6 +90,7 @@ func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 		dnsLabels:       fs.String("dns-pod-labels", "k8s-app=kube-dns", "Labels (k=v,k2=v2) of the cluster DNS pods."),
 		dnsIPs:          fs.String("dns-service-ips", "", "Addresses of the cluster DNS Service (comma-separated); empty: those of the kube-dns Service in --dns-namespace, read at start."),
 		linkLocal:       fs.String("egress-allowed-link-local", "", "Link-local prefixes (comma-separated, e.g. 169.254.20.10/32 for a node-local DNS cache) that Sandbox egress may reach; every other 169.254.0.0/16 and fe80::/10 address (cloud metadata servers) stays closed to every Sandbox."),
+		domainsEngine:   fs.String("egress-domains-engine", string(fqdnpolicy.EngineAuto), "How domain allow-lists (agents.x-k8s.io/egress-domains) are enforced: auto (a CiliumNetworkPolicy per list when the API serves cilium.io/v2 CiliumNetworkPolicy at start), cilium (the same; refuse to start without it), none (never: Sandboxes that list domains get no pod unless they fail open; for a Cilium whose DNS proxy is off)."),
 		routerURL:       fs.String("router-url", "", "The sandbox router's URL (e.g. http://sandbox-router-svc.agent-sandbox-system.svc:8080), through which the idle pause asks sandboxd about activity; empty: Sandboxes with agents.x-k8s.io/idle-timeout are never paused."),
 		routerTokenFile: fs.String("router-token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "Bearer token sent to the router with --router-url (read on every call); a missing file sends none."),
 		scopedSecret:    fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off."),
@@ -111,6 +113,9 @@ func (fv *flagValues) apply(opts *manager.Options) error {
 	opts.Router.PodLabels = routerPodLabels
 	if err := parseNetworkFlags(opts, *fv.dnsLabels, *fv.dnsIPs, *fv.linkLocal); err != nil {
 		return err
+	}
+	if opts.EgressDomainsEngine, err = fqdnpolicy.ParseEngine(*fv.domainsEngine); err != nil {
+		return fmt.Errorf("--egress-domains-engine: %w", err)
 	}
 	if *fv.routerURL != "" {
 		u, err := url.Parse(*fv.routerURL)

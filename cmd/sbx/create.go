@@ -19,6 +19,7 @@ import (
 type createFlags struct {
 	template, image, name, warmPool, shutdownPolicy, egress string
 	env, labels, podLabels, onCreate, egressCIDRs           []string
+	egressDomains                                           []string
 	ttl, timeout, idle                                      time.Duration
 	noWait, keep, progress                                  bool
 	out                                                     *outputFlags
@@ -33,12 +34,14 @@ func (f *createFlags) check(args []string) error {
 		return fmt.Errorf("--template and --image exclude each other")
 	case f.template != "" && len(args) > 0:
 		return fmt.Errorf("a command after -- needs --image; a template's sandbox runs its own")
-	case f.template != "" && (f.egress != "" || len(f.egressCIDRs) > 0):
-		return fmt.Errorf("--egress and --egress-cidr need --image: a claim's sandbox follows its template's networkPolicy")
+	case f.template != "" && (f.egress != "" || len(f.egressCIDRs) > 0 || len(f.egressDomains) > 0):
+		return fmt.Errorf("--egress, --egress-cidr and --egress-domain need --image: a claim's sandbox follows its template's networkPolicy and domains")
 	case f.image != "" && f.warmPool != "":
 		return fmt.Errorf("--warmpool needs --template")
 	case f.egress == "" && len(f.egressCIDRs) > 0:
 		return fmt.Errorf("--egress-cidr needs --egress restricted")
+	case f.egress != "restricted" && len(f.egressDomains) > 0:
+		return fmt.Errorf("--egress-domain needs --egress restricted")
 	}
 	return nil
 }
@@ -75,6 +78,10 @@ func (f *createFlags) options() ([]sdk.CreateOption, error) {
 	}
 	if f.egress != "" {
 		e, err := sdk.ParseEgress(f.egress, f.egressCIDRs...)
+		if err == nil && len(f.egressDomains) > 0 {
+			e = sdk.EgressRestrictedTo(f.egressCIDRs, f.egressDomains, false)
+			err = e.Validate()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("--egress: %w", err)
 		}
@@ -141,14 +148,16 @@ sbx create returns; if one fails (exit status not 0), sbx create fails with its
 output and the sandbox is deleted again unless --keep-on-failure is given.
 --egress (with --image) limits the Sandbox's outbound traffic with a NetworkPolicy made before
 its pod: deny-all blocks everything, DNS included; restricted allows the --egress-cidr
-destinations and DNS (port 53); allow-all makes no policy. It needs a CNI that enforces
-NetworkPolicy (docs/egress.md).`,
+destinations, the --egress-domain names and DNS (port 53); allow-all makes no policy. It needs a
+CNI that enforces NetworkPolicy, and for names Cilium; elsewhere a Sandbox that names domains
+gets no pod (docs/egress.md).`,
 		Example: `  sbx create --template python
   sbx create --template python --name conv-42 --ttl 1h --env API_MODE=test -l team=a
   sbx create --template python --warmpool none --timeout 5m
   sbx create --template python --on-create 'pip install -r requirements.txt'
   sbx create --image python:3.12 --egress deny-all -- sleep infinity
-  sbx create --image python:3.12 --egress restricted --egress-cidr 10.0.0.0/8 --egress-cidr 203.0.113.7 -- sleep infinity`,
+  sbx create --image python:3.12 --egress restricted --egress-cidr 10.0.0.0/8 --egress-cidr 203.0.113.7 -- sleep infinity
+  sbx create --image python:3.12 --egress restricted --egress-domain pypi.org --egress-domain '*.pythonhosted.org' -- sleep infinity`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return a.create(cmd, &f, args) },
 	}
@@ -162,6 +171,7 @@ NetworkPolicy (docs/egress.md).`,
 	fl.StringVar(&f.warmPool, "warmpool", "", `warm pool policy: "none", "default" or a pool name (default: the API's, "default")`)
 	fl.StringVar(&f.egress, "egress", "", "egress mode of an --image Sandbox: allow-all, deny-all (no egress, DNS included) or restricted (--egress-cidr and DNS only)")
 	fl.StringArrayVar(&f.egressCIDRs, "egress-cidr", nil, "destination CIDR (or IP) that --egress restricted allows (repeatable)")
+	fl.StringArrayVar(&f.egressDomains, "egress-domain", nil, "host name (pypi.org) or one-label wildcard (*.github.com) that --egress restricted allows (repeatable)")
 	fl.DurationVar(&f.idle, "idle-timeout", 0, "pause the sandbox after this long (at least 10s) with no request and no command running; the next request through the router resumes it")
 	fl.DurationVar(&f.ttl, "ttl", 0, "shut the sandbox down after this long (spec.lifecycle.shutdownTime); refresh with sbx keepalive")
 	fl.StringVar(&f.shutdownPolicy, "shutdown-policy", "", "what happens at the TTL: Delete, DeleteForeground (claims) or Retain (the API default)")

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
@@ -15,7 +18,11 @@ func TestCreateFlagErrors(t *testing.T) {
 	}{
 		{"neither", []string{"create"}, "--template is required (a claim), or --image"},
 		{"both", []string{"create", "--template", "t", "--image", "i"}, "--template and --image exclude each other"},
-		{"egress on a claim", []string{"create", "--template", "t", "--egress", "deny-all"}, "--egress and --egress-cidr need --image"},
+		{"egress on a claim", []string{"create", "--template", "t", "--egress", "deny-all"}, "--egress, --egress-cidr and --egress-domain need --image"},
+		{"domains on a claim", []string{"create", "--template", "t", "--egress-domain", "pypi.org"}, "need --image"},
+		{"domains without restricted", []string{"create", "--image", "i", "--egress", "allow-all", "--egress-domain", "pypi.org"}, "--egress-domain needs --egress restricted"},
+		{"a bare star", []string{"create", "--image", "i", "--egress", "restricted", "--egress-domain", "*"}, `egress domain "*" would allow every name`},
+		{"an address as a domain", []string{"create", "--image", "i", "--egress", "restricted", "--egress-domain", "10.0.0.1"}, "is an IP address; put addresses in agents.x-k8s.io/egress-cidrs"},
 		{"CIDRs on a claim", []string{"create", "--template", "t", "--egress-cidr", "10.0.0.0/8"}, "need --image"},
 		{"a command on a claim", []string{"create", "--template", "t", "--", "sleep", "1"}, "a command after -- needs --image"},
 		{"warm pool for an image", []string{"create", "--image", "i", "--warmpool", "none"}, "--warmpool needs --template"},
@@ -69,4 +76,55 @@ func TestCLICreateImageWithEgress(t *testing.T) {
 		t.Errorf("generated sandbox %q: annotations %v, command %v", name, sb.Annotations, sb.Spec.PodTemplate.Spec.Containers[0].Command)
 	}
 	c.mustRun("", "rm", "fp-net", name)
+}
+
+func TestCLICreateImageWithEgressDomains(t *testing.T) {
+	c := newCLI(t)
+	c.mustRun("", "create", "--image", "runtime:test", "--name", "fp-names", "--egress", "restricted",
+		"--egress-cidr", "10.0.0.0/8", "--egress-domain", "PyPI.org", "--egress-domain", "*.pythonhosted.org", "--", "sleep", "infinity")
+	sb := &agentsv1alpha1.Sandbox{}
+	must(t, env.Client.Get(t.Context(), keyOf(c.ns, "fp-names"), sb))
+	if sb.Annotations[agentsv1alpha1.EgressDomainsAnnotation] != "pypi.org,*.pythonhosted.org" || sb.Annotations[agentsv1alpha1.EgressCIDRsAnnotation] != "10.0.0.0/8" {
+		t.Errorf("annotations = %v", sb.Annotations)
+	}
+	r := c.mustRun("", "get", "fp-names")
+	if want := "EGRESS: restricted to 10.0.0.0/8 and pypi.org,*.pythonhosted.org [EgressPolicy EgressApplied: restricted to"; !strings.Contains(r.stdout, want) {
+		t.Errorf("sbx get:\n%s\nwant a line starting %q", r.stdout, want)
+	}
+}
+
+func TestDescribeEgress(t *testing.T) {
+	raw := func(ann map[string]string, conds ...metav1.Condition) *agentsv1alpha1.Sandbox {
+		return &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Annotations: ann}, Status: agentsv1alpha1.SandboxStatus{Conditions: conds}}
+	}
+	unenforceable := metav1.Condition{Type: agentsv1alpha1.SandboxConditionEgressPolicy, Status: metav1.ConditionFalse,
+		Reason: agentsv1alpha1.ReasonEgressDomainsUnenforceable, Message: "cannot"}
+	cases := []struct {
+		name     string
+		obj      *agentsv1alpha1.Sandbox
+		template string
+		tmplAnn  map[string]string
+		tmplErr  error
+		want     string
+	}{
+		{"raw without annotations", raw(nil), "", nil, nil, "allow-all (no egress annotations)"},
+		{"raw restricted with names, not enforceable", raw(map[string]string{agentsv1alpha1.EgressAnnotation: "restricted",
+			agentsv1alpha1.EgressDomainsAnnotation: "pypi.org"}, unenforceable), "", nil, nil,
+			"restricted to pypi.org [EgressPolicy EgressDomainsUnenforceable: cannot]"},
+		{"raw with a bad list", raw(map[string]string{agentsv1alpha1.EgressAnnotation: "restricted", agentsv1alpha1.EgressDomainsAnnotation: "*"}),
+			"", nil, nil, `invalid: annotation agents.x-k8s.io/egress-domains: egress domain "*" would allow every name`},
+		{"claim, template with names", nil, "python", map[string]string{agentsv1alpha1.EgressDomainsAnnotation: "allowed.test *.allowed.test"}, nil,
+			"template python: DNS and allowed.test,*.allowed.test"},
+		{"claim, template failing open", raw(nil, unenforceable), "python", map[string]string{agentsv1alpha1.EgressDomainsAnnotation: "a.test",
+			agentsv1alpha1.EgressDomainsFailOpenAnnotation: "true"}, nil, "template python: DNS and a.test (fail-open) [EgressPolicy EgressDomainsUnenforceable: cannot]"},
+		{"claim, template without names", nil, "python", nil, nil, "template python's networkPolicy"},
+		{"claim, template unreadable", nil, "python", nil, errors.New("forbidden"), "template python's (unreadable: forbidden)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := describeEgress(tc.obj, tc.template, tc.tmplAnn, tc.tmplErr); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("describeEgress = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -67,7 +67,9 @@ func (a *app) getCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get NAME [-o wide|json|yaml|name|...]",
 		Short: "Show one sandbox",
-		Long: `Show a sandbox by claim name (or by Sandbox name, for sandboxes created without a claim).
+		Long: `Show a sandbox by claim name (or by Sandbox name, for sandboxes created without a claim),
+and what it may reach: EGRESS is a raw Sandbox's egress mode with its CIDRs and domains, or a
+claim's template's domain list, then the controller's EgressPolicy condition when it has one.
 -o json, yaml, name, jsonpath=... and go-template=... print the object as kubectl get does.`,
 		Example: `  sbx get conv-42
   sbx get conv-42 -o yaml`,
@@ -89,7 +91,11 @@ func (a *app) getCommand() *cobra.Command {
 			if p != nil {
 				return printObjects(p, a.streams.Out, []*sdk.Sandbox{sb}, false)
 			}
-			return printTable(a.streams.Out, []*sdk.Sandbox{sb}, out.format() == "wide", time.Now())
+			if err := printTable(a.streams.Out, []*sdk.Sandbox{sb}, out.format() == "wide", time.Now()); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.streams.Out, "EGRESS: %s\n", effectiveEgress(cmd.Context(), c, sb))
+			return err
 		},
 	}
 	out.addFlags(cmd, true, "a table")

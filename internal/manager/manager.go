@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -33,6 +35,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/fqdnpolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	ctrlmetrics "github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
@@ -69,6 +72,9 @@ type Options struct {
 	// NetworkPolicy; its router fields are taken from Router. Zero DNS fields take
 	// egresspolicy.DefaultPeers'; no DNSServiceIPs: the kube-dns Service's, looked up at start.
 	Network egresspolicy.Peers
+	// EgressDomainsEngine enforces domain allow-lists: auto (the default when empty: Cilium's
+	// CiliumNetworkPolicy when the API serves it at start), cilium, or none.
+	EgressDomainsEngine fqdnpolicy.Engine
 	// MemberReadyTimeout is how long a warm pool member may stay not Ready before it is
 	// replaced (default sandboxwarmpool.DefaultMemberReadyTimeout).
 	MemberReadyTimeout time.Duration
@@ -130,17 +136,21 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.WebhookOnly {
 		return mgr, addWebhookAndProbes(mgr, opts)
 	}
+	enforceDomains, err := resolveDomainsEngine(cfg, opts.EgressDomainsEngine)
+	if err != nil {
+		return nil, err
+	}
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("registering cache indexes: %w", err)
 	}
-	if err := addReconcilers(mgr, opts); err != nil {
+	if err := addReconcilers(mgr, opts, enforceDomains); err != nil {
 		return nil, err
 	}
 	collector := ctrlmetrics.NewSandboxCollector(mgr.GetClient(), mgr.Elected(), mgr.GetLogger().WithName("sandbox-metrics"))
 	if err := ctrlmetrics.RegisterSandboxCollector(crmetrics.Registry, collector); err != nil {
 		return nil, fmt.Errorf("registering the agent_sandboxes collector: %w", err)
 	}
-	if err := warmInformers(mgr); err != nil {
+	if err := warmInformers(mgr, enforceDomains); err != nil {
 		return nil, err
 	}
 	if err := addWebhookAndProbes(mgr, opts); err != nil {
@@ -175,6 +185,8 @@ func managerOptions(opts Options, scheme *runtime.Scheme) ctrl.Options {
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Events are written, never read; don't start an informer for them.
 			DisableFor: []client.Object{&corev1.Event{}},
+			// The one unstructured kind, CiliumNetworkPolicy, is read from the cache too.
+			Unstructured: true,
 		}},
 	}
 	if opts.SkipNameValidation {
@@ -197,26 +209,29 @@ func MetricsServerOptions(addr string, auth bool) metricsserver.Options {
 }
 
 // addReconcilers registers every reconciler, sharing the claim pacer and the pod metadata rules.
-func addReconcilers(mgr ctrl.Manager, opts Options) error {
+func addReconcilers(mgr ctrl.Manager, opts Options, enforceDomains bool) error {
 	claims := pacer.NewPacer(opts.RefillQuiet, clock.RealClock{})
+	peers := networkPeers(mgr.GetAPIReader(), opts, opts.Router.OrDefault())
 	// One set of pod metadata rules for every controller that builds sandbox pods.
 	templates := sandboxtemplate.New(mgr.GetClient(), sandboxtemplate.Options{
-		Recorder: mgr.GetEventRecorderFor("sandboxtemplate-controller"),
-		Router:   opts.Router,
+		Recorder:       mgr.GetEventRecorderFor("sandboxtemplate-controller"),
+		Router:         opts.Router,
+		Network:        &peers,
+		EnforceDomains: enforceDomains,
 	})
 	podRules := templates.PodRules()
 	// One builder for warm and cold Sandboxes, so both are made the same.
 	builder := blueprint.Builder{PodRules: podRules, RuntimeClassName: opts.DefaultRuntimeClass}
-	peers := networkPeers(mgr.GetAPIReader(), opts, templates.Router())
 	if err := sandbox.New(mgr.GetClient(), mgr.GetAPIReader(), sandbox.Options{
-		Recorder:      mgr.GetEventRecorderFor("sandbox-controller"),
-		ClusterDomain: opts.ClusterDomain,
-		Workers:       opts.SandboxWorkers,
-		Gate:          pacer.NewGate(claims, opts.RefillMaxHold),
-		PodRules:      podRules,
-		Hardening:     builder,
-		Peers:         &peers,
-		Activity:      opts.Activity,
+		Recorder:       mgr.GetEventRecorderFor("sandbox-controller"),
+		ClusterDomain:  opts.ClusterDomain,
+		Workers:        opts.SandboxWorkers,
+		Gate:           pacer.NewGate(claims, opts.RefillMaxHold),
+		PodRules:       podRules,
+		Hardening:      builder,
+		Peers:          &peers,
+		Activity:       opts.Activity,
+		EnforceDomains: enforceDomains,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}
@@ -260,13 +275,34 @@ var watchedKinds = []client.Object{
 // elected leader starts serving claims at once instead of first listing every pod and service
 // from an API server that may be under load (controllers otherwise open their informers only
 // once elected).
-func warmInformers(mgr ctrl.Manager) error {
-	for _, obj := range watchedKinds {
+func warmInformers(mgr ctrl.Manager, enforceDomains bool) error {
+	kinds := watchedKinds
+	if enforceDomains {
+		kinds = append(slices.Clip(kinds), fqdnpolicy.Empty())
+	}
+	for _, obj := range kinds {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
 			return fmt.Errorf("registering the %T informer: %w", obj, err)
 		}
 	}
 	return nil
+}
+
+// resolveDomainsEngine asks the API, once, whether domain allow-lists can be enforced.
+func resolveDomainsEngine(cfg *rest.Config, engine fqdnpolicy.Engine) (bool, error) {
+	if engine == "" {
+		engine = fqdnpolicy.EngineAuto
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	enforce, err := fqdnpolicy.Resolve(engine, dc)
+	if err != nil {
+		return false, fmt.Errorf("egress domains: %w", err)
+	}
+	ctrl.Log.WithName("setup").Info("egress domain allow-lists", "engine", engine, "enforcedWithCiliumNetworkPolicies", enforce)
+	return enforce, nil
 }
 
 // addWebhookAndProbes serves the conversion webhook when asked, and the health probes; the

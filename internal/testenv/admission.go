@@ -57,6 +57,14 @@ var admissionProbes = map[string]func(sb *unstructured.Unstructured){
 	// with the others and enforced from the same moment.
 }
 
+// admissionTemplateProbes are, per policy, a SandboxTemplate that policy alone refuses (for
+// policies whose Sandbox probe another policy would refuse first).
+var admissionTemplateProbes = map[string]func(tmpl *unstructured.Unstructured){
+	"agent-sandbox-egress-domains": func(tmpl *unstructured.Unstructured) {
+		tmpl.SetAnnotations(map[string]string{"agents.x-k8s.io/egress-domains": "*"})
+	},
+}
+
 // admissionPolicyFiles are the manifests of config/admission (policies and bindings).
 func admissionPolicyFiles() ([]string, error) {
 	root, err := repoRoot()
@@ -128,7 +136,10 @@ func decodeManifests(path string) ([]*unstructured.Unstructured, error) {
 func (e *Env) waitForAdmissionPolicies(ctx context.Context) error {
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "testenv-admission-probe"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"create"}}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxtemplates"}, Verbs: []string{"create"}},
+		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "testenv-admission-probe"},
@@ -152,18 +163,30 @@ func (e *Env) waitForAdmissionPolicies(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(admissionWait)
 	for policy, mutate := range admissionProbes {
-		for {
-			err := probe.Create(ctx, probeSandbox(mutate), client.DryRunAll)
-			if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("ValidatingAdmissionPolicy %s is not enforced after %s: its probe got %v", policy, admissionWait, err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err := waitUntilRefused(ctx, probe, policy, probeSandbox(mutate), deadline); err != nil {
+			return err
+		}
+	}
+	for policy, mutate := range admissionTemplateProbes {
+		if err := waitUntilRefused(ctx, probe, policy, probeTemplate(mutate), deadline); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// waitUntilRefused dry-runs the creation of obj until policy refuses it.
+func waitUntilRefused(ctx context.Context, probe client.Client, policy string, obj *unstructured.Unstructured, deadline time.Time) error {
+	for {
+		err := probe.Create(ctx, obj.DeepCopy(), client.DryRunAll)
+		if (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ValidatingAdmissionPolicy %s is not enforced after %s: its probe got %v", policy, admissionWait, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func probeSandbox(mutate func(*unstructured.Unstructured)) *unstructured.Unstructured {
@@ -178,4 +201,17 @@ func probeSandbox(mutate func(*unstructured.Unstructured)) *unstructured.Unstruc
 	}}
 	mutate(sb)
 	return sb
+}
+
+func probeTemplate(mutate func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	tmpl := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+		"kind":       "SandboxTemplate",
+		"metadata":   map[string]any{"namespace": "default", "name": "admission-probe"},
+		"spec": map[string]any{"podTemplate": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "probe", "image": "probe"}},
+		}}},
+	}}
+	mutate(tmpl)
+	return tmpl
 }

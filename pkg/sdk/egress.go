@@ -35,6 +35,19 @@ var (
 	EgressDenyAll = Egress{spec: egress.Spec{Mode: egress.DenyAll}}
 )
 
+// EgressRestrictedTo allows egress to the given CIDRs and host names
+// ("pypi.org", "*.github.com": one label below github.com), and DNS to the
+// cluster DNS; nothing else. Names are enforced where the cluster can
+// (Cilium); elsewhere the sandbox gets no pod, unless failOpen lets it run
+// with egress open to everything allow-all allows (docs/egress.md, "Domains").
+func EgressRestrictedTo(cidrs, domains []string, failOpen bool) Egress {
+	spec, err := egress.New(egress.Restricted, cidrs)
+	if err == nil {
+		spec, err = spec.WithDomains(domains, failOpen)
+	}
+	return Egress{spec: spec, err: err}
+}
+
 // EgressRestricted allows egress to the given CIDRs ("10.0.0.0/8",
 // "2001:db8::/32"; a bare address is one host) and DNS (UDP and TCP port
 // 53) to any address; nothing else. Without CIDRs it allows DNS alone. An
@@ -60,6 +73,9 @@ func (e Egress) Mode() string { return e.spec.Mode }
 // CIDRs are the destinations restricted mode allows, in canonical form.
 func (e Egress) CIDRs() []string { return slices.Clone(e.spec.CIDRs) }
 
+// Domains are the host names restricted mode allows, in canonical form.
+func (e Egress) Domains() []string { return slices.Clone(e.spec.Domains) }
+
 // String is "deny-all", "allow-all" or "restricted to 10.0.0.0/8,…".
 func (e Egress) String() string { return e.spec.Summary() }
 
@@ -68,7 +84,10 @@ func (e Egress) Validate() error {
 	if e.err != nil {
 		return e.err
 	}
-	_, err := egress.New(e.spec.Mode, e.spec.CIDRs)
+	spec, err := egress.New(e.spec.Mode, e.spec.CIDRs)
+	if err == nil && len(e.spec.Domains) > 0 {
+		_, err = spec.WithDomains(e.spec.Domains, e.spec.DomainsFailOpen)
+	}
 	return err
 }
 
@@ -126,10 +145,12 @@ func (c *Client) SetEgress(ctx context.Context, name string, e Egress, opts ...W
 	return s.SetEgress(ctx, e, opts...)
 }
 
-// egressPatch sets both annotations; the CIDR list is removed unless
-// restricted mode has one.
+// egressPatch sets the egress annotations; the CIDR and domain lists (and
+// fail-open) are removed unless restricted mode has them, so no leftover
+// list of an earlier mode applies.
 func egressPatch(e Egress) client.Patch {
-	ann := map[string]*string{agentsv1alpha1.EgressAnnotation: nil, agentsv1alpha1.EgressCIDRsAnnotation: nil}
+	ann := map[string]*string{agentsv1alpha1.EgressAnnotation: nil, agentsv1alpha1.EgressCIDRsAnnotation: nil,
+		agentsv1alpha1.EgressDomainsAnnotation: nil, agentsv1alpha1.EgressDomainsFailOpenAnnotation: nil}
 	for k, v := range e.Annotations() {
 		ann[k] = &v
 	}
@@ -167,7 +188,9 @@ func egressInForce(sb *agentsv1alpha1.Sandbox, spec egress.Spec) readiness {
 		r.ready = true
 	case cond != nil && cond.Status == metav1.ConditionFalse:
 		r.reason, r.message = cond.Reason, cond.Message
-		r.final = cond.Reason == agentsv1alpha1.ReasonInvalidEgress || cond.Reason == agentsv1alpha1.ReasonEgressIgnored
+		// A cluster that cannot enforce names will not learn to before the controller restarts.
+		r.final = cond.Reason == agentsv1alpha1.ReasonInvalidEgress || cond.Reason == agentsv1alpha1.ReasonEgressIgnored ||
+			cond.Reason == agentsv1alpha1.ReasonEgressDomainsUnenforceable
 	default:
 		r.reason, r.message = reasonWaitingForEgress, "the controller has not reported egress "+spec.Summary()+" in force yet"
 	}

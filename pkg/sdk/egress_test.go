@@ -30,6 +30,8 @@ func TestEgressValues(t *testing.T) {
 		{"restricted without CIDRs is DNS only", EgressRestricted(), "restricted", nil, ""},
 		{"a bad CIDR is an error", EgressRestricted("10.0.0.1/8"), "", nil, `egress CIDR "10.0.0.1/8" has host bits set; the network is 10.0.0.0/8`},
 		{"the zero value is an error", Egress{}, "", nil, "egress mode is empty"},
+		{"restricted to names", EgressRestrictedTo([]string{"10.0.0.0/8"}, []string{"pypi.org"}, false), "restricted", []string{"10.0.0.0/8"}, ""},
+		{"a bad name is an error", EgressRestrictedTo(nil, []string{"*"}, false), "", nil, `egress domain "*" would allow every name`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,13 +76,16 @@ func TestParseEgress(t *testing.T) {
 }
 
 func TestEgressPatchClearsWhatTheModeDoesNotUse(t *testing.T) {
+	const noDomains = `"agents.x-k8s.io/egress-domains":null,"agents.x-k8s.io/egress-domains-fail-open":null`
 	cases := []struct {
 		e    Egress
 		want string
 	}{
-		{EgressDenyAll, `{"metadata":{"annotations":{"agents.x-k8s.io/egress":"deny-all","agents.x-k8s.io/egress-cidrs":null}}}`},
-		{EgressRestricted(), `{"metadata":{"annotations":{"agents.x-k8s.io/egress":"restricted","agents.x-k8s.io/egress-cidrs":null}}}`},
-		{EgressRestricted("10.0.0.0/8", "1.2.3.4/32"), `{"metadata":{"annotations":{"agents.x-k8s.io/egress":"restricted","agents.x-k8s.io/egress-cidrs":"10.0.0.0/8,1.2.3.4/32"}}}`},
+		{EgressDenyAll, `{"metadata":{"annotations":{"agents.x-k8s.io/egress":"deny-all","agents.x-k8s.io/egress-cidrs":null,` + noDomains + `}}}`},
+		{EgressRestricted(), `{"metadata":{"annotations":{"agents.x-k8s.io/egress":"restricted","agents.x-k8s.io/egress-cidrs":null,` + noDomains + `}}}`},
+		{EgressRestricted("10.0.0.0/8", "1.2.3.4/32"), `{"metadata":{"annotations":{"agents.x-k8s.io/egress":"restricted","agents.x-k8s.io/egress-cidrs":"10.0.0.0/8,1.2.3.4/32",` + noDomains + `}}}`},
+		{EgressRestrictedTo(nil, []string{"PyPI.org", "*.github.com"}, true), `{"metadata":{"annotations":{"agents.x-k8s.io/egress":"restricted","agents.x-k8s.io/egress-cidrs":null,` +
+			`"agents.x-k8s.io/egress-domains":"pypi.org,*.github.com","agents.x-k8s.io/egress-domains-fail-open":"true"}}}`},
 	}
 	for _, tc := range cases {
 		data, err := egressPatch(tc.e).Data(nil)
@@ -100,6 +105,9 @@ func TestSandboxReadinessWaitsForTheEgressMode(t *testing.T) {
 		return sb.Obj()
 	}
 	deny := map[string]string{agentsv1alpha1.EgressAnnotation: "deny-all"}
+	names := map[string]string{agentsv1alpha1.EgressAnnotation: "restricted", agentsv1alpha1.EgressDomainsAnnotation: "pypi.org"}
+	namesOpen := map[string]string{agentsv1alpha1.EgressAnnotation: "restricted", agentsv1alpha1.EgressDomainsAnnotation: "pypi.org",
+		agentsv1alpha1.EgressDomainsFailOpenAnnotation: "true"}
 	applied := func(msg string) *metav1.Condition {
 		return &metav1.Condition{Status: metav1.ConditionTrue, Reason: agentsv1alpha1.ReasonEgressApplied, Message: msg}
 	}
@@ -117,6 +125,11 @@ func TestSandboxReadinessWaitsForTheEgressMode(t *testing.T) {
 			false, false, agentsv1alpha1.ReasonEgressPolicyConflict},
 		{"invalid annotations on a running sandbox: final", readyWith(map[string]string{agentsv1alpha1.EgressAnnotation: "open"}, nil),
 			false, true, agentsv1alpha1.ReasonInvalidEgress},
+		{"names the cluster cannot enforce: final", readyWith(names, &metav1.Condition{Status: metav1.ConditionFalse,
+			Reason: agentsv1alpha1.ReasonEgressDomainsUnenforceable}), false, true, agentsv1alpha1.ReasonEgressDomainsUnenforceable},
+		{"names failing open, as asked: ready", readyWith(namesOpen, &metav1.Condition{Status: metav1.ConditionTrue,
+			Reason: agentsv1alpha1.ReasonEgressDomainsFailOpen, Message: "restricted to pypi.org (fail-open): this cluster cannot enforce"}),
+			true, false, agentsv1alpha1.ReasonReady},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,6 +144,11 @@ func TestSandboxReadinessWaitsForTheEgressMode(t *testing.T) {
 		Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonInvalidEgress}).Obj()
 	if r := sandboxReadiness(notReady); !r.final {
 		t.Error("Ready=False/InvalidEgress is not final; waiting cannot fix it")
+	}
+	noEngine := testwrap.MakeSandbox("", "sb").Condition(metav1.Condition{
+		Type: agentsv1alpha1.SandboxConditionReady, Status: metav1.ConditionFalse, Reason: agentsv1alpha1.ReasonEgressDomainsUnenforceable}).Obj()
+	if r := sandboxReadiness(noEngine); !r.final {
+		t.Error("Ready=False/EgressDomainsUnenforceable is not final; waiting cannot fix it")
 	}
 }
 

@@ -102,7 +102,9 @@ func sandboxReadiness(sb *agentsv1alpha1.Sandbox) readiness {
 	switch {
 	case sb.DeletionTimestamp != nil:
 		r.reason, r.message, r.final = reasonTerminating, "the sandbox is being deleted", true
-	case cond != nil && (cond.Reason == agentsv1alpha1.ReasonExpired || cond.Reason == agentsv1alpha1.ReasonInvalidEgress):
+	case cond != nil && (cond.Reason == agentsv1alpha1.ReasonExpired || cond.Reason == agentsv1alpha1.ReasonInvalidEgress ||
+		cond.Reason == agentsv1alpha1.ReasonEgressDomainsUnenforceable):
+		// Waiting cannot fix these (an engine for names comes only with a controller restart).
 		r.final = true
 	case cond != nil && cond.ObservedGeneration != 0 && cond.ObservedGeneration < sb.Generation:
 		r.reason, r.message = reasonPending, fmt.Sprintf("the controller has not observed generation %d yet", sb.Generation)

@@ -38,6 +38,13 @@ const (
 // the test.
 func testHost(t *testing.T, name, gw, addr string, ports ...int) {
 	t.Helper()
+	testHostAt(t, name, gw, []string{addr}, ports...)
+}
+
+// testHostAt is testHost answering on several addresses of the same /24; it returns the network
+// namespace's name.
+func testHostAt(t *testing.T, name, gw string, addrs []string, ports ...int) string {
+	t.Helper()
 	ns, hostIf := "sbxt-"+name, "sbxt-"+name+"0"
 	run := func(args ...string) {
 		t.Helper()
@@ -57,7 +64,9 @@ func testHost(t *testing.T, name, gw, addr string, ports ...int) {
 	run("ip", "addr", "add", gw+"/24", "dev", hostIf)
 	run("ip", "link", "set", hostIf, "up")
 	in := []string{"ip", "netns", "exec", ns}
-	run(append(in, "ip", "addr", "add", addr+"/24", "dev", "eth0")...)
+	for _, addr := range addrs {
+		run(append(in, "ip", "addr", "add", addr+"/24", "dev", "eth0")...)
+	}
 	run(append(in, "ip", "link", "set", "eth0", "up")...)
 	run(append(in, "ip", "link", "set", "lo", "up")...)
 	run(append(in, "ip", "route", "add", "default", "via", gw)...)
@@ -77,6 +86,7 @@ func testHost(t *testing.T, name, gw, addr string, ports ...int) {
 		}
 		t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
 	}
+	return ns
 }
 
 // reach reports whether a TCP connection from the pod's runtime container to addr:port opens

@@ -66,6 +66,8 @@ type admissionCase struct {
 	// orPolicy and orWant: a second policy that refuses the same request. The API server
 	// reports the first refusal, and the order of policies is not fixed.
 	orPolicy, orWant string
+	// invalid: the policy refuses a bad value (422 Invalid) rather than a missing right (403).
+	invalid bool
 }
 
 // actAs returns a client that acts as service account sa of ns, as its token would.
@@ -253,16 +255,20 @@ func checkAdmission(t *testing.T, c admissionCase, obj *unstructured.Unstructure
 			obj.GetName(), policy, policy, strings.ReplaceAll(msg, "$SANDBOX", obj.GetNamespace()+"/"+obj.GetName()))
 	}
 	want := refusal(c.policy, c.want)
+	code, reason := int32(403), metav1.StatusReasonForbidden
+	if c.invalid {
+		code, reason = 422, metav1.StatusReasonInvalid
+	}
 	var se apierrors.APIStatus
 	if err == nil || !errors.As(err, &se) {
-		t.Fatalf("%s: got %v, want 403 Forbidden %q", c.as, err, want)
+		t.Fatalf("%s: got %v, want %d %s %q", c.as, err, code, reason, want)
 	}
 	st := se.Status()
 	if c.orPolicy != "" && st.Message == refusal(c.orPolicy, c.orWant) {
 		return
 	}
-	if st.Code != 403 || st.Reason != metav1.StatusReasonForbidden || st.Message != want {
-		t.Fatalf("%s: got %d %s %q\nwant 403 Forbidden %q", c.as, st.Code, st.Reason, st.Message, want)
+	if st.Code != code || st.Reason != reason || st.Message != want {
+		t.Fatalf("%s: got %d %s %q\nwant %d %s %q", c.as, st.Code, st.Reason, st.Message, code, reason, want)
 	}
 }
 
@@ -529,8 +535,8 @@ func TestAdmissionPoliciesAreTheSameInTheChartAndKustomize(t *testing.T) {
 	for _, o := range kustomize(t, "config/admission") {
 		want[o.GetKind()+"/"+o.GetName()] = o
 	}
-	if len(want) != 14 {
-		t.Fatalf("config/admission has %d objects, want 7 policies and 7 bindings", len(want))
+	if len(want) != 16 {
+		t.Fatalf("config/admission has %d objects, want 8 policies and 8 bindings", len(want))
 	}
 	objs, err := helmTemplate(t, "agent-sandbox-system")
 	if err != nil {

@@ -249,7 +249,7 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			objs := tc.render(t, tc.ns)
 			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 7, "ClusterRoleBinding": 2, "Service": 4,
 				"Secret": 1, "Role": 1, "RoleBinding": 1, // the conversion webhook's Service, certificate Secret and its Role
-				"ValidatingAdmissionPolicy": 7, "ValidatingAdmissionPolicyBinding": 7,
+				"ValidatingAdmissionPolicy": 8, "ValidatingAdmissionPolicyBinding": 8,
 				"PodDisruptionBudget": 2} // controller and router run two replicas each, one kept through drains
 			for k, n := range tc.extra {
 				want[k] += n

@@ -114,13 +114,16 @@ func (b Builder) NewSandbox(tmpl *extv1beta1.SandboxTemplate) *agentsv1beta1.San
 
 // applySecureDefaults: no API credentials unless asked; and where the template relies on the
 // secure-default NetworkPolicy (which blocks private ranges, cluster DNS included), public
-// resolvers so names still resolve.
+// resolvers so names still resolve. A template with a domain allow-list keeps the cluster DNS:
+// its policy allows DNS there alone, and the policy engine learns the names' addresses from
+// those lookups.
 func applySecureDefaults(spec *corev1.PodSpec, tmpl *extv1beta1.SandboxTemplate) {
 	if spec.AutomountServiceAccountToken == nil {
 		spec.AutomountServiceAccountToken = ptr.To(false)
 	}
 	managed := tmpl.Spec.NetworkPolicyManagement != extv1beta1.NetworkPolicyManagementUnmanaged
-	if managed && tmpl.Spec.NetworkPolicy == nil && spec.DNSPolicy == "" && spec.DNSConfig == nil {
+	_, listsDomains := tmpl.Annotations[agentsv1beta1.EgressDomainsAnnotation]
+	if managed && tmpl.Spec.NetworkPolicy == nil && !listsDomains && spec.DNSPolicy == "" && spec.DNSConfig == nil {
 		spec.DNSPolicy = corev1.DNSNone
 		spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: defaultNameservers}
 	}

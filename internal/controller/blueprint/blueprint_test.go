@@ -15,6 +15,7 @@ import (
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -237,6 +238,8 @@ func TestNewSandboxAppliesSecureDefaults(t *testing.T) {
 			testwrap.MakeTemplate("ns", "t").AutomountServiceAccountToken(ptr.To(true)).Hub(), ptr.To(true), corev1.DNSNone, publicDNS},
 		{"the template's own NetworkPolicy keeps cluster DNS",
 			testwrap.MakeTemplate("ns", "t").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{}).Hub(), ptr.To(false), "", nil},
+		{"a template with a domain allow-list keeps cluster DNS, where its policy sends lookups",
+			testwrap.MakeTemplate("ns", "t").Annotation(agentsv1beta1.EgressDomainsAnnotation, "pypi.org").Hub(), ptr.To(false), "", nil},
 		{"an Unmanaged template keeps cluster DNS",
 			testwrap.MakeTemplate("ns", "t").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Hub(), ptr.To(false), "", nil},
 		{"the template's DNS policy is kept",

@@ -151,6 +151,12 @@ func (p Peers) PolicySpec(podLabels map[string]string, pol Policy) networkingv1.
 	return ps
 }
 
+// EgressRules are the egress rules of mode s alone, for a policy that adds them to others (a
+// template's with a domain list: DNS, and for fail-open allow-all's).
+func (p Peers) EgressRules(s egress.Spec) []networkingv1.NetworkPolicyEgressRule {
+	return p.egressRules(s)
+}
+
 // egressRules: allow-all is every destination but the closed link-local ranges; deny-all is
 // none; restricted is its CIDRs (link-local carved out) and port 53 of the cluster DNS.
 func (p Peers) egressRules(s egress.Spec) []networkingv1.NetworkPolicyEgressRule {

@@ -27,6 +27,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/fqdnpolicy"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/podmeta"
 )
@@ -60,6 +61,10 @@ type Options struct {
 	// Activity reports what sandboxd sees, for the idle pause (nil: no Sandbox is paused for
 	// being idle).
 	Activity ActivitySource
+	// EnforceDomains writes a CiliumNetworkPolicy for each Sandbox's domain allow-list (the
+	// controller found Cilium at start); off, a Sandbox that lists domains gets no pod unless it
+	// fails open.
+	EnforceDomains bool
 }
 
 // Reconciler drives one Sandbox: Pod (unless paused or expired), headless Service, PVCs, the
@@ -78,6 +83,8 @@ type Reconciler struct {
 	peers         egresspolicy.Peers
 	clock         clock.PassiveClock
 	activity      ActivitySource
+	// enforceDomains: domain allow-lists become CiliumNetworkPolicies (domains.go).
+	enforceDomains bool
 	// watchedSince: when each Sandbox was first seen eligible for the idle pause (idle.go).
 	watchedSince sync.Map
 	// createdPods remember, per Sandbox (and its UID), the pod this process created until the
@@ -97,6 +104,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: opts.Recorder, clusterDomain: opts.ClusterDomain,
 		workers: opts.Workers, gate: opts.Gate, podRules: opts.PodRules, hardening: opts.Hardening, clock: opts.Clock, activity: opts.Activity,
+		enforceDomains: opts.EnforceDomains,
 	}
 	if r.recorder == nil {
 		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
@@ -231,14 +239,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Sandboxes whose pod labels the gate held back during a claim burst come back when it opens.
 		b = b.WatchesRawSource(r.gate.Release())
 	}
-	return b.
+	b = b.
 		For(&agentsv1beta1.Sandbox{}).
 		Watches(&corev1.Pod{}, byOwner).
 		Watches(&corev1.Service{}, byOwner).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		// By name, not owner: a policy of someone else's that blocked the name may go away.
-		Watches(&networkingv1.NetworkPolicy{}, expectations.ForgetOnDelete(handler.EnqueueRequestsFromMapFunc(sameName), r.forgetDeletedChild)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		Watches(&networkingv1.NetworkPolicy{}, expectations.ForgetOnDelete(handler.EnqueueRequestsFromMapFunc(sameName), r.forgetDeletedChild))
+	if r.enforceDomains {
+		b = b.Watches(fqdnpolicy.Empty(), handler.EnqueueRequestsFromMapFunc(sameName))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
 		Named("sandbox").
 		Complete(r)
 }

@@ -35,6 +35,9 @@ type egressState struct {
 	applied   bool // the policy matches spec
 	// ignored says why valid egress annotations are not in force (the pod still runs).
 	ignored string
+	// failOpen: the domains cannot be enforced here and the Sandbox asked to run anyway, under
+	// allow-all's policy.
+	failOpen bool
 	// reason and message name a problem that keeps a pod from being created.
 	reason, message string
 }
@@ -73,19 +76,32 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1beta1.Sand
 		}
 		return st, nil
 	}
+	// Names the cluster cannot enforce: fail closed (the pod waits) or, when asked, open.
+	unenforceable := r.domainsUnenforceable(ctx, sb, &st, &pol)
 	desired := r.peers.PolicySpec(trackingLabels(sb), pol)
 	switch {
 	case current == nil:
-		return r.createEgressPolicy(ctx, sb, st, desired)
+		st, err = r.createEgressPolicy(ctx, sb, st, desired)
 	case !equality.Semantic.DeepEqual(current.Spec, desired):
 		updated := current.DeepCopy()
 		updated.Spec = desired
 		if err := r.client.Update(ctx, updated, agentsv1beta1.FieldOwner); err != nil {
 			return st, fmt.Errorf("updating NetworkPolicy %s: %w", current.Name, err)
 		}
+		st.applied = st.requested && st.ignored == ""
+	default:
+		st.applied = st.requested && st.ignored == ""
 	}
-	st.applied = st.requested && st.ignored == ""
-	return st, nil
+	if err != nil || st.blocksPod() {
+		return st, err
+	}
+	if unenforceable != "" {
+		// The NetworkPolicy (never looser than the mode) is in place; the pod waits.
+		st.applied, st.reason, st.message = false, agentsv1beta1.ReasonEgressDomainsUnenforceable, unenforceable
+		r.warnEgress(sb, st)
+		return st, nil
+	}
+	return r.reconcileDomainPolicy(ctx, sb, st, pol)
 }
 
 // desiredPolicy reads the Sandbox's network annotations. managed is false when the Sandbox
@@ -134,21 +150,13 @@ func (r *Reconciler) desiredPolicy(ctx context.Context, sb *agentsv1beta1.Sandbo
 }
 
 // templateForbidsEgress says why the egress annotations of a Sandbox made from a template do
-// not count; "" when its template allows them. The template is the one whose name hash the
-// Sandbox's label carries (admission keeps that label the controller's).
+// not count; "" when its template allows them.
 func (r *Reconciler) templateForbidsEgress(ctx context.Context, sb *agentsv1beta1.Sandbox) string {
-	name := sb.Annotations[extv1beta1.TemplateRefAnnotation]
-	denied := fmt.Sprintf("egress annotations are ignored on a Sandbox made from SandboxTemplate %q: its NetworkPolicy "+
-		"governs egress, unless the template is annotated %s: %s", name, extv1beta1.SandboxEgressAnnotation, extv1beta1.SandboxEgressAllowed)
-	if name == "" || agentsv1beta1.NameHash(name) != sb.Labels[extv1beta1.TemplateRefHashLabel] {
-		return denied
-	}
-	tmpl := &extv1beta1.SandboxTemplate{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: sb.Namespace, Name: name}, tmpl); err != nil {
-		return denied
-	}
-	if tmpl.Annotations[extv1beta1.SandboxEgressAnnotation] != extv1beta1.SandboxEgressAllowed {
-		return denied
+	tmpl := r.sandboxTemplate(ctx, sb)
+	if tmpl == nil || tmpl.Annotations[extv1beta1.SandboxEgressAnnotation] != extv1beta1.SandboxEgressAllowed {
+		return fmt.Sprintf("egress annotations are ignored on a Sandbox made from SandboxTemplate %q: its NetworkPolicy "+
+			"governs egress, unless the template is annotated %s: %s", sb.Annotations[extv1beta1.TemplateRefAnnotation],
+			extv1beta1.SandboxEgressAnnotation, extv1beta1.SandboxEgressAllowed)
 	}
 	return ""
 }
@@ -199,8 +207,12 @@ func (r *Reconciler) adoptExistingEgressPolicy(ctx context.Context, sb *agentsv1
 }
 
 func conflictMessage(policy string) (string, string) {
+	return kindConflictMessage("NetworkPolicy", policy)
+}
+
+func kindConflictMessage(kind, policy string) (string, string) {
 	return agentsv1beta1.ReasonEgressPolicyConflict, fmt.Sprintf(
-		"NetworkPolicy %s exists and is not controlled by this Sandbox; delete or rename it (no pod is created until then)", policy)
+		"%s %s exists and is not controlled by this Sandbox; delete or rename it (no pod is created until then)", kind, policy)
 }
 
 // getEgressPolicy reads the policy named after the Sandbox from the cache (nil when none).
@@ -242,6 +254,9 @@ func setEgressCondition(sb *agentsv1beta1.Sandbox, st egressState) {
 		return
 	case st.ignored != "":
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, agentsv1beta1.ReasonEgressIgnored, st.ignored
+	case st.applied && st.failOpen:
+		cond.Status, cond.Reason = metav1.ConditionTrue, agentsv1beta1.ReasonEgressDomainsFailOpen
+		cond.Message = st.spec.FailOpenMessage(EgressPolicyName(sb.Name))
 	case st.applied:
 		cond.Status, cond.Reason = metav1.ConditionTrue, agentsv1beta1.ReasonEgressApplied
 		cond.Message = st.spec.AppliedMessage(EgressPolicyName(sb.Name))

@@ -44,7 +44,7 @@ func TestDesiredSpecSelectsTheTemplatesPods(t *testing.T) {
 		testwrap.MakeTemplate("ns", "python").Hub(),
 		testwrap.MakeTemplate("ns", "python").NetworkPolicy(&extv1alpha1.NetworkPolicySpec{}).Hub(),
 	} {
-		spec := New(nil, Options{}).desiredSpec(tmpl)
+		spec := New(nil, Options{}).desiredSpec(tmpl, templateDomains{})
 		pod := blueprint.Builder{}.NewSandbox(tmpl).Spec.PodTemplate.ObjectMeta.Labels
 		sel, err := metav1.LabelSelectorAsSelector(&spec.PodSelector)
 		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod)) {
@@ -74,7 +74,7 @@ func TestDesiredSpecSecureDefault(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := New(nil, Options{Router: tc.router}).desiredSpec(testwrap.MakeTemplate("ns", "t").Hub())
+			spec := New(nil, Options{Router: tc.router}).desiredSpec(testwrap.MakeTemplate("ns", "t").Hub(), templateDomains{})
 			want := []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: tc.wantNS}},
 				PodSelector:       &metav1.LabelSelector{MatchLabels: tc.wantLabels},
@@ -87,7 +87,7 @@ func TestDesiredSpecSecureDefault(t *testing.T) {
 }
 
 func TestDesiredSpecSecureDefaultEgressIsPublicOnly(t *testing.T) {
-	spec := New(nil, Options{}).desiredSpec(testwrap.MakeTemplate("ns", "t").Hub())
+	spec := New(nil, Options{}).desiredSpec(testwrap.MakeTemplate("ns", "t").Hub(), templateDomains{})
 	blocks := map[string][]string{}
 	for _, rule := range spec.Egress {
 		if len(rule.Ports) != 0 {
@@ -114,7 +114,7 @@ func TestDesiredSpecTakesCustomRulesVerbatimAndCopied(t *testing.T) {
 		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "203.0.113.0/24"}}}}},
 	}
 	tmpl := testwrap.MakeTemplate("ns", "t").NetworkPolicy((*extv1alpha1.NetworkPolicySpec)(rules)).Hub()
-	spec := New(nil, Options{}).desiredSpec(tmpl)
+	spec := New(nil, Options{}).desiredSpec(tmpl, templateDomains{})
 	if spec.Ingress != nil {
 		t.Errorf("ingress %+v, want none (deny all ingress) when the rules give none", spec.Ingress)
 	}
@@ -173,7 +173,7 @@ func TestReconcile(t *testing.T) {
 	s := newScheme(t)
 	tmpl := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").Hub()
 	unmanaged := testwrap.MakeTemplate("ns", "t").UID("tmpl-uid").NetworkPolicyManagement(extv1alpha1.NetworkPolicyManagementUnmanaged).Hub()
-	desired := New(nil, Options{}).desiredSpec(tmpl)
+	desired := New(nil, Options{}).desiredSpec(tmpl, templateDomains{})
 	drifted := desired.DeepCopy()
 	drifted.Egress = []networkingv1.NetworkPolicyEgressRule{{}} // allow everything
 	foreign := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: PolicyName("t")},
@@ -275,9 +275,9 @@ func TestReconcileWritesOnlyWhatChanged(t *testing.T) {
 		wantWrites []string
 		wantPolicy networkingv1.NetworkPolicySpec
 	}{
-		{"a policy that matches is not written", []client.Object{tmpl, ownPolicy(t, s, tmpl, r.desiredSpec(tmpl))}, nil, r.desiredSpec(tmpl)},
-		{"the template's own rules replace the secure default", []client.Object{custom, ownPolicy(t, s, custom, r.desiredSpec(tmpl))},
-			[]string{"update t-network-policy"}, r.desiredSpec(custom)},
+		{"a policy that matches is not written", []client.Object{tmpl, ownPolicy(t, s, tmpl, r.desiredSpec(tmpl, templateDomains{}))}, nil, r.desiredSpec(tmpl, templateDomains{})},
+		{"the template's own rules replace the secure default", []client.Object{custom, ownPolicy(t, s, custom, r.desiredSpec(tmpl, templateDomains{}))},
+			[]string{"update t-network-policy"}, r.desiredSpec(custom, templateDomains{})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,7 +41,10 @@ const (
 // NodePort so the host reaches it. Router auth is the chart's default, as in every install:
 // the host's clients send the developer's token (writeRouterToken), pods are named by their
 // source IP. The controller gives sandbox pods the RuntimeClass of --sandbox-runtime (gvisor,
-// or none for runc).
+// or none for runc). Domain allow-lists are not enforced here (egress engine none): this Cilium,
+// chained after the bridge, runs with its L7 proxy off, so it would refuse the DNS rule every
+// CiliumNetworkPolicy for names needs, and the names would stay closed while the Sandbox
+// reported them open (docs/egress.md, "Domains").
 func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{

@@ -98,7 +98,9 @@ func ciliumToolsDir(e Env) (string, error) {
 
 // ciliumArgs are the flags tried on this kind of machine (shared/reference): generic-veth
 // chaining on the bridge, native routing in the pod /16, no masquerade, no kube-proxy
-// replacement, no L7 proxy, no health probing. --devices is never left out: without it the
+// replacement, no health probing. The L7 proxy is on for its DNS proxy, which enforces domain
+// allow-lists (toFQDNs); it starts no Envoy unless an HTTP rule asks for one, and none of ours
+// does. The DNS proxy needs bridged frames kept out of iptables (hostnet.Sysctls). --devices is never left out: without it the
 // agent attaches BPF to the machine's own uplink. --allow-localhost=always: the host (kubelet
 // probes, port-forward, host-process router and tools) always reaches pods; policies apply to
 // pods and to traffic forwarded from other hosts or namespaces.
@@ -110,7 +112,7 @@ func ciliumArgs(e Env, dir string) []string {
 		"--cni-chaining-mode=generic-veth", "--cni-exclusive=false",
 		"--routing-mode=native", "--ipv4-native-routing-cidr=" + spec.PodSubnet,
 		"--enable-ipv4-masquerade=false", "--enable-ipv6=false",
-		"--kube-proxy-replacement=false", "--enable-l7-proxy=false",
+		"--kube-proxy-replacement=false", "--enable-l7-proxy=true",
 		"--enable-local-node-route=false", "--enable-host-legacy-routing=true",
 		"--install-no-conntrack-iptables-rules=false",
 		"--enable-health-checking=false", "--enable-endpoint-health-checking=false",

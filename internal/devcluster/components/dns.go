@@ -18,7 +18,9 @@ import (
 
 // Cluster DNS: CoreDNS as a Deployment in kube-system behind the kube-dns Service at
 // spec.ClusterDNSIP, which the kubelet hands to pods. It answers cluster.local (and reverse lookups
-// of cluster addresses) from the API, and NXDOMAIN for everything else.
+// of cluster addresses) from the API, forwards the reserved zone test. to spec.TestDNSServer (where
+// the end-to-end tests answer names from a lab network of their own; nothing answers there
+// otherwise), and NXDOMAIN for everything else.
 
 // corednsImage is the image reference, tagged with the version stamp build-k8s.sh writes next
 // to the binary.
@@ -58,7 +60,9 @@ func applyDNS(ctx context.Context, e Env) error {
 	if err != nil {
 		return err
 	}
-	objs, err := kube.DecodeYAML(bytes.NewReader(bytes.ReplaceAll(raw, []byte("image: IMAGE"), []byte("image: "+ref))))
+	raw = bytes.ReplaceAll(raw, []byte("image: IMAGE"), []byte("image: "+ref))
+	raw = bytes.ReplaceAll(raw, []byte("TEST_DNS_SERVER"), []byte(spec.TestDNSServer))
+	objs, err := kube.DecodeYAML(bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}

@@ -68,31 +68,35 @@ func TestDownKeepsWhatWasThereOrIsNotOurs(t *testing.T) {
 	}
 }
 
-func TestSysctlsLoadsBridgeNetfilterOnlyWhenMissing(t *testing.T) {
+func TestSysctlsKeepBridgedFramesOutOfIptables(t *testing.T) {
 	cases := []struct {
-		name     string
-		builtIn  bool
-		wantLoad bool
+		name        string
+		brNetfilter bool
 	}{
-		{"a kernel with br_netfilter built in", true, false},
-		{"a kernel with br_netfilter as a module", false, true},
+		{"a kernel with br_netfilter loaded", true},
+		{"a kernel without br_netfilter", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := aHost()
-			if tc.builtIn {
-				f.SetFile("/proc/sys/net/bridge/bridge-nf-call-iptables", "0\n")
+			if tc.brNetfilter {
+				f.SetFile("/proc/sys/net/bridge/bridge-nf-call-iptables", "1\n")
 			}
 			if err := (Sysctls{env(f, t.TempDir())}).Up(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if loaded := slices.Contains(f.Calls, "modprobe br_netfilter"); loaded != tc.wantLoad {
-				t.Errorf("modprobe br_netfilter run: %v, want %v", loaded, tc.wantLoad)
+			if slices.Contains(f.Calls, "modprobe br_netfilter") {
+				t.Error("Up loaded br_netfilter, want it left as it is")
 			}
-			for _, n := range []string{"net/bridge/bridge-nf-call-iptables", "net/ipv4/ip_forward"} {
-				if v, _ := f.ReadFile("/proc/sys/" + n); strings.TrimSpace(string(v)) != "1" {
-					t.Errorf("%s = %q after Up, want 1", n, v)
-				}
+			if v, _ := f.ReadFile("/proc/sys/net/ipv4/ip_forward"); strings.TrimSpace(string(v)) != "1" {
+				t.Errorf("ip_forward = %q after Up, want 1", v)
+			}
+			v, err := f.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables")
+			switch {
+			case tc.brNetfilter && strings.TrimSpace(string(v)) != "0":
+				t.Errorf("bridge-nf-call-iptables = %q after Up, want 0 (Cilium's DNS proxy never sees a bridged lookup otherwise)", v)
+			case !tc.brNetfilter && err == nil:
+				t.Errorf("Up created bridge-nf-call-iptables (%q) on a kernel without br_netfilter", v)
 			}
 		})
 	}

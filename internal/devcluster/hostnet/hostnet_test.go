@@ -67,8 +67,7 @@ var theSteps = []struct {
 	{name: "sysctls", step: func(f *hosttest.Fake, d string) step.Step { return Sysctls{env(f, d)} },
 		whileUp: func(f *hosttest.Fake) {
 			f.SetFile("/proc/sys/net/ipv4/conf/all/accept_redirects", "1\n") // as cilium-agent does
-		},
-		failUpOn: "modprobe"},
+		}},
 	{name: "netns", step: func(f *hosttest.Fake, d string) step.Step { return Netns{env(f, d)} },
 		whileUp:  func(f *hosttest.Fake) { f.SetFile("/var/run/netns/cni-1234", "") },
 		failUpOn: "mount " + NetnsDir},

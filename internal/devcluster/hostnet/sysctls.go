@@ -3,16 +3,14 @@ package hostnet
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/host"
 )
 
-// RecordedSysctls are the host network settings the cluster changes: the forwarding and
-// bridge-netfilter switches kube-proxy needs, and what cilium-agent sets when it starts
-// (pkg/datapath/loader, pkg/datapath/iptables). kernel.unprivileged_bpf_disabled is not here:
-// the agent moves it from 2 to 1, and 1 is sticky (the kernel refuses any other value until a
-// reboot).
+// RecordedSysctls are the host network settings the cluster changes: forwarding and the
+// bridge-netfilter switches, and what cilium-agent sets when it starts (pkg/datapath/loader,
+// pkg/datapath/iptables). kernel.unprivileged_bpf_disabled is not here: the agent moves it
+// from 2 to 1, and 1 is sticky (the kernel refuses any other value until a reboot).
 var RecordedSysctls = []string{
 	"net/ipv4/ip_forward",
 	"net/ipv4/conf/all/forwarding",
@@ -27,20 +25,28 @@ var RecordedSysctls = []string{
 	"net/core/bpf_jit_enable",
 	"net/core/fb_tunnels_only_for_init_net",
 	"kernel/timer_migration",
-	"net/bridge/bridge-nf-call-iptables",
-	"net/bridge/bridge-nf-call-ip6tables",
+	bridgeCallIptables,
+	bridgeCallIp6tables,
 }
 
-// Sysctls records RecordedSysctls (those this kernel has) and turns on what kube-proxy needs:
-// bridged pod traffic passes iptables (its DNAT of pod → ClusterIP → pod on the same bridge,
-// br_netfilter) and IPv4 forwarding (a DNATed packet is routed back onto the bridge; Cilium
-// turns it on as well). Down writes back every recorded value that changed, whoever changed it.
+// The br_netfilter switches: whether frames the bridge forwards pass iptables.
+const (
+	bridgeCallIptables  = "net/bridge/bridge-nf-call-iptables"
+	bridgeCallIp6tables = "net/bridge/bridge-nf-call-ip6tables"
+)
+
+// Sysctls records RecordedSysctls (those this kernel has), turns on IPv4 forwarding (pod
+// traffic to the host's other networks is routed) and keeps bridged frames out of iptables.
+// Cilium translates a pod's Service traffic in the BPF program at the pod's veth, so kube-proxy's
+// rules never need to see a frame the bridge forwards; and with br_netfilter on, a lookup that
+// Cilium hands to its DNS proxy (domain allow-lists) is TPROXYed while still a bridged frame and
+// never reaches the proxy's socket (tried: every lookup of a pod under a toFQDNs policy timed out
+// until bridge-nf-call-iptables was 0). Down writes back every recorded value that changed,
+// whoever changed it.
 type Sysctls struct{ Env }
 
 type sysctlsRecord struct {
 	Values map[string]string `json:"values"`
-	// LoadedBrNetfilter: Up loaded the br_netfilter module (Down unloads it).
-	LoadedBrNetfilter bool `json:"loadedBrNetfilter,omitempty"`
 }
 
 func (Sysctls) Name() string { return "sysctls" }
@@ -56,36 +62,14 @@ func (s Sysctls) Up(context.Context) error {
 			return err
 		}
 	}
-	if _, ok := host.ReadSysctl(s.Host, "net/bridge/bridge-nf-call-iptables"); !ok {
-		// Built into some kernels, a module in others; the module's settings appear with it.
-		rec.LoadedBrNetfilter = true
-		if err := s.Store.Save(s.Name(), rec); err != nil {
-			return err
-		}
-		if _, err := s.Host.Run("modprobe", "br_netfilter"); err != nil {
-			return fmt.Errorf("bridged traffic must pass iptables for kube-proxy: %w", err)
-		}
-		if err := s.recordMissing(&rec); err != nil {
-			return err
+	errs := []error{host.WriteSysctl(s.Host, "net/ipv4/ip_forward", "1")}
+	for _, n := range []string{bridgeCallIptables, bridgeCallIp6tables} {
+		// Absent where br_netfilter is not loaded: then nothing bridged passes iptables anyway.
+		if _, exists := host.ReadSysctl(s.Host, n); exists {
+			errs = append(errs, host.WriteSysctl(s.Host, n, "0"))
 		}
 	}
-	return errors.Join(
-		host.WriteSysctl(s.Host, "net/bridge/bridge-nf-call-iptables", "1"),
-		host.WriteSysctl(s.Host, "net/ipv4/ip_forward", "1"),
-	)
-}
-
-// recordMissing adds the settings that appeared since the record was made (a module loaded).
-func (s Sysctls) recordMissing(rec *sysctlsRecord) error {
-	if rec.Values == nil {
-		rec.Values = map[string]string{}
-	}
-	for n, v := range current(s.Host) {
-		if _, ok := rec.Values[n]; !ok {
-			rec.Values[n] = v
-		}
-	}
-	return s.Store.Save(s.Name(), rec)
+	return errors.Join(errs...)
 }
 
 func (s Sysctls) Down(context.Context) error {
@@ -99,16 +83,9 @@ func (s Sysctls) Down(context.Context) error {
 		if !ok {
 			continue
 		}
-		// The bridge settings vanish with br_netfilter; a setting that is gone is skipped.
+		// A setting that is gone (its module unloaded meanwhile) is skipped.
 		if cur, exists := host.ReadSysctl(s.Host, n); exists && cur != want {
 			errs = append(errs, host.WriteSysctl(s.Host, n, want))
-		}
-	}
-	if rec.LoadedBrNetfilter {
-		if _, ok := host.ReadSysctl(s.Host, "net/bridge/bridge-nf-call-iptables"); ok {
-			if _, err := s.Host.Run("modprobe", "-r", "br_netfilter"); err != nil {
-				errs = append(errs, err)
-			}
 		}
 	}
 	return finish(s.Env, s.Name(), errors.Join(errs...))

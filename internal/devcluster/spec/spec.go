@@ -27,9 +27,12 @@ const (
 	PodRangeTo   = "10.244.0.254"
 	// Simulated (kwok) pod IPs live inside the bridge's /16 but outside the real range: a stray
 	// packet to one stays on our bridge and goes nowhere.
-	KwokPodCIDR     = "10.244.128.1/17"
-	ServiceCIDR     = "10.96.0.0/16"
-	ClusterDNSIP    = "10.96.0.10" // the kube-dns Service (CoreDNS)
+	KwokPodCIDR  = "10.244.128.1/17"
+	ServiceCIDR  = "10.96.0.0/16"
+	ClusterDNSIP = "10.96.0.10" // the kube-dns Service (CoreDNS)
+	// TestDNSServer answers the zone test. for CoreDNS: a server the end-to-end tests start in a
+	// network namespace of their own, in a documentation range (RFC 5737) outside the pods'.
+	TestDNSServer   = "203.0.113.53"
 	SystemNS        = "agent-sandbox-system"
 	StorageClass    = "standard"
 	RuntimeImage    = "agent-sandbox/runtime:dev"
