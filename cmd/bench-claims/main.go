@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,7 +42,18 @@ func main() {
 	out := flag.String("out", "bin/bench", "folder for the JSON report, logs and profiles")
 	memLimit := flag.String("controller-memory-limit", "", "the controller's soft Go memory limit (GOMEMLIMIT, e.g. 230MiB), as a container memory limit sets it in an install")
 	profile := flag.Bool("profile", false, "record a CPU profile of the controller during the burst (controller-cpu.pprof)")
+	compareRef := flag.String("compare", "", "a git ref (commit, branch, tag) to compare with: its build and this tree's run the scenario alternated, --rounds times each, and the medians are printed with their ratio")
+	rounds := flag.Int("rounds", 3, "with --compare: runs of each build")
 	flag.Parse()
+
+	if *compareRef != "" {
+		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer cancel()
+		if err := compare(ctx, *compareRef, *rounds, passedOn(os.Args[1:]), *out); err != nil {
+			fail(err)
+		}
+		return
+	}
 
 	if *scenario == "chaos" {
 		os.Exit(runChaos(*rate, *duration, *pool, *nodes, *out))
@@ -52,21 +64,7 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Scenario = *scenario
-	if *rate > 0 {
-		cfg.Rate = *rate
-	}
-	if *duration > 0 {
-		cfg.Duration = *duration
-	}
-	if *pool >= 0 {
-		cfg.Pool = *pool
-	}
-	if *nodes > 0 {
-		cfg.Nodes = *nodes
-	}
-	if *deleteAfter >= 0 {
-		cfg.DeleteAfter = *deleteAfter
-	}
+	override(&cfg, *rate, *duration, *pool, *nodes, *deleteAfter)
 	if *memLimit != "" && !goMemLimit.MatchString(*memLimit) {
 		fmt.Fprintf(os.Stderr, "--controller-memory-limit %q: want a byte count with an optional unit B, KiB, MiB, GiB or TiB (e.g. 230MiB)\n", *memLimit)
 		os.Exit(2)
@@ -92,6 +90,25 @@ func main() {
 	reports := runRates(ctx, cfg, rates, *runs, *out, ramp)
 	if *runs > 1 {
 		printSpread(reports)
+	}
+}
+
+// override puts the numbers given as flags over the scenario's.
+func override(cfg *bench.Config, rate float64, duration time.Duration, pool, nodes int, deleteAfter time.Duration) {
+	if rate > 0 {
+		cfg.Rate = rate
+	}
+	if duration > 0 {
+		cfg.Duration = duration
+	}
+	if pool >= 0 {
+		cfg.Pool = pool
+	}
+	if nodes > 0 {
+		cfg.Nodes = nodes
+	}
+	if deleteAfter >= 0 {
+		cfg.DeleteAfter = deleteAfter
 	}
 }
 
@@ -134,6 +151,33 @@ func runWithAndWithoutEnv(ctx context.Context, cfg bench.Config, runs int, out s
 
 // compareWithPlain prints the medians of both kinds of claims side by side, with their ratio.
 func compareWithPlain(plain, withEnv []*bench.Report) {
+	printComparison("plain", "with env", plain, withEnv)
+}
+
+// comparedFigures are the rows of a comparison.
+var comparedFigures = []struct {
+	name string
+	f    func(*bench.Report) float64
+}{
+	{"create→podIPs p50 ms", func(r *bench.Report) float64 { return r.PodIPs.P50 }},
+	{"create→podIPs p99 ms", func(r *bench.Report) float64 { return r.PodIPs.P99 }},
+	{"warm hit ratio", func(r *bench.Report) float64 { return r.WarmHitRatio }},
+	{"controller hot-path writes/warm claim", func(r *bench.Report) float64 { return r.HotPathWrites }},
+	{"kube-apiserver CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["kube-apiserver"].MsPerClaim }},
+	{"controller CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["controller"].MsPerClaim }},
+	{"etcd CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["etcd"].MsPerClaim }},
+	{"kube-apiserver CPU ms/pool member", func(r *bench.Report) float64 { return r.FillCPU["kube-apiserver"].MsPerClaim }},
+	{"sandbox reconciles/claim", func(r *bench.Report) float64 { return r.ReconcilesPerClaim["sandbox"] }},
+	{"CPU outside the bench, cores", func(r *bench.Report) float64 {
+		if r.Machine == nil {
+			return 0
+		}
+		return r.Machine.OutsideCores
+	}},
+}
+
+// printComparison prints the medians of two sets of runs side by side, with b/a.
+func printComparison(aName, bName string, a, b []*bench.Report) {
 	median := func(rs []*bench.Report, f func(*bench.Report) float64) float64 {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
@@ -142,23 +186,21 @@ func compareWithPlain(plain, withEnv []*bench.Report) {
 		sort.Float64s(v)
 		return v[len(v)/2]
 	}
-	fmt.Printf("%-40s %10s %10s %8s  (median of %d runs each)\n", "", "plain", "with env", "ratio", len(plain))
-	for _, m := range []struct {
-		name string
-		f    func(*bench.Report) float64
-	}{
-		{"create→podIPs p50 ms", func(r *bench.Report) float64 { return r.PodIPs.P50 }},
-		{"create→podIPs p99 ms", func(r *bench.Report) float64 { return r.PodIPs.P99 }},
-		{"warm hit ratio", func(r *bench.Report) float64 { return r.WarmHitRatio }},
-		{"controller hot-path writes/warm claim", func(r *bench.Report) float64 { return r.HotPathWrites }},
-		{"controller CPU ms/claim", func(r *bench.Report) float64 { return r.CPU["controller"].MsPerClaim }},
-	} {
-		a, b := median(plain, m.f), median(withEnv, m.f)
+	fmt.Printf("%-40s %12s %12s %8s  (median of %d and %d runs)\n", "", aName, bName, "ratio", len(a), len(b))
+	for _, m := range comparedFigures {
+		ma, mb := median(a, m.f), median(b, m.f)
 		ratio := 0.0
-		if a != 0 {
-			ratio = b / a
+		if ma != 0 {
+			ratio = mb / ma
 		}
-		fmt.Printf("%-40s %10.2f %10.2f %8.2f\n", m.name, a, b, ratio)
+		fmt.Printf("%-40s %12.2f %12.2f %8.2f\n", m.name, ma, mb, ratio)
+	}
+	for _, rs := range [][]*bench.Report{a, b} {
+		for _, r := range rs {
+			if r.Machine != nil && len(r.Machine.Warnings) > 0 {
+				fmt.Printf("WARNING (%s run): %s\n", r.Scenario, strings.Join(r.Machine.Warnings, "; "))
+			}
+		}
 	}
 }
 

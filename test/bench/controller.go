@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/client-go/rest"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/testenv"
@@ -111,37 +113,83 @@ func (p *controllerProc) isLeader() bool {
 	return false
 }
 
-// reconciles reads the process's reconcile counts by controller (every result summed) from
-// controller-runtime's controller_runtime_reconcile_total.
-func (p *controllerProc) reconciles() (map[string]float64, error) {
+// scrape reads the process's metrics.
+func (p *controllerProc) scrape() (map[string]*dto.MetricFamily, error) {
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + p.metricsAddr + "/metrics")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// byLabel sums a family's samples (counter or gauge) by the value of one label.
+func byLabel(fam *dto.MetricFamily, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range fam.GetMetric() {
+		var key string
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				key = l.GetValue()
+			}
+		}
+		out[key] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return out
+}
+
+// reconciles reads the process's reconcile counts by controller (every result summed) from
+// controller-runtime's controller_runtime_reconcile_total.
+func (p *controllerProc) reconciles() (map[string]float64, error) {
+	fams, err := p.scrape()
 	if err != nil {
 		return nil, err
 	}
-	counts := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		labels, ok := strings.CutPrefix(line, "controller_runtime_reconcile_total{")
-		if !ok {
-			continue
-		}
-		_, rest, ok := strings.Cut(labels, `controller="`)
-		if !ok {
-			continue
-		}
-		name, _, _ := strings.Cut(rest, `"`)
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metric line %q: %w", line, err)
-		}
-		counts[name] += v
+	fam, ok := fams["controller_runtime_reconcile_total"]
+	if !ok {
+		return nil, fmt.Errorf("no controller_runtime_reconcile_total at %s", p.metricsAddr)
 	}
-	return counts, nil
+	return byLabel(fam, "controller"), nil
+}
+
+// queueDepths reads the depth of each controller's work queue (workqueue_depth, by name).
+func (p *controllerProc) queueDepths() (map[string]float64, error) {
+	fams, err := p.scrape()
+	if err != nil {
+		return nil, err
+	}
+	fam, ok := fams["workqueue_depth"]
+	if !ok {
+		return nil, fmt.Errorf("no workqueue_depth at %s", p.metricsAddr)
+	}
+	return byLabel(fam, "name"), nil
+}
+
+// watchQueues samples the work queues' depths every interval until stop is closed and returns
+// each queue's deepest sample.
+func (p *controllerProc) watchQueues(interval time.Duration, stop <-chan struct{}) <-chan map[string]float64 {
+	out := make(chan map[string]float64, 1)
+	go func() {
+		deepest := map[string]float64{}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if depths, err := p.queueDepths(); err == nil {
+				for name, d := range depths {
+					deepest[name] = max(deepest[name], d)
+				}
+			}
+			select {
+			case <-stop:
+				out <- deepest
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out
 }
 
 // kill ends the process at once (SIGKILL: no lease release, no cleanup), as an eviction or a

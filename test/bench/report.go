@@ -37,12 +37,16 @@ type Report struct {
 	RefillWrites   float64            `json:"controllerRefillWritesPerClaim"`
 	// ReconcilesPerClaim counts each controller's reconciles during the burst, per completed claim.
 	ReconcilesPerClaim map[string]float64 `json:"reconcilesPerClaimByController,omitempty"`
+	// MaxQueueDepth is each controller's deepest work queue during the burst (sampled every 250 ms).
+	MaxQueueDepth map[string]float64 `json:"maxWorkQueueDepthByController,omitempty"`
 	ControllerRSSMB    float64            `json:"controllerRSSMiB"`
 	// CPU is what each process on the machine used during the run, by name (loadgen: this one).
 	CPU map[string]ProcessCPU `json:"cpu"`
 	// FillCPU is the same for the pool fill before the claims; MsPerClaim is per member there.
 	FillCPU map[string]ProcessCPU `json:"poolFillCPU,omitempty"`
-	Errors  []string              `json:"errors,omitempty"`
+	// Machine is the whole machine during the burst, with warnings when it was not the bench's alone.
+	Machine *Machine `json:"machine,omitempty"`
+	Errors  []string `json:"errors,omitempty"`
 }
 
 // Latency summarises a set of durations in milliseconds.
@@ -95,12 +99,16 @@ func (r *Report) Print(w io.Writer) {
 	for _, name := range slices.Sorted(maps.Keys(r.ReconcilesPerClaim)) {
 		fmt.Fprintf(tw, "%s reconciles/claim\t%.1f\n", name, r.ReconcilesPerClaim[name])
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.MaxQueueDepth)) {
+		fmt.Fprintf(tw, "%s work queue, deepest\t%.0f\n", name, r.MaxQueueDepth[name])
+	}
 	fmt.Fprintf(tw, "controller RSS (MiB)\t%.0f\n", r.ControllerRSSMB)
 	printCPU(tw, "CPU during the run\tcores\tms/claim", r.CPU)
 	if r.PoolFill != "" {
 		fmt.Fprintf(tw, "pool fill\t%s\n", r.PoolFill)
 		printCPU(tw, "CPU during the fill\tcores\tms/member", r.FillCPU)
 	}
+	r.Machine.print(tw)
 	for _, e := range r.Errors {
 		fmt.Fprintf(tw, "error\t%s\n", e)
 	}

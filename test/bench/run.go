@@ -125,8 +125,10 @@ func prepareLoad(ctx context.Context, c client.Client, ctrlProc *controllerProc,
 func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, ctrlProc *controllerProc, rec *recorder, report *Report) error {
 	n := int(cfg.Rate * cfg.Duration.Seconds())
 	rec.expect(n)
-	before := sampleCPU(ctrlProc)
+	before, machineBefore := sampleCPU(ctrlProc), sampleMachine()
 	reconcilesBefore, rerr := ctrlProc.reconciles()
+	stopQueues := make(chan struct{})
+	deepest := ctrlProc.watchQueues(250*time.Millisecond, stopQueues)
 	start := time.Now()
 	profileDone := make(chan error, 2)
 	if cfg.Profile {
@@ -149,7 +151,9 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 		return ctx.Err()
 	}
 	end := time.Now()
-	after := sampleCPU(ctrlProc)
+	after, machineAfter := sampleCPU(ctrlProc), sampleMachine()
+	close(stopQueues)
+	report.MaxQueueDepth = <-deepest
 	report.ControllerRSSMB, _ = rssMiB(ctrlProc.pid())
 	if cfg.Profile {
 		if err := ctrlProc.heapProfile(ctx, filepath.Join(cfg.Dir, "controller-heap.pprof")); err != nil {
@@ -160,6 +164,7 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 	report.AchievedRate = float64(n) / sendTime.Seconds()
 	adopted := summarizeClaims(rec, report)
 	report.CPU = after.since(before, end.Sub(start), report.Completed)
+	report.Machine = machineAfter.since(machineBefore, end.Sub(start), report.CPU)
 	report.ReconcilesPerClaim, rerr = reconcilesPerClaim(ctrlProc, reconcilesBefore, rerr, report.Completed)
 	if rerr != nil {
 		report.Errors = append(report.Errors, "reconcile counts: "+rerr.Error())
