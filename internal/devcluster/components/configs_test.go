@@ -109,8 +109,8 @@ func TestKubeProxyAndCiliumConfigs(t *testing.T) {
 	if ipt, _ := kp["iptables"].(map[string]any); ipt["localhostNodePorts"] != any(false) {
 		t.Errorf("kube-proxy iptables = %v, want localhostNodePorts false", kp["iptables"])
 	}
-	if ct, _ := kp["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) {
-		t.Errorf("kube-proxy conntrack = %v, want maxPerCore 0", kp["conntrack"])
+	if ct, _ := kp["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) || ct["tcpBeLiberal"] != true {
+		t.Errorf("kube-proxy conntrack = %v, want maxPerCore 0 and tcpBeLiberal (no drop of the INVALID half of pod-to-pod Service traffic)", kp["conntrack"])
 	}
 	args := strings.Join(ciliumArgs(c, "/cache/cilium"), " ")
 	// Without --devices the agent attaches to the machine's uplink.

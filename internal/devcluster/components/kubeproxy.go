@@ -11,9 +11,14 @@ import (
 )
 
 // kubeProxyConfig: iptables mode for the pod network, NodePorts only on the node's (bridge)
-// address, and nothing changed on the host beyond its iptables chains: no conntrack sysctls
-// (maxPerCore 0 and zero timeouts leave them as they are) and no localhost NodePorts (they
-// would set net.ipv4.conf.all.route_localnet=1).
+// address, and little changed on the host beyond its iptables chains: conntrack's table sizes
+// and timeouts as they are (maxPerCore 0, zero timeouts) and no localhost NodePorts (they would
+// set net.ipv4.conf.all.route_localnet=1). tcpBeLiberal is on: a pod's packets to another pod
+// through a ClusterIP go through this host (Cilium translated the address at the pod's veth, and
+// the frame is addressed to the gateway), while the answers are bridged straight back, and bridged
+// frames skip iptables (hostnet.Sysctls). Conntrack sees one direction only and calls the rest of
+// the connection INVALID; with the liberal setting kube-proxy installs no rule that drops INVALID
+// packets (it sets nf_conntrack_tcp_be_liberal, which hostnet.Sysctls records and restores).
 func kubeProxyConfig(e Env) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -35,6 +40,7 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
+  tcpBeLiberal: true
 `, e.Cfg.KubeconfigFor("kube-proxy"), spec.NodeName, spec.PodSubnet, spec.BridgeIP,
 		spec.Loopback(e.Cfg.Ports.KubeProxyHealthz), spec.Loopback(e.Cfg.Ports.KubeProxyMetrics), spec.BridgeIP)
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/host"
 )
 
-// RecordedSysctls are the host network settings the cluster changes: forwarding and the
-// bridge-netfilter switches, and what cilium-agent sets when it starts (pkg/datapath/loader,
+// RecordedSysctls are the host network settings the cluster changes: forwarding, the
+// bridge-netfilter switches, conntrack's liberal TCP mode (kube-proxy), and what cilium-agent sets when it starts (pkg/datapath/loader,
 // pkg/datapath/iptables). kernel.unprivileged_bpf_disabled is not here: the agent moves it
 // from 2 to 1, and 1 is sticky (the kernel refuses any other value until a reboot).
 var RecordedSysctls = []string{
@@ -25,6 +25,7 @@ var RecordedSysctls = []string{
 	"net/core/bpf_jit_enable",
 	"net/core/fb_tunnels_only_for_init_net",
 	"kernel/timer_migration",
+	"net/netfilter/nf_conntrack_tcp_be_liberal", // kube-proxy's tcpBeLiberal
 	bridgeCallIptables,
 	bridgeCallIp6tables,
 }
