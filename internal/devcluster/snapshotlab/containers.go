@@ -1,0 +1,125 @@
+package snapshotlab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/snapshotlab/report"
+)
+
+// Container is what the lab runs: the workload holding MiB of memory, in a network namespace.
+type Container struct {
+	ID    string
+	MiB   int
+	Netns string // a path under /var/run/netns
+	// RestoreImage, when set, makes the start restore this checkpoint instead of running.
+	RestoreImage string
+}
+
+// Run creates and starts c (ctr run -d) and returns when containerd has started (or restored) it.
+func (l *Lab) Run(ctx context.Context, c Container) error {
+	args := []string{
+		"run", "-d", "--runtime", "io.containerd.runsc.v1", "--runtime-config-path", l.path("runsc.toml"),
+		// gVisor's shim hands the container's stdio to runsc only for a sandbox's root container,
+		// which it recognises by CRI's annotation; without it `runsc create` never returns.
+		"--annotation", "io.kubernetes.cri.container-type=sandbox",
+		"--with-ns", "network:" + c.Netns,
+		"--env", "LAB_MIB=" + strconv.Itoa(c.MiB),
+		"--mount", "type=bind,src=" + l.BindDir() + ",dst=/pvc,options=rbind:rw",
+	}
+	if c.RestoreImage != "" {
+		args = append(args, "--annotation", RestoreAnnotation+"="+c.RestoreImage)
+	}
+	_, err := l.ctr(ctx, append(args, ImageRef, c.ID)...)
+	return err
+}
+
+// Probe runs `workload probe [token]` in container id and decodes its answer.
+func (l *Lab) Probe(ctx context.Context, id, token string) (report.Report, error) {
+	args := []string{"tasks", "exec", "--exec-id", fmt.Sprintf("probe-%d", time.Now().UnixNano()), id, "/workload", "probe"}
+	if token != "" {
+		args = append(args, token)
+	}
+	var r report.Report
+	out, err := l.ctr(ctx, args...)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return r, fmt.Errorf("probe of %s answered %q: %w", id, out, err)
+	}
+	return r, nil
+}
+
+// WaitProbe probes id until it answers (the workload may still be filling its memory).
+func (l *Lab) WaitProbe(ctx context.Context, id string, timeout time.Duration) (report.Report, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		r, err := l.Probe(ctx, id, "")
+		if err == nil || time.Now().After(deadline) {
+			return r, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Remove kills and deletes container id. Right after a checkpoint the task may still be
+// stopping, and runsc's first delete may fail on the filestore it already removed
+// ("failed to delete filestore file"), so it retries.
+func (l *Lab) Remove(ctx context.Context, id string) error {
+	var err error
+	for range 10 {
+		_, _ = l.ctr(ctx, "tasks", "kill", "-s", "KILL", id)
+		if _, err = l.ctr(ctx, "tasks", "delete", "-f", id); err != nil && !strings.Contains(err.Error(), "not found") {
+			time.Sleep(300 * time.Millisecond)
+			continue
+		}
+		if _, err = l.ctr(ctx, "containers", "delete", id); err == nil || strings.Contains(err.Error(), "not found") {
+			return nil
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	return err
+}
+
+// NewNetns makes a network namespace with loopback and a veth pair whose end v0 has addr
+// (e.g. 10.231.0.1/24): runsc takes v0's address into the sandbox (and off the host side), so
+// each container needs a fresh one. Close deletes it.
+func (l *Lab) NewNetns(name, addr string) (string, error) {
+	cmds := [][]string{
+		{"netns", "add", name},
+		{"-n", name, "link", "set", "lo", "up"},
+		{"-n", name, "link", "add", "v0", "type", "veth", "peer", "name", "v1"},
+		{"-n", name, "addr", "add", addr, "dev", "v0"},
+		{"-n", name, "link", "set", "v0", "up"},
+		{"-n", name, "link", "set", "v1", "up"},
+	}
+	for i, args := range cmds {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		if i == 0 {
+			l.netns = append(l.netns, name)
+		}
+	}
+	return "/var/run/netns/" + name, nil
+}
+
+// DeleteNetns deletes a namespace NewNetns made.
+func (l *Lab) DeleteNetns(name string) error {
+	for i, ns := range l.netns {
+		if ns == name {
+			l.netns = append(l.netns[:i], l.netns[i+1:]...)
+			break
+		}
+	}
+	if out, err := exec.Command("ip", "netns", "delete", name).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip netns delete %s: %w: %s", name, err, out)
+	}
+	return nil
+}
