@@ -31,6 +31,19 @@ func processesMentioning(dir string) []int {
 	return pids
 }
 
+// shimsOf lists the shims of container id on the lab's containerd (their command line carries
+// -address <socket> and -id <id>).
+func shimsOf(id, socket string) []int {
+	var pids []int
+	for _, pid := range processesMentioning(filepath.Dir(socket)) {
+		args, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err == nil && strings.Contains(string(args), "\x00-id\x00"+id+"\x00") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // unmountUnder detaches every mount point under dir, deepest first (runsc mounts its
 // null network namespace there; an interrupted run may leave rootfs mounts).
 func unmountUnder(dir string) error {

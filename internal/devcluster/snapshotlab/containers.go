@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/snapshotlab/report"
@@ -19,6 +21,10 @@ type Container struct {
 	Netns string // a path under /var/run/netns
 	// RestoreImage, when set, makes the start restore this checkpoint instead of running.
 	RestoreImage string
+	// Env is added to the container's environment (after LAB_MIB).
+	Env []string
+	// NoBindMount leaves /pvc out of the spec.
+	NoBindMount bool
 }
 
 // Run creates and starts c (ctr run -d) and returns when containerd has started (or restored) it.
@@ -30,7 +36,12 @@ func (l *Lab) Run(ctx context.Context, c Container) error {
 		"--annotation", "io.kubernetes.cri.container-type=sandbox",
 		"--with-ns", "network:" + c.Netns,
 		"--env", "LAB_MIB=" + strconv.Itoa(c.MiB),
-		"--mount", "type=bind,src=" + l.BindDir() + ",dst=/pvc,options=rbind:rw",
+	}
+	for _, e := range c.Env {
+		args = append(args, "--env", e)
+	}
+	if !c.NoBindMount {
+		args = append(args, "--mount", "type=bind,src="+l.BindDir()+",dst=/pvc,options=rbind:rw")
 	}
 	if c.RestoreImage != "" {
 		args = append(args, "--annotation", RestoreAnnotation+"="+c.RestoreImage)
@@ -70,21 +81,42 @@ func (l *Lab) WaitProbe(ctx context.Context, id string, timeout time.Duration) (
 
 // Remove kills and deletes container id. Right after a checkpoint the task may still be
 // stopping, and runsc's first delete may fail on the filestore it already removed
-// ("failed to delete filestore file"), so it retries.
+// ("failed to delete filestore file"), so it retries. After a failed restore the shim's delete
+// does not return (docs/snapshots.md): each try is bounded, and after the first one that times
+// out the container's shim and runsc processes are killed, which lets containerd delete it.
 func (l *Lab) Remove(ctx context.Context, id string) error {
 	var err error
-	for range 10 {
-		_, _ = l.ctr(ctx, "tasks", "kill", "-s", "KILL", id)
-		if _, err = l.ctr(ctx, "tasks", "delete", "-f", id); err != nil && !strings.Contains(err.Error(), "not found") {
-			time.Sleep(300 * time.Millisecond)
-			continue
-		}
-		if _, err = l.ctr(ctx, "containers", "delete", id); err == nil || strings.Contains(err.Error(), "not found") {
+	for try := range 10 {
+		tryCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err = l.removeOnce(tryCtx, id)
+		timedOut := tryCtx.Err() != nil
+		cancel()
+		if err == nil {
 			return nil
+		}
+		if timedOut {
+			l.logf("removing %s timed out (try %d): killing its shim and runsc processes", id, try)
+			for _, pid := range processesMentioning(l.path("state", "io.containerd.runtime.v2.task", Namespace, id)) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			for _, pid := range shimsOf(id, l.Socket()) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	return err
+}
+
+func (l *Lab) removeOnce(ctx context.Context, id string) error {
+	_, _ = l.ctr(ctx, "tasks", "kill", "-s", "KILL", id)
+	if _, err := l.ctr(ctx, "tasks", "delete", "-f", id); err != nil && !strings.Contains(err.Error(), "not found") {
+		return err
+	}
+	if _, err := l.ctr(ctx, "containers", "delete", id); err != nil && !strings.Contains(err.Error(), "not found") {
+		return err
+	}
+	return nil
 }
 
 // NewNetns makes a network namespace with loopback and a veth pair whose end v0 has addr
@@ -122,4 +154,14 @@ func (l *Lab) DeleteNetns(name string) error {
 		return fmt.Errorf("ip netns delete %s: %w: %s", name, err, out)
 	}
 	return nil
+}
+
+// LogTail is the last n lines of one of container id's runsc logs (e.g. "runsc.restore.log").
+func (l *Lab) LogTail(id, name string, n int) string {
+	data, err := os.ReadFile(l.path("logs", id, name))
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
