@@ -25,15 +25,20 @@ type Container struct {
 	Env []string
 	// NoBindMount leaves /pvc out of the spec.
 	NoBindMount bool
+	// Name is CRI's container name (io.kubernetes.cri.container-name), by which runsc matches
+	// a pod's saved containers to the new ones.
+	Name string
+	// Sandbox, when set, makes this container a second one in that sandbox (as a pod's app
+	// container joins its pause container) instead of a sandbox of its own.
+	Sandbox string
+	// Args replaces the image's command ("/workload", "sleep" makes a pause container).
+	Args []string
 }
 
 // Run creates and starts c (ctr run -d) and returns when containerd has started (or restored) it.
 func (l *Lab) Run(ctx context.Context, c Container) error {
 	args := []string{
 		"run", "-d", "--runtime", "io.containerd.runsc.v1", "--runtime-config-path", l.path("runsc.toml"),
-		// gVisor's shim hands the container's stdio to runsc only for a sandbox's root container,
-		// which it recognises by CRI's annotation; without it `runsc create` never returns.
-		"--annotation", "io.kubernetes.cri.container-type=sandbox",
 		"--with-ns", "network:" + c.Netns,
 		"--env", "LAB_MIB=" + strconv.Itoa(c.MiB),
 	}
@@ -43,10 +48,21 @@ func (l *Lab) Run(ctx context.Context, c Container) error {
 	if !c.NoBindMount {
 		args = append(args, "--mount", "type=bind,src="+l.BindDir()+",dst=/pvc,options=rbind:rw")
 	}
+	// gVisor's shim hands the container's stdio to runsc only for a sandbox's root container,
+	// which it recognises by CRI's annotation; without it `runsc create` never returns.
+	if c.Sandbox == "" {
+		args = append(args, "--annotation", "io.kubernetes.cri.container-type=sandbox")
+	} else {
+		args = append(args, "--annotation", "io.kubernetes.cri.container-type=container",
+			"--annotation", "io.kubernetes.cri.sandbox-id="+c.Sandbox)
+	}
+	if c.Name != "" {
+		args = append(args, "--annotation", "io.kubernetes.cri.container-name="+c.Name)
+	}
 	if c.RestoreImage != "" {
 		args = append(args, "--annotation", RestoreAnnotation+"="+c.RestoreImage)
 	}
-	_, err := l.ctr(ctx, append(args, ImageRef, c.ID)...)
+	_, err := l.ctr(ctx, append(append(args, ImageRef, c.ID), c.Args...)...)
 	return err
 }
 
