@@ -16,29 +16,7 @@ func TestRestoreOutcomes(t *testing.T) {
 	l := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	image := filepath.Join(l.ImagesDir(), "outcomes")
-	ns, err := l.NewNetns("outcomes", "10.231.0.1/24")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Run(ctx, Container{ID: "outcomes", MiB: 32, Netns: ns}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.WaitProbe(ctx, "outcomes", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Probe(ctx, "outcomes", "token-outcomes"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(image, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := Checkpoint(ctx, HibernateSocket(l.RunscRoot(), "outcomes"), "outcomes", CheckpointOptions{ImagePath: image}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Remove(ctx, "outcomes"); err != nil {
-		t.Fatal(err)
-	}
+	image := checkpointedWorkload(ctx, t, l, "outcomes", "token-outcomes")
 	corrupt := filepath.Join(l.ImagesDir(), "corrupt")
 	copyTruncated(t, image, corrupt)
 
@@ -58,6 +36,7 @@ func TestRestoreOutcomes(t *testing.T) {
 			c := tc.c
 			c.ID, c.MiB = fmt.Sprintf("outcome-%d", i), 32
 			nsName := fmt.Sprintf("outcome-%d", i)
+			var err error
 			if c.Netns, err = l.NewNetns(nsName, fmt.Sprintf("10.231.0.%d/24", 10+i)); err != nil {
 				t.Fatal(err)
 			}
@@ -90,6 +69,36 @@ func TestRestoreOutcomes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkpointedWorkload runs a 32 MiB workload as container id, gives it token, checkpoints it
+// into ImagesDir()/id, removes the container and returns the image's path.
+func checkpointedWorkload(ctx context.Context, t *testing.T, l *Lab, id, token string) string {
+	t.Helper()
+	image := filepath.Join(l.ImagesDir(), id)
+	ns, err := l.NewNetns(id, "10.231.0.1/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Run(ctx, Container{ID: id, MiB: 32, Netns: ns}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WaitProbe(ctx, id, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Probe(ctx, id, token); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(image, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := Checkpoint(ctx, HibernateSocket(l.RunscRoot(), id), id, CheckpointOptions{ImagePath: image}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return image
 }
 
 // copyTruncated copies a checkpoint image with its pages file cut to half its size.
