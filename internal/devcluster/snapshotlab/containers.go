@@ -118,10 +118,24 @@ func (l *Lab) Remove(ctx context.Context, id string) error {
 			for _, pid := range shimsOf(id, l.Socket()) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
+			l.removeShimSocket(id)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	return err
+}
+
+// removeShimSocket removes the socket of a killed shim: a shim removes it when it exits, not when
+// killed, and it lives outside the lab's dir (/run/containerd/s/<hash>). The shim wrote its
+// address in the bundle.
+func (l *Lab) removeShimSocket(id string) {
+	data, err := os.ReadFile(l.path("state", "io.containerd.runtime.v2.task", Namespace, id, "address"))
+	if err != nil {
+		return
+	}
+	if p, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "unix://"); ok && strings.HasPrefix(p, "/run/containerd/s/") {
+		_ = os.Remove(p)
+	}
 }
 
 func (l *Lab) removeOnce(ctx context.Context, id string) error {
