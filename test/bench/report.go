@@ -38,8 +38,8 @@ type Report struct {
 	// ReconcilesPerClaim counts each controller's reconciles during the burst, per completed claim.
 	ReconcilesPerClaim map[string]float64 `json:"reconcilesPerClaimByController,omitempty"`
 	// MaxQueueDepth is each controller's deepest work queue during the burst (sampled every 250 ms).
-	MaxQueueDepth map[string]float64 `json:"maxWorkQueueDepthByController,omitempty"`
-	ControllerRSSMB    float64            `json:"controllerRSSMiB"`
+	MaxQueueDepth   map[string]float64 `json:"maxWorkQueueDepthByController,omitempty"`
+	ControllerRSSMB float64            `json:"controllerRSSMiB"`
 	// CPU is what each process on the machine used during the run, by name (loadgen: this one).
 	CPU map[string]ProcessCPU `json:"cpu"`
 	// FillCPU is the same for the pool fill before the claims; MsPerClaim is per member there.

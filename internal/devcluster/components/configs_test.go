@@ -109,7 +109,7 @@ func TestKubeProxyAndCiliumConfigs(t *testing.T) {
 	if ipt, _ := kp["iptables"].(map[string]any); ipt["localhostNodePorts"] != any(false) {
 		t.Errorf("kube-proxy iptables = %v, want localhostNodePorts false", kp["iptables"])
 	}
-	if ct, _ := kp["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) || ct["tcpBeLiberal"] != true {
+	if ct, _ := kp["conntrack"].(map[string]any); ct["maxPerCore"] != float64(0) || ct["tcpBeLiberal"] != any(true) {
 		t.Errorf("kube-proxy conntrack = %v, want maxPerCore 0 and tcpBeLiberal (no drop of the INVALID half of pod-to-pod Service traffic)", kp["conntrack"])
 	}
 	args := strings.Join(ciliumArgs(c, "/cache/cilium"), " ")
