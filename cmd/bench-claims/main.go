@@ -56,7 +56,7 @@ func main() {
 	}
 
 	if *scenario == "chaos" {
-		os.Exit(runChaos(*rate, *duration, *pool, *nodes, *out))
+		os.Exit(runChaos(loadOverrides{*rate, *duration, *pool, *nodes}, *out))
 	}
 	cfg, ok := scenarios[*scenario]
 	if !ok {
@@ -64,7 +64,10 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Scenario = *scenario
-	override(&cfg, *rate, *duration, *pool, *nodes, *deleteAfter)
+	loadOverrides{*rate, *duration, *pool, *nodes}.apply(&cfg.Rate, &cfg.Duration, &cfg.Pool, &cfg.Nodes)
+	if *deleteAfter >= 0 {
+		cfg.DeleteAfter = *deleteAfter
+	}
 	if *memLimit != "" && !goMemLimit.MatchString(*memLimit) {
 		fmt.Fprintf(os.Stderr, "--controller-memory-limit %q: want a byte count with an optional unit B, KiB, MiB, GiB or TiB (e.g. 230MiB)\n", *memLimit)
 		os.Exit(2)
@@ -93,22 +96,26 @@ func main() {
 	}
 }
 
-// override puts the numbers given as flags over the scenario's.
-func override(cfg *bench.Config, rate float64, duration time.Duration, pool, nodes int, deleteAfter time.Duration) {
-	if rate > 0 {
-		cfg.Rate = rate
+// loadOverrides are the load numbers given as flags; zero (a pool of -1) keeps the preset's.
+type loadOverrides struct {
+	rate        float64
+	duration    time.Duration
+	pool, nodes int
+}
+
+// apply puts the numbers given over a preset's.
+func (o loadOverrides) apply(rate *float64, duration *time.Duration, pool, nodes *int) {
+	if o.rate > 0 {
+		*rate = o.rate
 	}
-	if duration > 0 {
-		cfg.Duration = duration
+	if o.duration > 0 {
+		*duration = o.duration
 	}
-	if pool >= 0 {
-		cfg.Pool = pool
+	if o.pool >= 0 {
+		*pool = o.pool
 	}
-	if nodes > 0 {
-		cfg.Nodes = nodes
-	}
-	if deleteAfter >= 0 {
-		cfg.DeleteAfter = deleteAfter
+	if o.nodes > 0 {
+		*nodes = o.nodes
 	}
 }
 
@@ -263,20 +270,9 @@ func printSpread(rs []*bench.Report) {
 }
 
 // runChaos runs the fault-injection scenario; its exit code is 1 when an invariant broke.
-func runChaos(rate float64, duration time.Duration, pool, nodes int, out string) int {
+func runChaos(load loadOverrides, out string) int {
 	cfg := bench.DefaultChaos()
-	if rate > 0 {
-		cfg.Rate = rate
-	}
-	if duration > 0 {
-		cfg.Duration = duration
-	}
-	if pool >= 0 {
-		cfg.Pool = pool
-	}
-	if nodes > 0 {
-		cfg.Nodes = nodes
-	}
+	load.apply(&cfg.Rate, &cfg.Duration, &cfg.Pool, &cfg.Nodes)
 	root, err := os.Getwd()
 	if err != nil {
 		fail(err)

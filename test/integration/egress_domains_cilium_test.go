@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -123,23 +122,7 @@ func startCiliumControlPlane(t *testing.T) client.Client {
 		}
 		return nil
 	})
-	mgr, err := manager.New(cp.Config, manager.Options{SkipNameValidation: true, Webhook: cp.WebhookOptions(),
-		EgressDomainsEngine: fqdnpolicy.EngineCilium})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	if err := cp.WaitForWebhook(time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	startManagerOn(t, cp, manager.Options{EgressDomainsEngine: fqdnpolicy.EngineCilium})
 	return cp.Client
 }
 

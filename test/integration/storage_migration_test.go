@@ -60,7 +60,7 @@ func TestStorageMigrationFromV1alpha1(t *testing.T) {
 	written := writeV1alpha1Install(t, c)
 
 	applyCurrentCRDs(t, c)
-	startMigrationManager(t, old)
+	startManagerOn(t, old, manager.Options{})
 	for _, obj := range written {
 		readsInBothVersions(t, c, obj)
 	}
@@ -132,11 +132,12 @@ func applyCurrentCRDs(t *testing.T, c client.Client) {
 	}
 }
 
-// startMigrationManager runs the current controller (and its webhook) against env until the
-// test ends.
-func startMigrationManager(t *testing.T, env *testenv.Env) {
+// startManagerOn runs the current controller (and its webhook) with opts against a control
+// plane of the test's own until the test ends.
+func startManagerOn(t *testing.T, env *testenv.Env, opts manager.Options) {
 	t.Helper()
-	mgr, err := manager.New(env.Config, manager.Options{SkipNameValidation: true, Webhook: env.WebhookOptions()})
+	opts.SkipNameValidation, opts.Webhook = true, env.WebhookOptions()
+	mgr, err := manager.New(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
