@@ -196,11 +196,11 @@ func printComparison(aName, bName string, a, b []*bench.Report) {
 	fmt.Printf("%-40s %12s %12s %8s  (median of %d and %d runs)\n", "", aName, bName, "ratio", len(a), len(b))
 	for _, m := range comparedFigures {
 		ma, mb := median(a, m.f), median(b, m.f)
-		ratio := 0.0
-		if ma != 0 {
-			ratio = mb / ma
+		ratio := "n/a" // a build whose harness did not measure it
+		if ma != 0 && mb != 0 {
+			ratio = fmt.Sprintf("%.2f", mb/ma)
 		}
-		fmt.Printf("%-40s %12.2f %12.2f %8.2f\n", m.name, ma, mb, ratio)
+		fmt.Printf("%-40s %12.2f %12.2f %8s\n", m.name, ma, mb, ratio)
 	}
 	for _, rs := range [][]*bench.Report{a, b} {
 		for _, r := range rs {
