@@ -8,8 +8,9 @@ import (
 )
 
 // RecordedSysctls are the host network settings the cluster changes: forwarding, the
-// bridge-netfilter switches, conntrack's liberal TCP mode (kube-proxy), and what cilium-agent sets when it starts (pkg/datapath/loader,
-// pkg/datapath/iptables). kernel.unprivileged_bpf_disabled is not here: the agent moves it
+// bridge-netfilter switches, conntrack's liberal TCP mode (kube-proxy), and what cilium-agent
+// sets when it starts (pkg/datapath/loader, pkg/datapath/iptables).
+// kernel.unprivileged_bpf_disabled is not here: the agent moves it
 // from 2 to 1, and 1 is sticky (the kernel refuses any other value until a reboot).
 var RecordedSysctls = []string{
 	"net/ipv4/ip_forward",
