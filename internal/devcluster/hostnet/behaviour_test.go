@@ -102,6 +102,21 @@ func TestSysctlsKeepBridgedFramesOutOfIptables(t *testing.T) {
 	}
 }
 
+func TestConntrackLiberalModeThatAppearedAfterUpIsPutBackToTheKernelDefault(t *testing.T) {
+	f, dir := aHost(), t.TempDir()
+	if err := (Sysctls{env(f, dir)}).Up(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// conntrack loaded after Up recorded the host, and kube-proxy turned liberal mode on.
+	f.SetFile("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal", "1\n")
+	if err := (Sysctls{env(f, dir)}).Down(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.ReadFile("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal"); strings.TrimSpace(string(v)) != "0" {
+		t.Errorf("nf_conntrack_tcp_be_liberal = %q after Down, want the kernel default 0", v)
+	}
+}
+
 func TestSplitIptablesRule(t *testing.T) {
 	for _, tc := range []struct {
 		line string

@@ -26,10 +26,14 @@ var RecordedSysctls = []string{
 	"net/core/bpf_jit_enable",
 	"net/core/fb_tunnels_only_for_init_net",
 	"kernel/timer_migration",
-	"net/netfilter/nf_conntrack_tcp_be_liberal", // kube-proxy's tcpBeLiberal
+	conntrackTCPBeLiberal,
 	bridgeCallIptables,
 	bridgeCallIp6tables,
 }
+
+// conntrackTCPBeLiberal is set by kube-proxy's tcpBeLiberal. It appears only once conntrack is
+// loaded, maybe after Up recorded the host; its kernel default, 0, is then what Down restores.
+const conntrackTCPBeLiberal = "net/netfilter/nf_conntrack_tcp_be_liberal"
 
 // The br_netfilter switches: whether frames the bridge forwards pass iptables.
 const (
@@ -60,6 +64,9 @@ func (s Sysctls) Up(context.Context) error {
 	}
 	if !ok {
 		rec.Values = current(s.Host)
+		if _, loaded := rec.Values[conntrackTCPBeLiberal]; !loaded {
+			rec.Values[conntrackTCPBeLiberal] = "0"
+		}
 		if err := s.Store.Save(s.Name(), rec); err != nil {
 			return err
 		}
