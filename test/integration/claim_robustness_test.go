@@ -34,10 +34,7 @@ func TestClaimReportsItsDeletedSandboxInsteadOfReplacingIt(t *testing.T) {
 		t.Errorf("status.sandbox = %+v, want the old name kept as a record and no pod IPs", c.Status.SandboxStatus)
 	}
 	// Touch the claim: a reconcile must still not make a replacement.
-	c.Labels = map[string]string{"touched": "yes"}
-	if err := k8s.Update(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
+	edit(t, c, func(c *extv1alpha1.SandboxClaim) { c.Labels = map[string]string{"touched": "yes"} })
 	testwrap.Eventually(t, "the claim still reports SandboxMissing after an update", claimReadyIs(t, ns, "session", metav1.ConditionFalse, extv1alpha1.ReasonSandboxMissing))
 	if sbs := sandboxesIn(t, ns); len(sbs) != 0 {
 		t.Fatalf("%d Sandboxes exist, want none: the claim replaced its deleted Sandbox", len(sbs))

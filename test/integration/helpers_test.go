@@ -98,6 +98,24 @@ type podState struct {
 	reason        string
 }
 
+// edit reads obj afresh, applies change and writes it back, reading again when a controller's
+// write (its status, a finalizer, a label) came in between: an Update carries the
+// resourceVersion it read, so a write from a stale read is refused with a conflict.
+func edit[T client.Object](t *testing.T, obj T, change func(T)) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change(obj)
+		return k8s.Update(ctx, obj)
+	})
+	if err != nil {
+		t.Fatalf("editing %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
 // setPodStatus writes the status a kubelet would. The controller may write the pod's metadata
 // between our read and our write (its labels), so a conflict is retried on a fresh read.
 func setPodStatus(t *testing.T, pod *corev1.Pod, s podState) {

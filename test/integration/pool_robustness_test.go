@@ -95,13 +95,7 @@ func TestPoolStatusCarriesConditionsAndObservedGeneration(t *testing.T) {
 	setPodStatus(t, waitForPod(t, ns, onlyMember(t, ns)), running("10.0.0.10"))
 	testwrap.Eventually(t, "Ready once full", poolConditionIs(t, ns, "pool", metav1.ConditionTrue, extv1alpha1.ReasonPoolReady))
 
-	pool := &extv1alpha1.SandboxWarmPool{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "pool"}, pool); err != nil {
-		t.Fatal(err)
-	}
-	pool.Spec.Replicas = 2
-	if err := k8s.Update(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
+	pool := &extv1alpha1.SandboxWarmPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"}}
+	edit(t, pool, func(p *extv1alpha1.SandboxWarmPool) { p.Spec.Replicas = 2 })
 	testwrap.Eventually(t, "Filling again at the new generation", poolConditionIs(t, ns, "pool", metav1.ConditionFalse, extv1alpha1.ReasonPoolFilling))
 }

@@ -8,22 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
 
-func editTemplate(t *testing.T, tmpl *extv1alpha1.SandboxTemplate, edit func(*extv1alpha1.SandboxTemplate)) {
+func editTemplate(t *testing.T, tmpl *extv1alpha1.SandboxTemplate, change func(*extv1alpha1.SandboxTemplate)) {
 	t.Helper()
-	latest := &extv1alpha1.SandboxTemplate{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tmpl), latest); err != nil {
-		t.Fatal(err)
-	}
-	edit(latest)
-	if err := k8s.Update(context.Background(), latest); err != nil {
-		t.Fatalf("editing template: %v", err)
-	}
+	edit(t, tmpl.DeepCopy(), change)
 }
 
 // membersFrom checks that the pool has exactly n live members and that all were made from the
@@ -121,14 +113,7 @@ func TestPoolWhoseTemplateRefChangesReplacesItsMembers(t *testing.T) {
 			testwrap.Eventually(t, "2 members from python", membersFrom(t, ns, 2, "python"))
 			testwrap.Eventually(t, "2 ready", poolReady(t, ns, "pool", 2))
 
-			p := &extv1alpha1.SandboxWarmPool{}
-			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pool), p); err != nil {
-				t.Fatal(err)
-			}
-			p.Spec.TemplateRef.Name = "node"
-			if err := k8s.Update(context.Background(), p); err != nil {
-				t.Fatalf("changing sandboxTemplateRef: %v", err)
-			}
+			edit(t, pool.DeepCopy(), func(p *extv1alpha1.SandboxWarmPool) { p.Spec.TemplateRef.Name = "node" })
 			if tc.strategy == extv1alpha1.OnReplenishSandboxWarmPoolUpdateStrategyType {
 				testwrap.Consistently(t, "OnReplenish keeps the python members", 2*time.Second, membersFrom(t, ns, 2, "python"))
 				for _, sb := range sandboxesIn(t, ns) {

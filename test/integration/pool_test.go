@@ -8,7 +8,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
@@ -162,27 +161,10 @@ func TestDeletingAPoolKeepsClaimedSandboxes(t *testing.T) {
 func patchPoolReplicas(t *testing.T, pool *extv1alpha1.SandboxWarmPool, n int32) {
 	t.Helper()
 	// The controller writes the pool's status meanwhile (a template edit makes it look again).
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p := &extv1alpha1.SandboxWarmPool{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pool), p); err != nil {
-			return err
-		}
-		p.Spec.Replicas = n
-		return k8s.Update(context.Background(), p)
-	})
-	if err != nil {
-		t.Fatalf("setting pool replicas: %v", err)
-	}
+	edit(t, pool.DeepCopy(), func(p *extv1alpha1.SandboxWarmPool) { p.Spec.Replicas = n })
 }
 
 func editTemplateImage(t *testing.T, tmpl *extv1alpha1.SandboxTemplate, image string) {
 	t.Helper()
-	latest := &extv1alpha1.SandboxTemplate{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tmpl), latest); err != nil {
-		t.Fatal(err)
-	}
-	latest.Spec.PodTemplate.Spec.Containers[0].Image = image
-	if err := k8s.Update(context.Background(), latest); err != nil {
-		t.Fatalf("editing template: %v", err)
-	}
+	edit(t, tmpl.DeepCopy(), func(tp *extv1alpha1.SandboxTemplate) { tp.Spec.PodTemplate.Spec.Containers[0].Image = image })
 }

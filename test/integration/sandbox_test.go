@@ -316,11 +316,9 @@ func TestSandboxPodMetadataFollowsTemplate(t *testing.T) {
 		t.Fatalf("labelling pod: %v", err)
 	}
 
-	latest := getSandbox(t, ns, "meta")
-	latest.Spec.PodTemplate.Metadata.Labels = map[string]string{"a": "changed", "c": "3"}
-	if err := k8s.Update(context.Background(), latest); err != nil {
-		t.Fatalf("updating template labels: %v", err)
-	}
+	edit(t, getSandbox(t, ns, "meta"), func(sb *agentsv1alpha1.Sandbox) {
+		sb.Spec.PodTemplate.Metadata.Labels = map[string]string{"a": "changed", "c": "3"}
+	})
 	testwrap.Eventually(t, "pod labels follow the template", func() error {
 		p := podOf(ns, "meta")
 		if err := exists(p, true)(); err != nil {

@@ -75,14 +75,10 @@ func TestTemplateCustomRulesAndManagementModes(t *testing.T) {
 	})
 
 	// An edit of the rules updates the one shared policy.
-	latest := &extv1alpha1.SandboxTemplate{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tmpl), latest); err != nil {
-		t.Fatal(err)
-	}
-	latest.Spec.NetworkPolicy.Egress[0].To[0].IPBlock.CIDR = "198.51.100.0/24"
-	if err := k8s.Update(context.Background(), latest); err != nil {
-		t.Fatal(err)
-	}
+	latest := tmpl.DeepCopy()
+	edit(t, latest, func(tp *extv1alpha1.SandboxTemplate) {
+		tp.Spec.NetworkPolicy.Egress[0].To[0].IPBlock.CIDR = "198.51.100.0/24"
+	})
 	testwrap.Eventually(t, "policy follows the rule edit", func() error {
 		if err := exists(np, true)(); err != nil {
 			return err
@@ -93,13 +89,9 @@ func TestTemplateCustomRulesAndManagementModes(t *testing.T) {
 		return nil
 	})
 
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(tmpl), latest); err != nil {
-		t.Fatal(err)
-	}
-	latest.Spec.NetworkPolicyManagement = extv1alpha1.NetworkPolicyManagementUnmanaged
-	if err := k8s.Update(context.Background(), latest); err != nil {
-		t.Fatal(err)
-	}
+	edit(t, latest, func(tp *extv1alpha1.SandboxTemplate) {
+		tp.Spec.NetworkPolicyManagement = extv1alpha1.NetworkPolicyManagementUnmanaged
+	})
 	testwrap.Eventually(t, "Unmanaged removes our policy", exists(np, false))
 }
 
