@@ -15,12 +15,24 @@ import (
 
 // compareFlags are this command's own flags for a comparison; every other flag is passed on to
 // each run of both builds.
-var compareFlags = []string{"compare", "rounds", "out", "runs"}
+var compareFlags = []string{"compare", "compare-harness", "rounds", "out", "runs"}
+
+// The harnesses --compare-harness names.
+const (
+	harnessThis = "this"
+	harnessOwn  = "own"
+)
 
 // compare runs the scenario on the build of ref and on this tree's, alternated (ref, this, this,
-// ref, …) rounds times each, and prints the medians of both with their ratio. Each run is the
-// build's own bench-claims in its own tree, so the controller measured is the one of that tree.
-func compare(ctx context.Context, ref string, rounds int, passOn []string, out string) error {
+// ref, …) rounds times each, and prints the medians of both with their ratio. Each run happens in
+// its build's tree, so the controller, CRDs and admission measured are that tree's. The harness
+// that loads and samples is this tree's for both (harnessThis): a harness change (a sampler
+// that scrapes the controller, say) then weighs on both sides alike instead of passing for the
+// controller's. harnessOwn runs each tree's own bench-claims.
+func compare(ctx context.Context, ref, harness string, rounds int, passOn []string, out string) error {
+	if harness != harnessThis && harness != harnessOwn {
+		return fmt.Errorf("--compare-harness %q: want %s or %s", harness, harnessThis, harnessOwn)
+	}
 	root, err := os.Getwd()
 	if err != nil {
 		return err
@@ -36,12 +48,9 @@ func compare(ctx context.Context, ref string, rounds int, passOn []string, out s
 	}
 	defer func() { _ = run(context.Background(), root, "git", "worktree", "remove", "--force", tree) }()
 	builds := map[string]string{ref: tree, "this tree": root}
-	bins := map[string]string{}
-	for label, dir := range builds {
-		bins[label] = filepath.Join(base, strings.ReplaceAll(label, " ", "-")+"-bench-claims")
-		if err := run(ctx, dir, "go", "build", "-o", bins[label], "./cmd/bench-claims"); err != nil {
-			return fmt.Errorf("building bench-claims of %s: %w", label, err)
-		}
+	bins, err := buildHarnesses(ctx, base, builds, harness)
+	if err != nil {
+		return err
 	}
 	reports := map[string][]*bench.Report{}
 	for i, label := range alternate(ref, "this tree", rounds) {
@@ -61,6 +70,26 @@ func compare(ctx context.Context, ref string, rounds int, passOn []string, out s
 	}
 	printComparison(ref, "this tree", reports[ref], reports["this tree"])
 	return nil
+}
+
+// buildHarnesses builds the bench-claims each build's runs use: this tree's for all (harnessThis)
+// or each tree's own.
+func buildHarnesses(ctx context.Context, base string, builds map[string]string, harness string) (map[string]string, error) {
+	bins := map[string]string{}
+	for label, dir := range builds {
+		bins[label] = filepath.Join(base, strings.ReplaceAll(label, " ", "-")+"-bench-claims")
+		if harness == harnessThis {
+			bins[label] = filepath.Join(base, "bench-claims")
+			dir = builds["this tree"]
+		}
+		if _, built := os.Stat(bins[label]); built == nil {
+			continue
+		}
+		if err := run(ctx, dir, "go", "build", "-o", bins[label], "./cmd/bench-claims"); err != nil {
+			return nil, fmt.Errorf("building the bench-claims of %s: %w", label, err)
+		}
+	}
+	return bins, nil
 }
 
 // alternate is the order of the runs: a b b a, a b b a, … so neither build always goes first.

@@ -12,6 +12,7 @@ func TestAComparisonPassesOnEveryFlagButItsOwn(t *testing.T) {
 		{[]string{"--compare", "main", "--rounds", "2", "--pool", "50"}, []string{"--pool", "50"}},
 		{[]string{"-compare=HEAD~1", "-rate=10", "-out", "bin/x", "-profile"}, []string{"-rate=10", "-profile"}},
 		{[]string{"--scenario", "cold", "--runs=4", "--compare", "v1"}, []string{"--scenario", "cold"}},
+		{[]string{"--compare-harness", "own", "--compare=v1", "--nodes", "5"}, []string{"--nodes", "5"}},
 	}
 	for _, tc := range cases {
 		if got := passedOn(tc.args); !slices.Equal(got, tc.want) {

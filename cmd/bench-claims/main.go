@@ -44,12 +44,13 @@ func main() {
 	profile := flag.Bool("profile", false, "record a CPU profile of the controller during the burst (controller-cpu.pprof)")
 	compareRef := flag.String("compare", "", "a git ref (commit, branch, tag) to compare with: its build and this tree's run the scenario alternated, --rounds times each, and the medians are printed with their ratio")
 	rounds := flag.Int("rounds", 3, "with --compare: runs of each build")
+	harness := flag.String("compare-harness", harnessThis, "with --compare: whose bench harness measures both builds: this (this tree's load generator and samplers run in each tree, so only the controller, CRDs and admission differ) or own (each tree's own bench-claims, for a ref this harness cannot drive)")
 	flag.Parse()
 
 	if *compareRef != "" {
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer cancel()
-		if err := compare(ctx, *compareRef, *rounds, passedOn(os.Args[1:]), *out); err != nil {
+		if err := compare(ctx, *compareRef, *harness, *rounds, passedOn(os.Args[1:]), *out); err != nil {
 			fail(err)
 		}
 		return

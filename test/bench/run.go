@@ -41,6 +41,11 @@ type Config struct {
 	RepoRoot              string
 }
 
+// queueSampleInterval is how often the work queues' depths are read during a burst; each read
+// is a scrape of the controller's /metrics, which costs it CPU (its collectors list every
+// Sandbox), so not more often than a deep queue needs to be seen.
+const queueSampleInterval = time.Second
+
 const (
 	namespace = "bench"
 	template  = "bench"
@@ -128,7 +133,7 @@ func burst(ctx context.Context, cfg Config, env *testenv.Env, c client.Client, c
 	before, machineBefore := sampleCPU(ctrlProc), sampleMachine()
 	reconcilesBefore, rerr := ctrlProc.reconciles()
 	stopQueues := make(chan struct{})
-	deepest := ctrlProc.watchQueues(250*time.Millisecond, stopQueues)
+	deepest := ctrlProc.watchQueues(queueSampleInterval, stopQueues)
 	start := time.Now()
 	profileDone := make(chan error, 2)
 	if cfg.Profile {
