@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -133,10 +134,7 @@ func (p Peers) PolicySpec(podLabels map[string]string, pol Policy) networkingv1.
 	ps := networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: maps.Clone(podLabels)},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: p.RouterNamespace}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(p.RouterPodLabels)},
-		}}}},
+		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{p.routerPeer()}}},
 	}
 	if pol.IngressFrom != nil {
 		ps.Ingress = append(ps.Ingress, networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{
@@ -149,6 +147,31 @@ func (p Peers) PolicySpec(podLabels map[string]string, pol Policy) networkingv1.
 	ps.PolicyTypes = append(ps.PolicyTypes, networkingv1.PolicyTypeEgress)
 	ps.Egress = p.egressRules(*pol.Egress)
 	return ps
+}
+
+// routerPeer selects the router's pods.
+func (p Peers) routerPeer() networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: p.RouterNamespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(p.RouterPodLabels)},
+	}
+}
+
+// AdmitsRouter reports whether a policy has an ingress rule that lets the router's pods in on
+// every port, as the Sandbox's own policy would.
+func (p Peers) AdmitsRouter(spec networkingv1.NetworkPolicySpec) bool {
+	router := p.routerPeer()
+	for _, rule := range spec.Ingress {
+		if len(rule.Ports) > 0 {
+			continue
+		}
+		for _, from := range rule.From {
+			if equality.Semantic.DeepEqual(from, router) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // EgressRules are the egress rules of mode s alone, for a policy that adds them to others (a

@@ -80,6 +80,8 @@ func (r *Reconciler) reconcileEgress(ctx context.Context, sb *agentsv1beta1.Sand
 	unenforceable := r.domainsUnenforceable(ctx, sb, &st, &pol)
 	desired := r.peers.PolicySpec(trackingLabels(sb), pol)
 	switch {
+	case current == nil && r.templatePolicyCovers(ctx, sb, pol):
+		// No policy of its own: the template's says it all (templatepolicy.go).
 	case current == nil:
 		st, err = r.createEgressPolicy(ctx, sb, st, desired)
 	case !equality.Semantic.DeepEqual(current.Spec, desired):
