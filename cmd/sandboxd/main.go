@@ -86,6 +86,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (sand
 	tokenFile := fset.String("token-file", env("SANDBOXD_TOKEN_FILE"), "file holding the bearer token (SANDBOXD_TOKEN_FILE)")
 	execTimeout := fset.String("exec-timeout", or(env("SANDBOXD_EXEC_TIMEOUT"), legacySeconds(env("SANDBOX_EXEC_TIMEOUT_SECONDS")), "300s"), "default command timeout (SANDBOXD_EXEC_TIMEOUT)")
 	maxOutput := fset.Int64("max-output", sandboxd.DefaultMaxOutput, "cap in bytes per output stream of a buffered command; output over it is reported, never cut silently (SANDBOXD_MAX_OUTPUT)")
+	alwaysShell := fset.Bool("always-shell", env("SANDBOXD_ALWAYS_SHELL") == "true", "run every command string through /bin/sh -c, even one the shell would only exec (by default those are exec'd directly: the same process, without loading a shell first) (SANDBOXD_ALWAYS_SHELL=true)")
 	shutdownTimeout := fset.String("shutdown-timeout", or(env("SANDBOXD_SHUTDOWN_TIMEOUT"), "10s"), "grace period for requests and commands on SIGTERM (SANDBOXD_SHUTDOWN_TIMEOUT)")
 	logOpts, err := loggingOptions(fset, env)
 	if err != nil {
@@ -105,7 +106,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (sand
 		return sandboxd.Config{}, fmt.Errorf("unexpected arguments: %v", fset.Args())
 	}
 
-	cfg := sandboxd.Config{Listen: *listen, GRPCListen: *grpcListen, RESTListen: *restListen, EnvdListen: *envdListen, Root: *root, MaxOutput: *maxOutput, Version: version}
+	cfg := sandboxd.Config{Listen: *listen, GRPCListen: *grpcListen, RESTListen: *restListen, EnvdListen: *envdListen, Root: *root, MaxOutput: *maxOutput, Version: version, AlwaysShell: *alwaysShell}
 	if cfg.ExecTimeout, err = positiveDuration("exec-timeout", *execTimeout); err != nil {
 		return cfg, err
 	}

@@ -85,6 +85,9 @@ type Config struct {
 	KillGrace time.Duration
 	// Shell runs "command" strings as Shell -c (default "/bin/sh").
 	Shell string
+	// AlwaysShell runs every command string through Shell, even one the shell would only exec
+	// (process.Config.AlwaysShell).
+	AlwaysShell bool
 	// Version is reported by /metadata.
 	Version string
 	// MetadataEnvPrefix selects the environment variables GET /v1/metadata
@@ -191,7 +194,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cfg.Root = root.Dir()
 	s.runner = process.NewRunner(root.Resolver(), process.Config{
-		Shell: cfg.Shell, MaxOutput: cfg.MaxOutput, KillGrace: cfg.KillGrace,
+		Shell: cfg.Shell, AlwaysShell: cfg.AlwaysShell, MaxOutput: cfg.MaxOutput, KillGrace: cfg.KillGrace,
 		Observe: func(mode string, res process.Result) { s.metrics.observeExec(mode, res) },
 	})
 	s.files = files.New(root, s.log)

@@ -29,14 +29,14 @@ const eventTimeout = 30 * time.Second
 
 // newRunner is a Runner over a fresh root directory, with a 1 KiB output cap and a short kill
 // grace (the grace only bounds how long a TERM-ignoring child is given, never what is checked).
-func newRunner(t *testing.T, configure ...func(*process.Config)) *process.Runner {
+func newRunner(t testing.TB, configure ...func(*process.Config)) *process.Runner {
 	t.Helper()
 	r, _ := newRunnerWithRoot(t, configure...)
 	return r
 }
 
 // newRunnerWithRoot is newRunner and the real path of its root directory.
-func newRunnerWithRoot(t *testing.T, configure ...func(*process.Config)) (*process.Runner, string) {
+func newRunnerWithRoot(t testing.TB, configure ...func(*process.Config)) (*process.Runner, string) {
 	t.Helper()
 	fsys, err := rootfs.Open(t.TempDir())
 	if err != nil {

@@ -13,6 +13,9 @@ import (
 type Config struct {
 	// Shell runs "command" strings as Shell -c.
 	Shell string
+	// AlwaysShell runs every command string through Shell, even one the shell would only exec
+	// as its words say (direct.go: by default those are exec'd directly).
+	AlwaysShell bool
 	// MaxOutput caps each output stream of a collected command.
 	MaxOutput int64
 	// KillGrace is the time between SIGTERM and SIGKILL when a process

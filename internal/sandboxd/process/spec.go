@@ -71,6 +71,9 @@ func (r *Runner) BuildSpec(ctx context.Context, req *wire.ExecRequest, defTimeou
 	case req.MaxOutputBytes > 0 && req.MaxOutputBytes < sp.MaxOutput:
 		sp.MaxOutput = req.MaxOutputBytes
 	}
+	if req.Command != "" && !r.cfg.AlwaysShell && sp.directCommand(req.Command) {
+		return sp, nil
+	}
 	sp.Path = sp.LookPath(sp.Argv[0])
 	return sp, nil
 }
