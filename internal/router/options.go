@@ -66,6 +66,9 @@ type Options struct {
 	AuthzAllowTTL  time.Duration
 	AuthzDenyTTL   time.Duration
 	AuthzCacheSize int
+	// AuthzNamespaceWide asks first whether a caller may reach every Sandbox of the namespace
+	// (access.AskNamespaceWideFirst).
+	AuthzNamespaceWide bool
 	// StaleAuthTTL is how long a token's user and an allowed access stay usable after their
 	// last successful review, only while the API server cannot answer (lastKnown).
 	StaleAuthTTL time.Duration
@@ -123,6 +126,7 @@ func DefaultOptions() Options {
 		Authorize:                     true,
 		AuthzAllowTTL:                 10 * time.Second,
 		AuthzDenyTTL:                  2 * time.Second,
+		AuthzNamespaceWide:            true,
 		AuthzCacheSize:                4096,
 		StaleAuthTTL:                  5 * time.Minute,
 		AllowedPorts:                  slices.Clone(DefaultAllowedPorts),
@@ -163,6 +167,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.IdentifyPodsExcludeNamespaces, "identify-pods-exclude-namespaces", o.IdentifyPodsExcludeNamespaces, "Comma-separated namespaces whose pods --identify-pods never names: a request of theirs without a token gets a 401 (send a token). The router's own namespace ($POD_NAMESPACE, else its service account's) is always added, unless it is the --namespace served: the system's pods hold rights on every Sandbox, and whoever spoofed their address would hold them too.")
 	fs.DurationVar(&o.AuthzAllowTTL, "authz-allow-ttl", o.AuthzAllowTTL, "How long an allowed SubjectAccessReview is cached.")
 	fs.DurationVar(&o.AuthzDenyTTL, "authz-deny-ttl", o.AuthzDenyTTL, "How long a denied SubjectAccessReview is cached.")
+	fs.BoolVar(&o.AuthzNamespaceWide, "authz-namespace-wide", o.AuthzNamespaceWide, "Ask first whether a caller may reach every Sandbox of the namespace (a SubjectAccessReview with no name: an RBAC rule without resourceNames) and cache that per namespace, so the first request to each new Sandbox there needs no review of its own; false: one review per Sandbox (for an authorizer that answers a review with no name differently).")
 	fs.IntVar(&o.AuthzCacheSize, "authz-cache-size", o.AuthzCacheSize, "Most SubjectAccessReview outcomes cached.")
 	fs.DurationVar(&o.StaleAuthTTL, "stale-auth-ttl", o.StaleAuthTTL, "While the API server cannot answer (kube-apiserver or etcd restarting, overloaded), keep accepting a token whose review succeeded and an access that was allowed within this long; refusals are never kept; an unknown caller waits up to 5s for the API server, then fails closed. 0: fail every request whose cache entry expired.")
 	fs.StringVar(&o.ScopedTokenSecretFile, "scoped-token-secret-file", o.ScopedTokenSecretFile, "File holding the secret (at least 32 bytes) that signs tokens scoped to one Sandbox; such tokens are accepted in token and tokenreview modes.")

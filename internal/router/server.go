@@ -177,7 +177,11 @@ func (o *Options) guard(cfg *rest.Config, pods access.PodIdentifier, log *slog.L
 		} else {
 			log.Warn("--authorize=false: any authenticated caller can use every sandbox")
 		}
-		g.Authorizer = access.NewSandboxAuthorizer(reviewer, o.AuthzAllowTTL, o.AuthzDenyTTL, o.StaleAuthTTL, o.AuthzCacheSize)
+		var opts []access.AuthorizerOption
+		if o.AuthzNamespaceWide {
+			opts = append(opts, access.AskNamespaceWideFirst())
+		}
+		g.Authorizer = access.NewSandboxAuthorizer(reviewer, o.AuthzAllowTTL, o.AuthzDenyTTL, o.StaleAuthTTL, o.AuthzCacheSize, opts...)
 	default:
 		log.Warn("--auth-mode none: any client that can reach the router can use every sandbox; use tokenreview outside development")
 		return g, nil

@@ -59,13 +59,34 @@ type sandboxAuthorizer struct {
 	lastAllowed       *lastKnown // allowances, kept for when the API server cannot answer
 	retryBudget       time.Duration
 	flight            singleflight.Group
+	// namespaceWide: ask first whether the caller may reach every Sandbox of the namespace
+	// (AskNamespaceWideFirst).
+	namespaceWide bool
+}
+
+// AuthorizerOption changes how a sandbox authorizer asks.
+type AuthorizerOption func(*sandboxAuthorizer)
+
+// AskNamespaceWideFirst makes the authorizer ask, on a question it has no answer for, whether
+// the caller may reach every Sandbox of the namespace (a review with no name: under RBAC, a
+// rule without resourceNames), and remember that answer for the namespace. A caller allowed
+// there then reaches each new Sandbox of the namespace with no review of its own: the first
+// command to a freshly claimed sandbox waits for no API round trip. Only an allow is taken
+// from it; a caller allowed on some names only is asked about each as before (one review more
+// per deny TTL), and a namespace-wide review that fails is not asked again for the deny TTL.
+func AskNamespaceWideFirst() AuthorizerOption {
+	return func(a *sandboxAuthorizer) { a.namespaceWide = true }
 }
 
 // NewSandboxAuthorizer returns the router's Authorizer; a nil reviewer allows every Kubernetes
 // identity everywhere (authentication only). An allowance is also kept for lastKnownTTL, and used
 // while the API server cannot answer (0: never).
-func NewSandboxAuthorizer(reviewer SandboxReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int) Authorizer {
-	return newSandboxAuthorizer(reviewer, allowTTL, denyTTL, lastKnownTTL, size, clock.RealClock{})
+func NewSandboxAuthorizer(reviewer SandboxReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int, opts ...AuthorizerOption) Authorizer {
+	a := newSandboxAuthorizer(reviewer, allowTTL, denyTTL, lastKnownTTL, size, clock.RealClock{})
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
 func newSandboxAuthorizer(reviewer SandboxReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *sandboxAuthorizer {
@@ -87,6 +108,38 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, namespa
 	if v, hit := a.cache.Get(key); hit {
 		return v.(bool), nil
 	}
+	if a.namespaceWide && a.allowedNamespaceWide(ctx, id, namespace) {
+		return true, nil
+	}
+	return a.review(ctx, id, key, namespace, name)
+}
+
+// allowedNamespaceWide says whether id may reach every Sandbox of namespace, from the cache or
+// one review without retries; an error counts as no.
+func (a *sandboxAuthorizer) allowedNamespaceWide(ctx context.Context, id *Identity, namespace string) bool {
+	key := accessKey(id.User, namespace, "")
+	if v, hit := a.cache.Get(key); hit {
+		return v.(bool)
+	}
+	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		allowed, err := a.reviewer.Review(rctx, id.User, namespace, "")
+		ttl := a.denyTTL
+		if err == nil && allowed {
+			ttl = a.allowTTL
+		}
+		if ttl > 0 {
+			a.cache.Add(key, err == nil && allowed, ttl)
+		}
+		return err == nil && allowed, nil
+	})
+	return err == nil && v.(bool)
+}
+
+// review asks whether id may reach namespace/name (key), once at a time per question, and
+// remembers the answer; while the API server cannot answer, a recent allow stands.
+func (a *sandboxAuthorizer) review(ctx context.Context, id *Identity, key [sha256.Size]byte, namespace, name string) (bool, error) {
 	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()

@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -100,5 +101,69 @@ func TestKubeSandboxReviewerAsksForTheProxySubresource(t *testing.T) {
 	f.status = authzv1.SubjectAccessReviewStatus{Allowed: false, Denied: true}
 	if ok, _ := (&KubeSandboxReviewer{Client: f}).Review(context.Background(), user, "ns", "sb"); ok {
 		t.Fatal("a denied review allowed access")
+	}
+}
+
+// Asked namespace-wide first, a caller allowed on every Sandbox of a namespace reaches each new
+// one with no review of its own; one allowed on some names only is still asked name by name.
+func TestANamespaceWideAllowStandsForEverySandboxOfTheNamespace(t *testing.T) {
+	access := &accesstest.SandboxReviewer{Grants: map[string]bool{"bob@ns/": true, "alice@ns/a": true}}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 0, 16, clk)
+	AskNamespaceWideFirst()(a)
+	bob := &Identity{User: authnv1.UserInfo{Username: "bob"}}
+	alice := &Identity{User: authnv1.UserInfo{Username: "alice"}}
+	steps := []struct {
+		name               string
+		id                 *Identity
+		namespace, sandbox string
+		advance            time.Duration
+		want               bool
+		wantCalls          int
+	}{
+		{"a namespace-wide right: one review for the namespace", bob, "ns", "a", 0, true, 1},
+		{"and none for the next Sandbox there", bob, "ns", "b", 0, true, 1},
+		{"another namespace is asked both ways", bob, "other", "a", 0, false, 3},
+		{"a right on one name: the namespace, then the name", alice, "ns", "a", 0, true, 5},
+		{"the namespace's no is remembered: only the name is asked", alice, "ns", "c", 0, false, 6},
+		{"the namespace's yes expires with the allow TTL", bob, "ns", "c", 10*time.Second + time.Millisecond, true, 7},
+	}
+	for _, s := range steps {
+		clk.Step(s.advance)
+		got, err := a.Authorize(context.Background(), s.id, s.namespace, s.sandbox)
+		if err != nil || got != s.want || access.Calls() != s.wantCalls {
+			t.Fatalf("%s: allowed=%v err=%v reviews=%d; want allowed=%v reviews=%d", s.name, got, err, access.Calls(), s.want, s.wantCalls)
+		}
+	}
+}
+
+// A namespace-wide review that fails is no answer: the Sandbox's own review decides, and the
+// namespace is not asked again for the deny TTL.
+func TestAFailedNamespaceWideReviewFallsBackToTheSandboxsOwn(t *testing.T) {
+	access := &accesstest.SandboxReviewer{Grants: map[string]bool{"alice@ns/a": true}, Err: errors.New("apiserver busy"), ErrLeft: 1}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, 0, 16, clk)
+	AskNamespaceWideFirst()(a)
+	alice := &Identity{User: authnv1.UserInfo{Username: "alice"}}
+	if ok, err := a.Authorize(context.Background(), alice, "ns", "a"); !ok || err != nil || access.Calls() != 2 {
+		t.Fatalf("allowed=%v err=%v reviews=%d; want allowed after the failed namespace review and the Sandbox's (2)", ok, err, access.Calls())
+	}
+	if ok, err := a.Authorize(context.Background(), alice, "ns", "b"); ok || err != nil || access.Calls() != 3 {
+		t.Fatalf("allowed=%v err=%v reviews=%d; want denied by the Sandbox's own review alone (3)", ok, err, access.Calls())
+	}
+}
+
+// Without the option every Sandbox is its own question, as before.
+func TestWithoutNamespaceWideEachSandboxIsAsked(t *testing.T) {
+	access := &accesstest.SandboxReviewer{Grants: map[string]bool{"bob@ns/": true}}
+	a := NewSandboxAuthorizer(access, time.Hour, time.Hour, 0, 16)
+	bob := &Identity{User: authnv1.UserInfo{Username: "bob"}}
+	for _, sb := range []string{"a", "b"} {
+		if ok, err := a.Authorize(context.Background(), bob, "ns", sb); !ok || err != nil {
+			t.Fatalf("%s: allowed=%v err=%v, want allowed", sb, ok, err)
+		}
+	}
+	if access.Calls() != 2 {
+		t.Fatalf("reviews = %d, want 2 (one per Sandbox)", access.Calls())
 	}
 }

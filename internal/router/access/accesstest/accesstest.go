@@ -58,7 +58,8 @@ func (f *TokenReviewer) Calls() int {
 	return f.calls
 }
 
-// SandboxReviewer allows the pairs in Grants ("user@namespace/name"), like RBAC would.
+// SandboxReviewer allows the pairs in Grants ("user@namespace/name"), like RBAC would: a grant
+// with no name ("user@namespace/") is on every Sandbox of the namespace.
 type SandboxReviewer struct {
 	mu     sync.Mutex
 	Grants map[string]bool
@@ -82,7 +83,7 @@ func (f *SandboxReviewer) Review(_ context.Context, u authnv1.UserInfo, ns, name
 		}
 		return false, err
 	}
-	return f.Grants[u.Username+"@"+ns+"/"+name], nil
+	return f.Grants[u.Username+"@"+ns+"/"+name] || f.Grants[u.Username+"@"+ns+"/"], nil
 }
 
 // SetErr makes every later review fail with err (nil: answer again).
