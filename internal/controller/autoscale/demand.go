@@ -106,27 +106,31 @@ type Observation struct {
 	Rate float64
 	// LastClaim is when the last claim was counted (zero: none since the process started).
 	LastClaim time.Time
-	// Covered: the process has counted for the whole window; when false, Rate is over the part
-	// it has seen.
+	// Covered: the process has counted for the whole window; until then the part of the window
+	// before it started is taken at the prior rate.
 	Covered bool
 }
 
-// Observe returns the pool's claim rate over window, as of now.
-func (d *Demand) Observe(pool types.NamespacedName, window time.Duration) Observation {
+// Observe returns the pool's claim rate over window, as of now. prior is the rate to assume
+// for the part of the window before this process started counting (the last rate the pool's
+// status reported), so a restart neither forgets the load nor holds on to it.
+func (d *Demand) Observe(pool types.NamespacedName, window time.Duration, prior float64) Observation {
 	window = min(max(window, time.Second), MaxWindow)
 	now := d.clock.Now()
-	seen := now.Sub(d.started)
+	seen := min(now.Sub(d.started), window)
 	o := Observation{Covered: seen >= window}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, ok := d.pools[pool]
 	if !ok {
-		return o
+		s = &series{}
 	}
 	o.LastClaim = s.last
-	long := min(window, max(seen, time.Second))
-	short := max(long/6, time.Second)
-	o.Rate = max(s.rate(now, long), s.rate(now, short))
+	long := s.rate(now, max(seen, time.Second))
+	if !o.Covered {
+		long = (long*seen.Seconds() + prior*(window-seen).Seconds()) / window.Seconds()
+	}
+	o.Rate = max(long, s.rate(now, max(window/6, time.Second)))
 	return o
 }
 
