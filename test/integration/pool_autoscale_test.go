@@ -78,4 +78,3 @@ func poolAutoscaled(ns, name string, check func(*extv1alpha1.SandboxWarmPool) er
 		return check(p)
 	}
 }
-

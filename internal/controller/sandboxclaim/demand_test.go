@@ -19,7 +19,7 @@ func TestClaimsAreCountedForThePoolsThatCouldServeThem(t *testing.T) {
 	pool := warmPool("pool")
 	m1 := warmMember(pool, tmpl, "m1", "10.0.0.1").Hub()
 	autoscaled := func(name string) *extv1beta1.SandboxWarmPool {
-		return testwrap.MakeWarmPool(ns, name).UID(types.UID(name + "-uid")).Template("python").Autoscaling(0, 5).Hub()
+		return testwrap.MakeWarmPool(ns, name).UID(types.UID(name+"-uid")).Template("python").Autoscaling(0, 5).Hub()
 	}
 	cases := []struct {
 		name    string

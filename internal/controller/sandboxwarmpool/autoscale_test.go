@@ -16,7 +16,7 @@ var poolKey = types.NamespacedName{Namespace: "ns", Name: "pool"}
 
 // autoscaledPool: 0–20 members, 2 s of headroom, a 10 s window, no stabilization, idle after 30 s.
 func autoscaledPool(replicas int32) *extv1beta1.SandboxWarmPool {
-	return thePool(replicas).Created(testNow).Autoscaling(0, 20).AutoscaleHeadroom(2).AutoscaleWindow(10*time.Second).
+	return thePool(replicas).Created(testNow).Autoscaling(0, 20).AutoscaleHeadroom(2).AutoscaleWindow(10 * time.Second).
 		ScaleDownStabilization(0).ScaleToZeroAfter(30 * time.Second).Hub()
 }
 
