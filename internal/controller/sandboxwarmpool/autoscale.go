@@ -17,30 +17,39 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/metrics"
 )
 
-// recommendations are each autoscaled pool's recent sizes wanted (its stabilization window);
-// memory of this process only.
-type recommendations struct {
-	mu     sync.Mutex
-	byPool map[types.NamespacedName][]autoscale.Recommendation
+// reportEvery bounds how often status.autoscaling is rewritten only because the rate or the
+// last claim time moved: each status write is a pool event and so another reconcile, and the
+// rate moves with every second.
+const reportEvery = 5 * time.Second
+
+// poolMemory is what this process remembers of each autoscaled pool: its recent sizes wanted
+// (the stabilization window) and when its status was last refreshed.
+type poolMemory struct {
+	mu       sync.Mutex
+	history  map[types.NamespacedName][]autoscale.Recommendation
+	reported map[types.NamespacedName]time.Time
 }
 
-func (h *recommendations) get(pool types.NamespacedName) []autoscale.Recommendation {
+func (h *poolMemory) get(pool types.NamespacedName) ([]autoscale.Recommendation, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.byPool[pool]
+	return h.history[pool], h.reported[pool]
 }
 
-func (h *recommendations) set(pool types.NamespacedName, r []autoscale.Recommendation) {
+func (h *poolMemory) set(pool types.NamespacedName, r []autoscale.Recommendation, reported time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r == nil {
-		delete(h.byPool, pool)
-		return
+	if h.history == nil {
+		h.history, h.reported = map[types.NamespacedName][]autoscale.Recommendation{}, map[types.NamespacedName]time.Time{}
 	}
-	if h.byPool == nil {
-		h.byPool = map[types.NamespacedName][]autoscale.Recommendation{}
-	}
-	h.byPool[pool] = r
+	h.history[pool], h.reported[pool] = r, reported
+}
+
+func (h *poolMemory) forget(pool types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.history, pool)
+	delete(h.reported, pool)
 }
 
 // autoscale sizes a pool that has spec.autoscaling from its claim rate: it writes spec.replicas
@@ -49,7 +58,7 @@ func (h *recommendations) set(pool types.NamespacedName, r []autoscale.Recommend
 func (r *Reconciler) autoscale(ctx context.Context, pool *extv1beta1.SandboxWarmPool) (*extv1beta1.SandboxWarmPoolAutoscalingStatus, time.Duration, error) {
 	key := client.ObjectKeyFromObject(pool)
 	if pool.Spec.Autoscaling == nil {
-		r.history.set(key, nil)
+		r.autoscaled.forget(key)
 		return nil, 0, nil
 	}
 	policy := autoscale.PolicyOf(pool.Spec.Autoscaling)
@@ -71,9 +80,9 @@ func (r *Reconciler) autoscale(ctx context.Context, pool *extv1beta1.SandboxWarm
 		lastActivity = pool.CreationTimestamp.Time
 	}
 	now := r.clock.Now()
+	history, reported := r.autoscaled.get(key)
 	d := autoscale.Decide(autoscale.Input{Policy: policy, Now: now, Rate: seen.Rate, LastActivity: lastActivity,
-		Current: pool.DesiredReplicas(), History: r.history.get(key)})
-	r.history.set(key, d.History)
+		Current: pool.DesiredReplicas(), History: history})
 
 	status := &extv1beta1.SandboxWarmPoolAutoscalingStatus{DesiredReplicas: d.Replicas,
 		ObservedClaimRate: resource.NewMilliQuantity(int64(seen.Rate*1000+0.5), resource.DecimalSI),
@@ -81,6 +90,13 @@ func (r *Reconciler) autoscale(ctx context.Context, pool *extv1beta1.SandboxWarm
 	if !lastClaim.IsZero() {
 		status.LastClaimTime = new(metav1.NewTime(lastClaim).Rfc3339Copy()) // as stored: no rewrite for nanoseconds
 	}
+	if prev.DesiredReplicas == d.Replicas && prev.Reason == d.Reason && now.Sub(reported) < reportEvery {
+		// Same decision: the moving figures wait for the next refresh.
+		status.ObservedClaimRate, status.LastClaimTime, status.Message = prev.ObservedClaimRate, prev.LastClaimTime, prev.Message
+	} else {
+		reported = now
+	}
+	r.autoscaled.set(key, d.History, reported)
 	if current := pool.DesiredReplicas(); d.Replicas != current {
 		log.FromContext(ctx).V(2).Info("autoscaling the pool", "from", current, "to", d.Replicas, "reason", d.Reason, "claimsPerSecond", seen.Rate)
 		if err := r.setReplicas(ctx, pool, d.Replicas); err != nil {

@@ -87,3 +87,38 @@ func newRigWithDemand(t *testing.T, pool *extv1beta1.SandboxWarmPool) *rig {
 	g.r.demand = autoscale.NewDemand(g.clock)
 	return g
 }
+
+// A status write is a pool event and so another reconcile: while the decision stands, the
+// moving figures (rate, last claim) are refreshed at most every reportEvery, or the pool would
+// rewrite its status as fast as the API server answers.
+func TestAutoscaledPoolRefreshesItsFiguresAtABoundedPace(t *testing.T) {
+	g := newRigWithDemand(t, thePool(0).Created(testNow).Autoscaling(0, 1).ScaleToZeroAfter(time.Minute).Hub()) // any claim: 1
+	claim := func() { g.r.demand.Record(poolKey) }
+	claim()
+	g.mustReconcile() // grows to 1: ScaledUp
+	g.clock.Step(time.Second)
+	claim()
+	g.mustReconcile() // stays at 1: Steady
+	g.takeWrites()
+	steps := []struct {
+		name      string
+		after     time.Duration
+		wantWrite bool
+	}{
+		{"a claim a second later, same size: no status write", time.Second, false},
+		{"another claim a second later: still none", time.Second, false},
+		{"a claim once reportEvery has passed: the figures are refreshed", reportEvery, true},
+	}
+	for _, s := range steps {
+		g.clock.Step(s.after)
+		claim()
+		g.mustReconcile()
+		wrote := false
+		for _, w := range g.takeWrites() {
+			wrote = wrote || w == "status SandboxWarmPool/pool"
+		}
+		if wrote != s.wantWrite {
+			t.Errorf("%s: status written = %t, want %t", s.name, wrote, s.wantWrite)
+		}
+	}
+}

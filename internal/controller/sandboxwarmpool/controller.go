@@ -67,8 +67,8 @@ type Reconciler struct {
 	clock              clock.PassiveClock
 	demand             *autoscale.Demand
 
-	expect  *memberWrites
-	history recommendations // autoscaled pools' recent sizes wanted
+	expect     *memberWrites
+	autoscaled poolMemory // autoscaled pools' recent sizes wanted and status refreshes
 }
 
 // New returns a pool reconciler reading and writing through c.
@@ -109,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expect.forget(req.NamespacedName)
-			r.history.set(req.NamespacedName, nil)
+			r.autoscaled.forget(req.NamespacedName)
 			r.demand.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
