@@ -31,7 +31,7 @@ var scenarios = map[string]bench.Config{
 }
 
 func main() {
-	scenario := flag.String("scenario", "warm-burst", "warm-burst, warm-env (the warm burst with 3 env variables per claim, beside a plain one), cold, churn, ramp (raise the rate until p99 > 1s), scale (10,000 resident sandboxes) or chaos (faults under load; exits 1 when an invariant breaks)")
+	scenario := flag.String("scenario", "warm-burst", "warm-burst, warm-env (the warm burst with 3 env variables per claim, beside a plain one), cold, churn, ramp (raise the rate until p99 > 1s), scale (10,000 resident sandboxes), autoscale (5 → 50 → 5 claims/s on an autoscaled pool and on a fixed one sized for the peak) or chaos (faults under load; exits 1 when an invariant breaks)")
 	rate := flag.Float64("rate", 0, "claims per second (overrides the scenario)")
 	duration := flag.Duration("duration", 0, "how long claims are sent (overrides the scenario)")
 	pool := flag.Int("pool", -1, "warm pool size (overrides the scenario)")
@@ -58,6 +58,10 @@ func main() {
 
 	if *scenario == "chaos" {
 		os.Exit(runChaos(loadOverrides{*rate, *duration, *pool, *nodes}, *out))
+	}
+	if *scenario == "autoscale" {
+		runAutoscale(*nodes, *settle, *out)
+		return
 	}
 	cfg, ok := scenarios[*scenario]
 	if !ok {
@@ -297,6 +301,31 @@ func runChaos(load loadOverrides, out string) int {
 		return 1
 	}
 	return 0
+}
+
+// runAutoscale runs the autoscale scenario (both pools) and prints and saves its table.
+func runAutoscale(nodes int, settle time.Duration, out string) {
+	cfg := bench.DefaultAutoscale()
+	if nodes > 0 {
+		cfg.Nodes = nodes
+	}
+	cfg.Settle = settle
+	root, err := os.Getwd()
+	if err != nil {
+		fail(err)
+	}
+	cfg.RepoRoot = root
+	cfg.Dir = filepath.Join(out, "autoscale-"+time.Now().Format("150405"))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	rep, err := bench.RunAutoscale(ctx, cfg)
+	if err != nil {
+		fail(err)
+	}
+	rep.Print(os.Stdout)
+	if err := rep.WriteJSON(filepath.Join(cfg.Dir, "report.json")); err != nil {
+		fail(err)
+	}
 }
 
 func fail(err error) {

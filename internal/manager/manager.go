@@ -32,6 +32,7 @@ import (
 	extensionsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/autoscale"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/conversion"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/egresspolicy"
@@ -238,11 +239,14 @@ func addReconcilers(mgr ctrl.Manager, opts Options, enforceDomains bool) error {
 	if err := templates.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxtemplate controller: %w", err)
 	}
+	// Claims counted per pool by the claim controller size the autoscaled pools.
+	demand := autoscale.NewDemand(nil)
 	if err := sandboxwarmpool.New(mgr.GetClient(), sandboxwarmpool.Options{
 		Recorder:           mgr.GetEventRecorderFor("sandboxwarmpool-controller"),
 		Gate:               pacer.NewGate(claims, opts.RefillMaxHold),
 		Blueprint:          builder,
 		MemberReadyTimeout: opts.MemberReadyTimeout,
+		Demand:             demand,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxwarmpool controller: %w", err)
 	}
@@ -252,6 +256,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options, enforceDomains bool) error {
 		Workers:        opts.ClaimWorkers,
 		Blueprint:      builder,
 		TracerProvider: opts.TracerProvider,
+		Demand:         demand,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandboxclaim controller: %w", err)
 	}

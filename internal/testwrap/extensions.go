@@ -206,3 +206,40 @@ func (w *WarmPoolWrapper) UpdateStrategy(t extv1alpha1.SandboxWarmPoolUpdateStra
 	w.obj.Spec.UpdateStrategy.Type = t
 	return w
 }
+
+// Autoscaling sets spec.autoscaling's minReplicas and maxReplicas (its other fields default).
+func (w *WarmPoolWrapper) Autoscaling(minReplicas, maxReplicas int32) *WarmPoolWrapper {
+	w.autoscaling().MinReplicas, w.autoscaling().MaxReplicas = &minReplicas, maxReplicas
+	return w
+}
+
+// AutoscaleHeadroom sets spec.autoscaling.headroomSeconds.
+func (w *WarmPoolWrapper) AutoscaleHeadroom(seconds int32) *WarmPoolWrapper {
+	w.autoscaling().HeadroomSeconds = &seconds
+	return w
+}
+
+// AutoscaleWindow sets spec.autoscaling.window.
+func (w *WarmPoolWrapper) AutoscaleWindow(d time.Duration) *WarmPoolWrapper {
+	w.autoscaling().Window = &metav1.Duration{Duration: d}
+	return w
+}
+
+// ScaleDownStabilization sets spec.autoscaling.scaleDownStabilization.
+func (w *WarmPoolWrapper) ScaleDownStabilization(d time.Duration) *WarmPoolWrapper {
+	w.autoscaling().ScaleDownStabilization = &metav1.Duration{Duration: d}
+	return w
+}
+
+// ScaleToZeroAfter sets spec.autoscaling.scaleToZeroAfter.
+func (w *WarmPoolWrapper) ScaleToZeroAfter(d time.Duration) *WarmPoolWrapper {
+	w.autoscaling().ScaleToZeroAfter = &metav1.Duration{Duration: d}
+	return w
+}
+
+func (w *WarmPoolWrapper) autoscaling() *extv1alpha1.SandboxWarmPoolAutoscaling {
+	if w.obj.Spec.Autoscaling == nil {
+		w.obj.Spec.Autoscaling = &extv1alpha1.SandboxWarmPoolAutoscaling{}
+	}
+	return w.obj.Spec.Autoscaling
+}

@@ -126,8 +126,11 @@ func printCPU(w io.Writer, heading string, cpu map[string]ProcessCPU) {
 }
 
 // WriteJSON writes the report to path.
-func (r *Report) WriteJSON(path string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
+func (r *Report) WriteJSON(path string) error { return writeJSON(path, r) }
+
+// writeJSON writes v to path, indented.
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

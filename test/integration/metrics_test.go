@@ -122,6 +122,16 @@ func controllerAfterClaims(t *testing.T, ns string) []*dto.MetricFamily {
 	mustCreateObj(t, testwrap.MakeTemplate(ns, template).Obj(),
 		testwrap.MakeWarmPool(ns, metricsPool).Template(template).Replicas(1).Obj())
 	testwrap.Eventually(t, "pool ready", poolReady(t, ns, metricsPool, 1))
+	// An autoscaled pool of its own template (no claim takes from it) that grows to its
+	// minReplicas: the autoscale series.
+	mustCreateObj(t, testwrap.MakeTemplate(ns, template+"-auto").Obj(),
+		testwrap.MakeWarmPool(ns, "autoscaled").Template(template+"-auto").Replicas(1).Autoscaling(2, 3).Obj())
+	testwrap.Eventually(t, "autoscaled pool grown to its minReplicas", poolAutoscaled(ns, "autoscaled", func(p *extv1alpha1.SandboxWarmPool) error {
+		if a := p.Status.Autoscaling; p.Spec.Replicas != 2 || a == nil || a.DesiredReplicas != 2 {
+			return fmt.Errorf("spec.replicas %d, status.autoscaling %+v: want 2", p.Spec.Replicas, a)
+		}
+		return nil
+	}))
 
 	requested := time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
 	mustCreateObj(t,

@@ -36,6 +36,8 @@ func (p *SandboxWarmPool) ConvertTo(dstRaw conversion.Hub) error {
 		Replicas:       replicas,
 		TemplateRef:    hub.SandboxTemplateRef(in.Spec.TemplateRef),
 		UpdateStrategy: strategy,
+		// The same fields in both versions: a conversion of the struct type.
+		Autoscaling: (*hub.SandboxWarmPoolAutoscaling)(in.Spec.Autoscaling),
 	}
 	dst.Status = hub.SandboxWarmPoolStatus{
 		Replicas:           in.Status.Replicas,
@@ -43,6 +45,7 @@ func (p *SandboxWarmPool) ConvertTo(dstRaw conversion.Hub) error {
 		Selector:           in.Status.Selector,
 		ObservedGeneration: in.Status.ObservedGeneration,
 		Conditions:         in.Status.Conditions,
+		Autoscaling:        (*hub.SandboxWarmPoolAutoscalingStatus)(in.Status.Autoscaling),
 	}
 	return nil
 }
@@ -70,6 +73,7 @@ func (p *SandboxWarmPool) ConvertFrom(srcRaw conversion.Hub) error {
 		Replicas:       replicas,
 		TemplateRef:    SandboxTemplateRef(in.Spec.TemplateRef),
 		UpdateStrategy: strategy,
+		Autoscaling:    (*SandboxWarmPoolAutoscaling)(in.Spec.Autoscaling),
 	}
 	dst.Status = SandboxWarmPoolStatus{
 		Replicas:           in.Status.Replicas,
@@ -77,6 +81,7 @@ func (p *SandboxWarmPool) ConvertFrom(srcRaw conversion.Hub) error {
 		Selector:           in.Status.Selector,
 		ObservedGeneration: in.Status.ObservedGeneration,
 		Conditions:         in.Status.Conditions,
+		Autoscaling:        (*SandboxWarmPoolAutoscalingStatus)(in.Status.Autoscaling),
 	}
 	return convstate.Put(&dst.ObjectMeta, SandboxWarmPoolConversionAnnotation, beta, beta != (poolBetaState{}))
 }

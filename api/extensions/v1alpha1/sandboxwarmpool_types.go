@@ -41,6 +41,12 @@ type SandboxWarmPoolSpec struct {
 	// or the underlying template changes.
 	// +optional
 	UpdateStrategy SandboxWarmPoolUpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// autoscaling sizes the pool from the claim rate; the pool controller then writes
+	// spec.replicas itself, and no HPA may target the pool as well. Absent: spec.replicas is
+	// left to its writer (a person, an HPA through the scale subresource).
+	// +optional
+	Autoscaling *SandboxWarmPoolAutoscaling `json:"autoscaling,omitempty"`
 }
 
 // SandboxWarmPoolStatus defines the observed state of SandboxWarmPool.
@@ -68,6 +74,10 @@ type SandboxWarmPoolStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// autoscaling is what the autoscaler last saw and decided; set only with spec.autoscaling.
+	// +optional
+	Autoscaling *SandboxWarmPoolAutoscalingStatus `json:"autoscaling,omitempty"`
 }
 
 // SandboxWarmPool is the Schema for the sandboxwarmpools API.

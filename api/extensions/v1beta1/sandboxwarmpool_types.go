@@ -48,6 +48,12 @@ type SandboxWarmPoolSpec struct {
 	// template (OnReplenish by default). Metadata-only template edits never make one stale.
 	// +optional
 	UpdateStrategy *SandboxWarmPoolUpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// autoscaling sizes the pool from the claim rate; the pool controller then writes
+	// spec.replicas itself, and no HPA may target the pool as well. Absent: spec.replicas is
+	// left to its writer (a person, an HPA through the scale subresource).
+	// +optional
+	Autoscaling *SandboxWarmPoolAutoscaling `json:"autoscaling,omitempty"`
 }
 
 // SandboxWarmPoolStatus is the observed state of a SandboxWarmPool.
@@ -76,6 +82,10 @@ type SandboxWarmPoolStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// autoscaling is what the autoscaler last saw and decided; set only with spec.autoscaling.
+	// +optional
+	Autoscaling *SandboxWarmPoolAutoscalingStatus `json:"autoscaling,omitempty"`
 }
 
 // SandboxWarmPool keeps a number of ready sandboxes of one template for claims to take.

@@ -158,3 +158,20 @@ func observeMs(h *prometheus.HistogramVec, d time.Duration, labels ...string) {
 		h.WithLabelValues(labels...).Observe(float64(d) / float64(time.Millisecond))
 	}
 }
+
+// autoscaleChanges counts the sizes the autoscaler set, by pool and direction.
+var autoscaleChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "agent_sandbox_warmpool_autoscale_changes_total",
+	Help: "Times the autoscaler changed a SandboxWarmPool's spec.replicas, by namespace, pool and direction (up or down).",
+}, []string{"namespace", "warmpool", "direction"})
+
+func init() { crmetrics.Registry.MustRegister(autoscaleChanges) }
+
+// RecordAutoscale counts one change of a pool's size by its autoscaler.
+func RecordAutoscale(namespace, pool string, up bool) {
+	direction := "down"
+	if up {
+		direction = "up"
+	}
+	autoscaleChanges.WithLabelValues(namespace, pool, direction).Inc()
+}

@@ -27,6 +27,10 @@ var (
 		"Sandboxes each SandboxWarmPool is asked to keep ready (spec.replicas).", poolLabels, nil)
 	poolReadyDesc = prometheus.NewDesc("agent_sandbox_warmpool_ready_replicas",
 		"Ready, unclaimed Sandboxes each SandboxWarmPool holds now.", poolLabels, nil)
+	poolAutoscaleDesiredDesc = prometheus.NewDesc("agent_sandbox_warmpool_autoscale_desired_replicas",
+		"The size each autoscaled SandboxWarmPool's autoscaler last decided (status.autoscaling.desiredReplicas).", poolLabels, nil)
+	poolClaimRateDesc = prometheus.NewDesc("agent_sandbox_warmpool_autoscale_claim_rate",
+		"Claims per second each autoscaled SandboxWarmPool served or could have served, over its window (status.autoscaling.observedClaimRate).", poolLabels, nil)
 )
 
 // SandboxCollector counts the Sandboxes of the manager's cache at each scrape: a read of memory
@@ -58,6 +62,8 @@ func (c *SandboxCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sandboxesDesc
 	ch <- poolReplicasDesc
 	ch <- poolReadyDesc
+	ch <- poolAutoscaleDesiredDesc
+	ch <- poolClaimRateDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -98,6 +104,14 @@ func (c *SandboxCollector) Collect(ch chan<- prometheus.Metric) {
 		labels := []string{pool.Namespace, pool.Name, pool.Spec.TemplateRef.Name}
 		ch <- prometheus.MustNewConstMetric(poolReplicasDesc, prometheus.GaugeValue, float64(pool.DesiredReplicas()), labels...)
 		ch <- prometheus.MustNewConstMetric(poolReadyDesc, prometheus.GaugeValue, float64(readyMembers[pool.UID]), labels...)
+		if a := pool.Status.Autoscaling; a != nil && pool.Spec.Autoscaling != nil {
+			ch <- prometheus.MustNewConstMetric(poolAutoscaleDesiredDesc, prometheus.GaugeValue, float64(a.DesiredReplicas), labels...)
+			var rate float64
+			if a.ObservedClaimRate != nil {
+				rate = a.ObservedClaimRate.AsApproximateFloat64()
+			}
+			ch <- prometheus.MustNewConstMetric(poolClaimRateDesc, prometheus.GaugeValue, rate, labels...)
+		}
 	}
 }
 

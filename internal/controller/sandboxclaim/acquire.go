@@ -61,10 +61,14 @@ func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1beta1.Sandb
 			l.Info("adopted a warm sandbox", "sandbox", klog.KObj(sb),
 				"pool", klog.KRef(claim.Namespace, pool), "template", tmpl.Name, "sessionEnv", slices.Sorted(maps.Keys(env)))
 		}
+		if sb != nil {
+			r.countServed(claim.Namespace, pool)
+		}
 		if err != nil || sb != nil {
 			return sb, launch{kind: extv1beta1.LaunchTypeWarm, pool: pool}, err
 		}
 		why = "no warm sandbox of the template was ready"
+		r.countMissed(ctx, claim, tmpl.Name)
 	}
 	r.warnIfPoolMissing(ctx, p)
 	sb, err := r.createCold(ctx, p, tmpl, volumes, why)

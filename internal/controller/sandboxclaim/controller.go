@@ -27,6 +27,7 @@ import (
 
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/autoscale"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/expectations"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
@@ -56,6 +57,9 @@ type Options struct {
 	Clock clock.PassiveClock
 	// TracerProvider traces claims as they start (tracing.go); nil or the no-op provider: off.
 	TracerProvider trace.TracerProvider
+	// Demand counts, per pool, the claims it served or could have served, for autoscaled
+	// pools (nil: not counted).
+	Demand *autoscale.Demand
 }
 
 // Reconciler binds claims to Sandboxes and mirrors their state.
@@ -69,6 +73,7 @@ type Reconciler struct {
 	blueprint blueprint.Builder
 	clock     clock.PassiveClock
 	tracer    trace.Tracer // nil: tracing off
+	demand    *autoscale.Demand
 
 	// firstSeen: claim namespace/name -> when this process first saw the claim without a
 	// Sandbox; awaitingReady: claim namespace/name -> *awaitingReady (metrics.go).
@@ -87,7 +92,7 @@ type Reconciler struct {
 func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: opts.Recorder, queue: opts.Queue, pacer: opts.Pacer,
-		workers: opts.Workers, blueprint: opts.Blueprint, clock: opts.Clock,
+		workers: opts.Workers, blueprint: opts.Blueprint, clock: opts.Clock, demand: opts.Demand,
 		tracer: tracing.Tracer(opts.TracerProvider, "controller/sandboxclaim"),
 	}
 	if r.recorder == nil {

@@ -23,6 +23,7 @@ import (
 
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/autoscale"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/blueprint"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/index"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/pacer"
@@ -50,6 +51,9 @@ type Options struct {
 	MemberReadyTimeout time.Duration
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
+	// Demand is the claim rate per pool the claim controller counts, which sizes pools with
+	// spec.autoscaling (default: a counter nobody feeds, so those pools see no claims).
+	Demand *autoscale.Demand
 }
 
 // Reconciler keeps spec.replicas Sandboxes built from the pool's template.
@@ -61,15 +65,17 @@ type Reconciler struct {
 	blueprint          blueprint.Builder
 	memberReadyTimeout time.Duration
 	clock              clock.PassiveClock
+	demand             *autoscale.Demand
 
-	expect *memberWrites
+	expect     *memberWrites
+	autoscaled poolMemory // autoscaled pools' recent sizes wanted and status refreshes
 }
 
 // New returns a pool reconciler reading and writing through c.
 func New(c client.Client, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, recorder: opts.Recorder, gate: opts.Gate, maxBatch: opts.MaxBatch, blueprint: opts.Blueprint,
-		memberReadyTimeout: opts.MemberReadyTimeout, clock: opts.Clock,
+		memberReadyTimeout: opts.MemberReadyTimeout, clock: opts.Clock, demand: opts.Demand,
 	}
 	if r.recorder == nil {
 		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
@@ -82,6 +88,9 @@ func New(c client.Client, opts Options) *Reconciler {
 	}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
+	}
+	if r.demand == nil {
+		r.demand = autoscale.NewDemand(r.clock)
 	}
 	r.expect = newMemberWrites(r.clock)
 	return r
@@ -100,6 +109,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expect.forget(req.NamespacedName)
+			r.autoscaled.forget(req.NamespacedName)
+			r.demand.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -113,6 +124,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).V(2).Info("refill held back while claims are being served", "requeueAfter", wait)
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	// Sizing first, so the refill below aims at the new size.
+	auto, resize, err := r.autoscale(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	members, err := r.members(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -124,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).V(2).Info("template not found; reporting the members there are, creating none", "template", pool.Spec.TemplateRef.Name)
 		r.recorder.Eventf(pool, corev1.EventTypeWarning, extv1beta1.ReasonPoolTemplateNotFound, "SandboxTemplate %q not found", pool.Spec.TemplateRef.Name)
 		m := classify(pool, members, nil, r.blueprint, r.expect)
-		return ctrl.Result{}, r.writeStatus(ctx, pool, m, assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool)), false)
+		return ctrl.Result{RequeueAfter: resize}, r.writeStatus(ctx, pool, m, assess(m.active, r.clock.Now(), r.readyTimeoutOf(pool)), auto, false)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -154,12 +170,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		m = classify(pool, members, tmpl, r.blueprint, r.expect)
 	}
 	errs = append(errs, r.scale(ctx, req.NamespacedName, pool, tmpl, m))
-	errs = append(errs, r.writeStatus(ctx, pool, m, h, true))
-	// Come back when the next starting member crosses the timeout (member events do the rest).
+	errs = append(errs, r.writeStatus(ctx, pool, m, h, auto, true))
+	// Come back when the next starting member crosses the timeout (member events do the rest),
+	// and, autoscaled, when the size is due another look (a shrink needs no event).
 	if h.nextDue > 0 {
 		log.FromContext(ctx).V(2).Info("requeue when the next starting member is due Ready", "requeueAfter", h.nextDue)
 	}
-	return ctrl.Result{RequeueAfter: h.nextDue}, errors.Join(errs...)
+	return ctrl.Result{RequeueAfter: earliest(h.nextDue, resize)}, errors.Join(errs...)
 }
 
 // scale creates or deletes members, a batch at a time, toward the pool's replicas; refills
@@ -190,13 +207,23 @@ func (r *Reconciler) members(ctx context.Context, pool *extv1beta1.SandboxWarmPo
 	return list.Items, err
 }
 
-func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1beta1.SandboxWarmPool, m membership, h health, templateFound bool) error {
+// earliest is the sooner of two requeues, zero meaning none.
+func earliest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1beta1.SandboxWarmPool, m membership, h health,
+	auto *extv1beta1.SandboxWarmPoolAutoscalingStatus, templateFound bool) error {
 	status := extv1beta1.SandboxWarmPoolStatus{
 		Replicas:           int32(len(m.active)),
 		ReadyReplicas:      int32(m.ready),
 		Selector:           extv1beta1.WarmPoolLabel + "=" + poolHash(pool),
 		ObservedGeneration: pool.Generation,
 		Conditions:         append([]metav1.Condition(nil), pool.Status.Conditions...),
+		Autoscaling:        auto,
 	}
 	meta.SetStatusCondition(&status.Conditions, readyCondition(pool, m.ready, h, templateFound))
 	if equality.Semantic.DeepEqual(pool.Status, status) {
@@ -208,12 +235,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, pool *extv1beta1.SandboxWa
 }
 
 // SetupWithManager registers the reconciler: member changes (including a claim taking one
-// over) and template edits bring the pool back.
+// over), template edits and claims arriving for an autoscaled pool bring the pool back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&extv1beta1.SandboxWarmPool{}).
 		Owns(&agentsv1beta1.Sandbox{}).
 		Watches(&extv1beta1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
+		WatchesRawSource(r.demand.Wakes()).
 		Named("sandboxwarmpool").
 		Complete(r)
 }
