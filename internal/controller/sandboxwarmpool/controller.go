@@ -118,9 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	if wait := r.gate.Wait(); wait > 0 {
+	if wait := r.gate.Wait(); wait > 0 && !r.runningLow(ctx, pool) {
 		// Claims are being served: everything below (refill, status) waits, and so does the
-		// cost of looking at every member.
+		// cost of looking at every member, unless the pool is near empty (lowwater.go).
 		log.FromContext(ctx).V(2).Info("refill held back while claims are being served", "requeueAfter", wait)
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
@@ -186,7 +186,7 @@ func (r *Reconciler) scale(ctx context.Context, key types.NamespacedName, pool *
 	switch have := m.count(); {
 	case have < desired:
 		batch := r.maxBatch
-		if r.gate.Busy() {
+		if r.gate.Busy() && !belowLowWater(have, desired) {
 			batch = min(batch, trickleBatch)
 		}
 		log.FromContext(ctx).V(2).Info("scaling up", "have", have, "desired", desired, "creating", min(desired-have, batch), "claimsBusy", r.gate.Busy())

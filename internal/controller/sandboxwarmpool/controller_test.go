@@ -3,6 +3,7 @@ package sandboxwarmpool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -335,17 +336,48 @@ func TestPoolReportsFailures(t *testing.T) {
 	}
 }
 
-// While claims are being served the refill waits: they get the API server first.
-func TestRefillYieldsToClaims(t *testing.T) {
-	p := pacer.NewPacer(time.Hour, clocktesting.NewFakeClock(testNow))
-	done := p.ClaimStarted()
-	defer done()
-	g := newRig(t, Options{Gate: pacer.NewGate(p, time.Hour)}, pythonTemplate().Hub(), thePool(2).Hub())
-	if res := g.mustReconcile(); res.RequeueAfter != time.Hour {
-		t.Errorf("requeue after %v, want the pacer's quiet time (1h)", res.RequeueAfter)
+// While claims are being served the refill waits, so they get the API server first, unless the
+// pool is below its low water mark (a fifth of its replicas): then it refills at full speed,
+// since a drained pool sends every claim cold.
+func TestRefillYieldsToClaimsUnlessThePoolRunsLow(t *testing.T) {
+	tmpl, pool := pythonTemplate().Hub(), thePool(10).Hub()
+	members := func(n int) []client.Object {
+		objs := []client.Object{tmpl, pool}
+		for i := range n {
+			objs = append(objs, readyMember(pool, tmpl, fmt.Sprintf("m%d", i), time.Minute))
+		}
+		return objs
 	}
-	if w := g.takeWrites(); len(w) != 0 {
-		t.Errorf("writes %q while a claim is served, want none", w)
+	tests := []struct {
+		name        string
+		objs        []client.Object
+		wantCreates int // 0: held back, requeued after the pacer's quiet time
+	}{
+		{"a fifth of its replicas: it waits", members(2), 0},
+		{"half of its replicas: it waits", members(5), 0},
+		{"below a fifth: it refills, more than a trickle", members(1), 9},
+		{"empty: it refills at once", members(0), 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pacer.NewPacer(time.Hour, clocktesting.NewFakeClock(testNow))
+			done := p.ClaimStarted()
+			defer done()
+			g := newRig(t, Options{Gate: pacer.NewGate(p, time.Hour)}, tt.objs...)
+			res := g.mustReconcile()
+			creates := 0
+			for _, w := range g.takeWrites() {
+				if strings.HasPrefix(w, "create Sandbox/") {
+					creates++
+				}
+			}
+			if creates != tt.wantCreates {
+				t.Errorf("%d members created while a claim is served, want %d", creates, tt.wantCreates)
+			}
+			if tt.wantCreates == 0 && res.RequeueAfter != time.Hour {
+				t.Errorf("requeue after %v, want the pacer's quiet time (1h)", res.RequeueAfter)
+			}
+		})
 	}
 }
 
