@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
 )
 
 // TestPodCheckpointRestore does what a pod on gVisor needs: a sandbox whose root is a pause
@@ -45,7 +47,7 @@ func TestPodCheckpointRestore(t *testing.T) {
 	if err := os.MkdirAll(image, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := Checkpoint(ctx, HibernateSocket(l.RunscRoot(), "pod-a"), "pod-a", CheckpointOptions{ImagePath: image}); err != nil {
+	if err := hibernate.Checkpoint(ctx, hibernate.Socket(l.RunscRoot(), "pod-a"), "pod-a", hibernate.CheckpointOptions{ImagePath: image}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"work-a", "pod-a"} {
