@@ -39,6 +39,7 @@ const (
 	PauseImage      = "agent-sandbox/pause:dev"
 	ControllerImage = "agent-sandbox/controller:dev"
 	RouterImage     = "agent-sandbox/router:dev"
+	NodeAgentImage  = "agent-sandbox/node-agent:dev"
 	ControllerUser  = "system:serviceaccount:" + SystemNS + ":agent-sandbox-controller"
 	RouterUser      = "system:serviceaccount:" + SystemNS + ":sandbox-router"
 	// HostPathProvisionerUser is the identity of devcluster's PV provisioner (a host process).
