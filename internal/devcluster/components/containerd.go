@@ -14,9 +14,9 @@ import (
 
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/images"
-	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent"
 )
 
 const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so the kubelet) uses
