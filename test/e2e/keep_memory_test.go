@@ -70,6 +70,7 @@ func memoryKept(ctx context.Context, ns, name, reason string) error {
 func TestAPauseThatKeepsMemoryWakesTheSameProcesses(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t, "keepmem")
+	dumpKeepMemoryOnFailure(t, ns)
 	cli := sdkClient(t, ns)
 	wakes := 5
 	if v, err := strconv.Atoi(os.Getenv("E2E_KEEPMEM_WAKES")); err == nil && v > 0 {
