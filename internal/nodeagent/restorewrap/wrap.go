@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
@@ -39,6 +40,8 @@ type Config struct {
 	Images imagestore.Store
 	Stderr io.Writer // runsc's errors go here too (the shim's log); default os.Stderr
 	Now    func() time.Time
+	// Exec replaces the process (default syscall.Exec); it returns only when that fails.
+	Exec func(path string, argv, env []string) error
 }
 
 // Decision is what to do with one container's start.
@@ -92,6 +95,9 @@ func Run(cfg Config, args []string) int {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Exec == nil {
+		cfg.Exec = syscall.Exec
 	}
 	globals, id, ok := startCall(args)
 	if !ok {
