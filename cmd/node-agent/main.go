@@ -26,7 +26,11 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "runsc-wrapper" {
 		os.Exit(wrap(os.Args[2:], os.Stderr))
 	}
-	os.Exit(serve(os.Args[1:], os.Stderr))
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "serve" {
+		args = args[1:]
+	}
+	os.Exit(serve(args, os.Stderr))
 }
 
 // wrap: runsc-wrapper --runsc=<runsc> --images-dir=<dir> -- <runsc's arguments>.
