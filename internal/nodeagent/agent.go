@@ -18,6 +18,9 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/imagestore"
 )
 
+// maxSocketPath is the longest path a Unix socket may have (sun_path less its NUL).
+const maxSocketPath = 107
+
 // CheckpointRequest names the pod to save and the Sandbox whose image it becomes.
 type CheckpointRequest struct {
 	PodUID     string `json:"podUID"`
@@ -89,6 +92,10 @@ func (a *Agent) Save(ctx context.Context, req CheckpointRequest) (CheckpointResu
 		return CheckpointResult{}, err
 	}
 	socket := hibernate.Socket(a.ShimRoot, id)
+	if len(socket) > maxSocketPath {
+		return CheckpointResult{}, imagestore.Errorf(imagestore.ReasonFailed,
+			"the hibernate socket %s is longer than a Unix socket path may be (%d bytes): the shim cannot serve it; give its config.toml a shorter root", socket, maxSocketPath)
+	}
 	if _, err := os.Stat(socket); err != nil {
 		return CheckpointResult{}, imagestore.Errorf(imagestore.ReasonNotGVisor,
 			"pod %s's sandbox %s has no hibernate socket %s: it does not run on gVisor's shim with the hibernate server", req.PodUID, id, socket)

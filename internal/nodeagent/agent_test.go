@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -33,7 +34,13 @@ func (f *fakeProcs) KillSandbox(id string, shim int) []int {
 func node(t *testing.T, runc bool, checkpointErr error) (*Agent, *fakeProcs) {
 	t.Helper()
 	root := t.TempDir()
-	a := &Agent{Node: "n1", Images: imagestore.Store{Dir: filepath.Join(root, "images")}, Tasks: filepath.Join(root, "tasks"), ShimRoot: filepath.Join(root, "runsc")}
+	// The shim's root is short, as a socket path must be (t.TempDir's names are long).
+	shimRoot, err := os.MkdirTemp("", "na")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(shimRoot) })
+	a := &Agent{Node: "n1", Images: imagestore.Store{Dir: filepath.Join(root, "images")}, Tasks: filepath.Join(root, "tasks"), ShimRoot: shimRoot}
 	for _, d := range []string{filepath.Join(a.Tasks, sandboxID), filepath.Join(a.Tasks, "workload"), a.ShimRoot} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
@@ -76,6 +83,7 @@ func TestEachWayACheckpointFailsHasItsReasonAndLeavesNoImage(t *testing.T) {
 		runc          bool
 		checkpointErr error
 		req           CheckpointRequest
+		longRoot      bool
 		wantReason    string
 	}{
 		{name: "saved", req: request},
@@ -84,10 +92,14 @@ func TestEachWayACheckpointFailsHasItsReasonAndLeavesNoImage(t *testing.T) {
 		{name: "a full disk", req: request, checkpointErr: fmt.Errorf("ttrpc: checkpoint failed: write pages.img: %w", syscall.ENOSPC), wantReason: imagestore.ReasonNoSpace},
 		{name: "the disk full, as the shim's text says it", req: request, checkpointErr: errors.New("rpc error: no space left on device"), wantReason: imagestore.ReasonNoSpace},
 		{name: "runsc fails", req: request, checkpointErr: errors.New("runsc checkpoint: sandbox is not running"), wantReason: imagestore.ReasonFailed},
+		{name: "a shim root too long for a socket", req: request, longRoot: true, wantReason: imagestore.ReasonFailed},
 		{name: "a Sandbox UID that is a path", req: CheckpointRequest{PodUID: podUID, SandboxUID: "../../etc"}, wantReason: imagestore.ReasonBadPath},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := node(t, tc.runc, tc.checkpointErr)
+			if tc.longRoot {
+				a.ShimRoot = "/" + strings.Repeat("r", 40)
+			}
 			res, err := a.Save(t.Context(), tc.req)
 			if tc.wantReason == "" {
 				if err != nil || res.Bytes != 16 || res.Image != a.Images.Path(sandboxUID) || res.Node != "n1" {

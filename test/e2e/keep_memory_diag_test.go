@@ -3,10 +3,12 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,11 +19,12 @@ import (
 // dumpKeepMemoryOnFailure logs, when the test failed, what the node agent, the controller and
 // the runsc wrapper said, and the namespace's events: the cluster is gone once the run ends.
 func dumpKeepMemoryOnFailure(t *testing.T, ns string) {
+	since := time.Now()
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
-		ctx := t.Context()
+		ctx := context.Background() // the test's own is done by now
 		for _, app := range []string{"agent-sandbox-node-agent", "agent-sandbox-controller"} {
 			var pods corev1.PodList
 			if err := kube.List(ctx, &pods, client.InNamespace(spec.SystemNS), client.MatchingLabels{"app": app}); err != nil {
@@ -53,6 +56,9 @@ func dumpKeepMemoryOnFailure(t *testing.T, ns string) {
 		logs, _ := filepath.Glob(filepath.Join(dir, "logs", "runsc", "*", "runsc.restore.log"))
 		shims, _ := filepath.Glob(filepath.Join(dir, "logs", "runsc", "runsc-shim-*.log"))
 		for _, f := range append(logs, shims...) {
+			if info, err := os.Stat(f); err != nil || info.ModTime().Before(since) {
+				continue // another run's
+			}
 			data, _ := os.ReadFile(f)
 			for _, line := range strings.Split(string(data), "\n") {
 				if strings.Contains(line, "restore") || strings.Contains(line, "heckpoint") || strings.Contains(strings.ToLower(line), "error") {

@@ -67,7 +67,7 @@ func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	agent["enabled"] = true
 	agent["imagesDir"] = nodeAgentImagesDir(e)
 	agent["containerdTasksDir"] = containerdTasksDir(e)
-	agent["shimRoot"] = runscRoot(e)
+	agent["shimRoot"] = e.Cfg.HibernateDir
 	return map[string]any{"controller": ctrl, "router": router, "nodeAgent": agent}
 }
 

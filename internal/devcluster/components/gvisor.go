@@ -108,16 +108,16 @@ printf '%%s' "$out" | sed -n 's/^{.*"address":"\([^"]*\)".*}$/\1/p;t;p' | tr -d 
 
 // The memory-keeping pause (docs/snapshots.md). The shim reads its own config.toml at start
 // from /run/containerd/runsc, /etc/containerd/runsc or its working directory, the bundle: the
-// wrapper copies ours into the bundle, so no file outside the state dir changes (another
-// containerd's shims on this machine read the system paths) and down removes it with the rest.
-// It turns the hibernate server on: each pod's shim serves <runsc root>/<id>_sandbox.sock, the
-// node agent's way to checkpoint. runsc itself is the node agent's restoring wrapper.
+// wrapper copies ours into the bundle, so the system paths stay untouched (another containerd's
+// shims on this machine would read them). It turns the hibernate server on: each pod's shim serves
+// <Cfg.HibernateDir>/<id>_sandbox.sock, the node agent's way to checkpoint (the one folder outside
+// the state dir, for the socket path's length). runsc is the node agent's restoring wrapper.
 
 // shimOwnConfigPath is the shim's own config.toml, which shimWrapper puts in each bundle.
 func shimOwnConfigPath(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "shim-config.toml") }
 
 func shimOwnConfig(e Env) string {
-	return fmt.Sprintf("root = %q\nenable_hibernate_server = true\n", runscRoot(e))
+	return fmt.Sprintf("root = %q\nenable_hibernate_server = true\n", e.Cfg.HibernateDir)
 }
 
 // runscWrapperPath is the runsc the shim runs (runsc.toml's binary_name).
@@ -147,8 +147,10 @@ func writeRunscConfig(e Env, gvisorDir string) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(nodeAgentImagesDir(e), 0o700); err != nil {
-		return err
+	for _, d := range []string{nodeAgentImagesDir(e), e.Cfg.HibernateDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
 	}
 	files := []struct {
 		path, data string
@@ -188,6 +190,8 @@ func cleanupRunsc(e Env) error {
 		e.Cfg.Log.Info("killing leftover runsc process", "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// The shims that served hibernate sockets are gone; their folder goes too.
+	errs = append(errs, os.RemoveAll(e.Cfg.HibernateDir))
 	return errors.Join(errs...)
 }
 
