@@ -98,7 +98,7 @@ func TestEachWayACheckpointFailsHasItsReasonAndLeavesNoImage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := node(t, tc.runc, tc.checkpointErr)
 			if tc.longRoot {
-				a.ShimRoot = "/" + strings.Repeat("r", 40)
+				a.ShimRoot = "/" + strings.Repeat("r", 100)
 			}
 			res, err := a.Save(t.Context(), tc.req)
 			if tc.wantReason == "" {
