@@ -39,6 +39,8 @@ func pauseModeRefusal(fields ...string) string {
 func TestOnlyTheControllerNamesAMemoryImage(t *testing.T) {
 	ns := newNamespace(t)
 	ids := identitiesIn(t, ns)
+	grantIdentitiesIn(t, ns)
+	ids[asTemplateWriter] = actAs(t, ns, asTemplateWriter)
 	mustCreateObj(t, testwrap.MakeSandbox(ns, "paused").Obj())
 	annotation := func(k, v string) string { return fmt.Sprintf("metadata: {annotations: {%s: %q}}", k, v) }
 	podAnnotation := func(k, v string) string {
@@ -48,18 +50,18 @@ func TestOnlyTheControllerNamesAMemoryImage(t *testing.T) {
 	cases := []admissionCase{
 		{name: "tenant asks a Sandbox to keep its memory", as: asTenant, create: annotation(agentsv1alpha1.PauseModeAnnotation, "KeepMemory")},
 		{name: "tenant asks for today's pause", as: asTenant, create: annotation(agentsv1alpha1.PauseModeAnnotation, "Delete")},
-		{name: "tenant asks a template's pods to keep their memory", as: asTenant, kind: "SandboxTemplate",
+		{name: "a template writer asks its pods to keep their memory", as: asTemplateWriter, kind: "SandboxTemplate",
 			create: podAnnotation(agentsv1alpha1.PauseModeAnnotation, "KeepMemory")},
 		{name: "tenant misspells the mode", as: asTenant, create: annotation(agentsv1alpha1.PauseModeAnnotation, "keepmemory"),
 			policy: keepMemoryPolicy, want: pauseModeRefusal("metadata.annotations[agents.x-k8s.io/pause-mode]"), invalid: true},
-		{name: "tenant misspells the mode in a template's pod template", as: asTenant, kind: "SandboxTemplate", version: "v1beta1",
+		{name: "a template writer misspells the mode in v1beta1", as: asTemplateWriter, kind: "SandboxTemplate", version: "v1beta1",
 			create: podAnnotation(agentsv1alpha1.PauseModeAnnotation, "Forever"), policy: keepMemoryPolicy,
 			want: pauseModeRefusal("spec.podTemplate.metadata.annotations[agents.x-k8s.io/pause-mode]"), invalid: true},
 		{name: "tenant names an image in a Sandbox's pod template", as: asTenant, create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, image),
 			policy: keepMemoryPolicy, want: restoreRefusal},
 		{name: "tenant names an image in v1beta1", as: asTenant, version: "v1beta1", create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, "/etc"),
 			policy: keepMemoryPolicy, want: restoreRefusal},
-		{name: "tenant names an image in a template", as: asTenant, kind: "SandboxTemplate", create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, image),
+		{name: "a template writer names an image", as: asTemplateWriter, kind: "SandboxTemplate", create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, image),
 			policy: keepMemoryPolicy, want: restoreRefusal},
 		{name: "tenant adds an image to its Sandbox", as: asTenant, target: "paused",
 			patch:  `{"spec":{"podTemplate":{"metadata":{"annotations":{"` + agentsv1alpha1.RestoreImageAnnotation + `":"` + image + `"}}}}}`,
