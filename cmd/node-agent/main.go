@@ -65,7 +65,7 @@ func serve(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.imagesDir, "images-dir", "/var/lib/agent-sandbox/images", "where images are kept (the same path on the host)")
 	fs.StringVar(&o.tasksDir, "containerd-tasks-dir", "/run/containerd/io.containerd.runtime.v2.task/k8s.io", "containerd's task bundles of the CRI namespace")
 	fs.StringVar(&o.shimRoot, "shim-root", "/run/containerd/runsc", "the runsc root of the shim's config.toml, where it serves hibernate sockets")
-	fs.DurationVar(&o.sweepEvery, "sweep-interval", 30*time.Second, "how often images of deleted Sandboxes and failed restores are cleaned up")
+	fs.DurationVar(&o.sweepEvery, "sweep-interval", 10*time.Second, "how often images of deleted Sandboxes and failed restores are cleaned up")
 	logOpts := logging.NewOptions(logging.FormatJSON)
 	logOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

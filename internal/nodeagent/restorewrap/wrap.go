@@ -118,15 +118,24 @@ func Run(cfg Config, args []string) int {
 		return execRunsc(cfg, args)
 	}
 	start := cfg.Now()
-	restoreArgs := append(append([]string{}, globals...), "restore", "--detach", "--image-path", d.Image, id)
+	// A new pod's specs differ from the saved ones in gVisor annotations that name the pod
+	// (dev.gvisor.spec.cgroup-parent holds its UID), which runsc's default validation refuses:
+	// it only warns here. The image passed Decide's checks; runsc still refuses a version change.
+	restoreArgs := append(append([]string{}, globals...), "--restore-spec-validation=warning", "restore", "--detach", "--image-path", d.Image, id)
 	var stderr bytes.Buffer
 	cmd := exec.Command(cfg.Runsc, restoreArgs...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, io.MultiWriter(cfg.Stderr, &stderr)
 	runErr := cmd.Run()
-	if ann[containerTypeAnnotation] != containerTypeSandbox {
-		return exitCode(runErr)
-	}
 	out := imagestore.Outcome{SandboxID: ann[sandboxIDAnnotation], Restored: runErr == nil, Seconds: cfg.Now().Sub(start).Seconds()}
+	if ann[containerTypeAnnotation] != containerTypeSandbox {
+		if runErr == nil {
+			return 0
+		}
+		// A container that cannot be restored into its restored sandbox: the pod as a whole is
+		// given up. The node agent kills its sandbox (shim and runsc), the kubelet makes a new
+		// one, and that one starts cold (the image was tried).
+		out.Seconds = 0
+	}
 	if runErr != nil {
 		out.Reason, out.Message, out.ShimPID = agentsv1beta1.ReasonRestoreFailed, lastLine(stderr.String(), runErr), os.Getppid()
 	}

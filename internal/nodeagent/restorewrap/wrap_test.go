@@ -116,6 +116,7 @@ func TestTheWrapperRestoresStartsAndRecordsWhatHappened(t *testing.T) {
 	for _, tc := range []struct {
 		name, failRestore string
 		args              []string
+		container         bool
 		wantExec          bool
 		wantCode          int
 		wantOutcome       *imagestore.Outcome
@@ -126,15 +127,24 @@ func TestTheWrapperRestoresStartsAndRecordsWhatHappened(t *testing.T) {
 		{name: "a failed restore is recorded with its shim", args: []string{"--root=/r", "start", "sb1"}, failRestore: "1", wantCode: 1,
 			wantOutcome: &imagestore.Outcome{SandboxID: "sb1", Reason: agentsv1beta1.ReasonRestoreFailed,
 				Message: `starting container: urpc method "containerManager.Restore" failed: EOF`, ShimPID: os.Getppid()}}, // the wrapper's parent is the shim
+		{name: "a container that cannot join its restored sandbox gives the pod up", args: []string{"--root=/r", "start", "c1"}, container: true,
+			failRestore: "1", wantCode: 1,
+			wantOutcome: &imagestore.Outcome{SandboxID: "sb1", Reason: agentsv1beta1.ReasonRestoreFailed,
+				Message: `starting container: urpc method "containerManager.Restore" failed: EOF`, ShimPID: os.Getppid()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := withImage(t)
+			if tc.container {
+				if err := s.SetOutcome(uid, imagestore.Outcome{SandboxID: "sb1", Restored: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			dir := t.TempDir()
 			runsc := filepath.Join(dir, "runsc")
 			if err := os.WriteFile(runsc, []byte(fakeRunsc), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			spec, _ := json.Marshal(map[string]any{"annotations": podSpec(s.Path(uid), "ns", "pod", false)})
+			spec, _ := json.Marshal(map[string]any{"annotations": podSpec(s.Path(uid), "ns", "pod", tc.container)})
 			if err := os.WriteFile(filepath.Join(dir, "config.json"), spec, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +172,7 @@ func TestTheWrapperRestoresStartsAndRecordsWhatHappened(t *testing.T) {
 				t.Errorf("outcome %+v; want %+v", out, *tc.wantOutcome)
 			}
 			calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
-			want := "restore --detach --image-path " + s.Path(uid) + " sb1"
+			want := "--restore-spec-validation=warning restore --detach --image-path " + s.Path(uid) + " sb1"
 			if restored := strings.Contains(string(calls), want); restored != tc.wantOutcome.Restored {
 				t.Errorf("runsc calls %q; want %q: %t", calls, want, tc.wantOutcome.Restored)
 			}
