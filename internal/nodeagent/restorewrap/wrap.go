@@ -9,7 +9,6 @@
 package restorewrap
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -122,10 +121,7 @@ func Run(cfg Config, args []string) int {
 	// (dev.gvisor.spec.cgroup-parent holds its UID), which runsc's default validation refuses:
 	// it only warns here. The image passed Decide's checks; runsc still refuses a version change.
 	restoreArgs := append(append([]string{}, globals...), "--restore-spec-validation=warning", "restore", "--detach", "--image-path", d.Image, id)
-	var stderr bytes.Buffer
-	cmd := exec.Command(cfg.Runsc, restoreArgs...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, io.MultiWriter(cfg.Stderr, &stderr)
-	runErr := cmd.Run()
+	runErr := runCapturingStderr(cfg, restoreArgs)
 	out := imagestore.Outcome{SandboxID: ann[sandboxIDAnnotation], Restored: runErr == nil, Seconds: cfg.Now().Sub(start).Seconds()}
 	if ann[containerTypeAnnotation] != containerTypeSandbox {
 		if runErr == nil {
@@ -137,12 +133,15 @@ func Run(cfg Config, args []string) int {
 		out.Seconds = 0
 	}
 	if runErr != nil {
-		out.Reason, out.Message, out.ShimPID = agentsv1beta1.ReasonRestoreFailed, lastLine(stderr.String(), runErr), os.Getppid()
+		out.Reason, out.Message, out.ShimPID = agentsv1beta1.ReasonRestoreFailed, runErr.Error(), os.Getppid()
 	}
 	if err := cfg.Images.SetOutcome(uid, out); err != nil {
 		fmt.Fprintf(cfg.Stderr, "runsc-restore: recording the outcome of %s: %v\n", id, err)
 	}
-	return exitCode(runErr)
+	if runErr != nil {
+		return 1
+	}
+	return 0
 }
 
 // startCall recognises `runsc [--global...] start <id>`.
@@ -179,6 +178,28 @@ func annotations(runsc string, globals []string, id string) (map[string]string, 
 	return spec.Annotations, json.Unmarshal(data, &spec)
 }
 
+// runCapturingStderr runs runsc and returns its error with the last line it wrote to stderr.
+// runsc's stderr is a file, never a pipe: the sandbox and gofer runsc starts inherit it and
+// outlive runsc, so a pipe would never reach EOF and the wrapper would wait forever (the shim's
+// start then times out).
+func runCapturingStderr(cfg Config, args []string) error {
+	f, err := os.CreateTemp("", "runsc-restore-*.log")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	cmd := exec.Command(cfg.Runsc, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, f
+	runErr := cmd.Run()
+	data, _ := os.ReadFile(f.Name())
+	_, _ = cfg.Stderr.Write(data)
+	if runErr != nil {
+		return errors.New(lastLine(string(data), runErr))
+	}
+	return nil
+}
+
 func lastLine(stderr string, err error) string {
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
@@ -187,13 +208,3 @@ func lastLine(stderr string, err error) string {
 	return err.Error()
 }
 
-func exitCode(err error) int {
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit):
-		return exit.ExitCode()
-	}
-	return 1
-}

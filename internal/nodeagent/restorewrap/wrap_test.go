@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,7 +110,10 @@ const fakeRunsc = `#!/bin/sh
 for a; do :; done
 case " $* " in
 *" state "*) printf '{\n  "id": "%s",\n  "bundle": "%s",\n  "status": "created"\n}\n' "$a" "$BUNDLE" ;;
-*" restore "*) [ -n "$FAIL_RESTORE" ] && { echo 'starting container: urpc method "containerManager.Restore" failed: EOF' >&2; exit 1; }; echo "$*" >> "$CALLS" ;;
+*" restore "*)
+  # As runsc does, leave a sandbox behind that holds stdout and stderr.
+  sleep 60 & echo $! > "$CALLS.sandbox"
+  [ -n "$FAIL_RESTORE" ] && { echo 'starting container: urpc method "containerManager.Restore" failed: EOF' >&2; exit 1; }; echo "$*" >> "$CALLS" ;;
 esac
 `
 
@@ -151,9 +156,19 @@ func TestTheWrapperRestoresStartsAndRecordsWhatHappened(t *testing.T) {
 			t.Setenv("BUNDLE", dir)
 			t.Setenv("CALLS", filepath.Join(dir, "calls"))
 			t.Setenv("FAIL_RESTORE", tc.failRestore)
+			t.Cleanup(func() { killSandbox(filepath.Join(dir, "calls.sandbox")) })
 			var execd []string
-			code := Run(Config{Runsc: runsc, Images: s, Stderr: io.Discard,
-				Exec: func(_ string, argv, _ []string) error { execd = argv[1:]; return errors.New("exec'd") }}, tc.args)
+			done := make(chan int)
+			go func() {
+				done <- Run(Config{Runsc: runsc, Images: s, Stderr: io.Discard,
+					Exec: func(_ string, argv, _ []string) error { execd = argv[1:]; return errors.New("exec'd") }}, tc.args)
+			}()
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(30 * time.Second): // a limit, not a measure: the sandbox lives 60 s
+				t.Fatal("the wrapper still waits for runsc after it exited: it must not wait for the sandbox runsc left running")
+			}
 			if tc.wantExec != (execd != nil) || (tc.wantExec && !slices.Equal(execd, tc.args)) {
 				t.Errorf("runsc exec'd with %q; want exec %t with %q", execd, tc.wantExec, tc.args)
 			}
@@ -177,5 +192,16 @@ func TestTheWrapperRestoresStartsAndRecordsWhatHappened(t *testing.T) {
 				t.Errorf("runsc calls %q; want %q: %t", calls, want, tc.wantOutcome.Restored)
 			}
 		})
+	}
+}
+
+// killSandbox ends the process the fake runsc left running.
+func killSandbox(pidFile string) {
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
