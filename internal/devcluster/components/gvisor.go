@@ -67,7 +67,11 @@ func runscRoot(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "root") }
 // runscConfigPath is the shim's options file, named by containerd's runtime options.
 func runscConfigPath(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "runsc.toml") }
 
-// runscConfig is the shim's options file: runsc from the cache behind the restoring wrapper
+// runscConfig is the shim's options file. restore-spec-validation = "warning": a sandbox restored
+// into a new pod (the memory-keeping pause) has specs that name the new pod (the annotation
+// dev.gvisor.spec.cgroup-parent holds its UID), which runsc's default, enforce, refuses when the
+// pod's container joins its restored sandbox; the sandbox's config is fixed at its create, before
+// any restore, so the flag is every sandbox's. The rest: runsc from the cache behind the restoring wrapper
 // (runscWrapper), its root and logs in the state
 // dir, the systrap platform (kvm hangs on this nested-virtualisation VM; ptrace is slower). Each
 // shim logs to runsc-shim-<container>.log (a log_path ending in "/"; the shim replaces no %ID%),
@@ -83,6 +87,7 @@ log_path = %q
 
 [runsc_config]
   platform = "systrap"
+  restore-spec-validation = "warning"
   debug-log = %q
 `, filepath.Join(gvisorDir, "runsc"), runscWrapperPath(e), runscRoot(e), logs+"/",
 		filepath.Join(logs, "%ID%", "runsc.%COMMAND%.log"))
@@ -190,8 +195,9 @@ func cleanupRunsc(e Env) error {
 		e.Cfg.Log.Info("killing leftover runsc process", "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	// The shims that served hibernate sockets are gone; their folder goes too.
-	errs = append(errs, os.RemoveAll(e.Cfg.HibernateDir))
+	// The shims that served hibernate sockets are gone; their folder goes too, and the node
+	// agent's images with the cluster.
+	errs = append(errs, os.RemoveAll(e.Cfg.HibernateDir), os.RemoveAll(e.Cfg.Path("node-agent")))
 	return errors.Join(errs...)
 }
 

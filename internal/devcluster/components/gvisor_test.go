@@ -29,6 +29,7 @@ func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *tes
 		{"runsc pods' specs carry the restore annotation of their pod", containerd, `pod_annotations = ["dev.agent-sandbox.restore-image"]`},
 		{"runsc keeps its containers' state in the state dir", runsc, `root = "` + c.Cfg.Path("runsc", "root") + `"`},
 		{"systrap: kvm hangs on this nested VM", runsc, `platform = "systrap"`},
+		{"a restored sandbox may carry its new pod's cgroup parent", runsc, `restore-spec-validation = "warning"`},
 		{"each shim logs to a file of its own in the state dir's logs", runsc, `log_path = "` + c.Cfg.Path("logs", "runsc") + `/"`},
 		{"runsc logs per sandbox and command into the state dir's logs", runsc,
 			`debug-log = "` + c.Cfg.Path("logs", "runsc", "%ID%", "runsc.%COMMAND%.log") + `"`},
