@@ -76,13 +76,18 @@ func Decide(images imagestore.Store, ann map[string]string) Decision {
 	refuse := func(reason, msg string) Decision {
 		return Decision{Image: image, Outcome: &imagestore.Outcome{SandboxID: sandboxID, Reason: reason, Message: msg}}
 	}
-	if tried {
+	_, err = images.Verify(image, ann[sandboxNamespaceAnnotation], ann[sandboxNameAnnotation])
+	switch reason := imagestore.ReasonOf(err); {
+	case err != nil && (reason == imagestore.ReasonNotOwner || reason == imagestore.ReasonNoImage):
+		// Not this pod's image (or none): it starts cold and leaves the image as it was, so
+		// another pod naming it cannot spoil its owner's restore.
+		return Decision{}
+	case tried:
 		// A second sandbox for the pod (the kubelet retries after a failed restore, or replaces
 		// a dead sandbox): the image was used or is broken; start cold.
 		return refuse(imagestore.ReasonFailed, fmt.Sprintf("the image was tried before by sandbox %s (restored %t: %s)", prior.SandboxID, prior.Restored, prior.Message))
-	}
-	if _, err := images.Verify(image, ann[sandboxNamespaceAnnotation], ann[sandboxNameAnnotation]); err != nil {
-		return refuse(imagestore.ReasonOf(err), err.Error())
+	case err != nil:
+		return refuse(reason, err.Error())
 	}
 	return Decision{Restore: true, Image: image}
 }

@@ -53,6 +53,7 @@ func TestOnlyThePodsOwnCompleteImageIsRestored(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		prior       *imagestore.Outcome
+		spoil       bool
 		ann         func(s imagestore.Store) map[string]string
 		wantRestore bool
 		wantReason  string // of the outcome recorded; "" for none
@@ -64,12 +65,17 @@ func TestOnlyThePodsOwnCompleteImageIsRestored(t *testing.T) {
 			ann: func(imagestore.Store) map[string]string { return podSpec("/etc/"+uid, "ns", "pod", false) }},
 		{name: "a path that climbs out of the store",
 			ann: func(s imagestore.Store) map[string]string { return podSpec(s.Dir+"/../"+uid, "ns", "pod", false) }},
-		{name: "another namespace's pod of the same name", wantReason: imagestore.ReasonNotOwner,
+		{name: "another namespace's pod of the same name: cold, the image left as it was",
 			ann: func(s imagestore.Store) map[string]string { return podSpec(s.Path(uid), "thief", "pod", false) }},
-		{name: "an image of a UID with no image", wantReason: imagestore.ReasonNoImage,
+		{name: "an image of a UID with no image",
 			ann: func(s imagestore.Store) map[string]string {
 				return podSpec(filepath.Join(s.Dir, "0e0e0e0e-1111-2222-3333-555555555555"), "ns", "pod", false)
 			}},
+		{name: "a pod of the image's own after another's refused try", wantRestore: true,
+			prior: nil,
+			ann:   func(s imagestore.Store) map[string]string { return podSpec(s.Path(uid), "ns", "pod", false) }},
+		{name: "a truncated image is recorded as such", wantReason: imagestore.ReasonCorrupt, spoil: true,
+			ann: func(s imagestore.Store) map[string]string { return podSpec(s.Path(uid), "ns", "pod", false) }},
 		{name: "a second sandbox after a failed restore starts cold", wantReason: imagestore.ReasonFailed,
 			prior: &imagestore.Outcome{SandboxID: "sb0", Reason: agentsv1beta1.ReasonRestoreFailed, Message: "EOF"},
 			ann:   func(s imagestore.Store) map[string]string { return podSpec(s.Path(uid), "ns", "pod", false) }},
@@ -89,6 +95,14 @@ func TestOnlyThePodsOwnCompleteImageIsRestored(t *testing.T) {
 				if err := s.SetOutcome(uid, *tc.prior); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if tc.spoil {
+				if err := os.Truncate(filepath.Join(s.Path(uid), "checkpoint.img"), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := Decide(s, podSpec(s.Path(uid), "thief", "pod", false)); d.Restore || d.Outcome != nil {
+				t.Fatalf("another namespace's pod: %+v; want a cold start that records nothing", d)
 			}
 			d := Decide(s, tc.ann(s))
 			if d.Restore != tc.wantRestore {
