@@ -212,4 +212,3 @@ func lastLine(stderr string, err error) string {
 	}
 	return err.Error()
 }
-
