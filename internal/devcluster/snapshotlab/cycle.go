@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
-
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/snapshotlab/report"
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
 )
 
 // Sample is one cycle's measurements: a cold start, a checkpoint, a restore into a new container
