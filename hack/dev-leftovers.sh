@@ -29,6 +29,10 @@ for p in /proc/[0-9]*; do
   exe="$(readlink "$p/exe" 2>/dev/null)" || continue
   [[ "$exe" == "$gvisor_cache"* ]] && report "gVisor process ${p#/proc/} ($comm): $exe $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)"
 done
+# The shims' hibernate sockets (outside the state dir for the socket path's length) and the node
+# agent's memory images.
+[[ -e /run/agent-sandbox-hib ]] && report "hibernate sockets /run/agent-sandbox-hib: $(ls -A /run/agent-sandbox-hib | tr '\n' ' ')"
+[[ -e "$dir/node-agent" ]] && report "node agent images $dir/node-agent: $(ls -A "$dir/node-agent/images" 2>/dev/null | tr '\n' ' ')"
 # runsc's config and containers' state (down removes the folder; its logs stay in logs/runsc).
 [[ -e "$dir/runsc" ]] && report "runsc state $dir/runsc: $(ls -A "$dir/runsc/root" 2>/dev/null | tr '\n' ' ')"
 links='sbxdev0|veth|cilium_'

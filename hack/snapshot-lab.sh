@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 hack/build-gvisor.sh >/dev/null
 case "${1:-state}" in
-  state) run='(TestCheckpointRestoreKeepsTheSandboxsState|TestPodCheckpointRestore|TestRestoreOutcomes)' ;;
+  state) run='(TestCheckpointRestoreKeepsTheSandboxsState|TestPodCheckpointRestore|TestRestoreOutcomes|TestTheNodeAgentSavesAPodAndTheWrapperRestoresIt)' ;;
   cost) run='TestCheckpointRestoreCost' ;;
   *) echo "usage: $0 [state|cost]" >&2; exit 2 ;;
 esac

@@ -49,6 +49,10 @@ const (
 	WakeOnRequestAnnotation = agentsv1beta1.WakeOnRequestAnnotation
 	IdlePausedAnnotation    = agentsv1beta1.IdlePausedAnnotation
 	SessionEnvAnnotation    = agentsv1beta1.SessionEnvAnnotation
+	PauseModeAnnotation     = agentsv1beta1.PauseModeAnnotation
+	PauseModeKeepMemory     = agentsv1beta1.PauseModeKeepMemory
+	MemoryImageAnnotation   = agentsv1beta1.MemoryImageAnnotation
+	RestoreImageAnnotation  = agentsv1beta1.RestoreImageAnnotation
 	RouterPodLabel          = agentsv1beta1.RouterPodLabel
 	RouterPodLabelValue     = agentsv1beta1.RouterPodLabelValue
 )

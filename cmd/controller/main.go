@@ -27,6 +27,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/logging"
 	"github.com/agent-sandbox/agent-sandbox/internal/logging/kubelog"
 	"github.com/agent-sandbox/agent-sandbox/internal/manager"
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent"
 	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
 	"github.com/agent-sandbox/agent-sandbox/internal/tracing"
@@ -57,6 +58,8 @@ func main() {
 type flagValues struct {
 	routerLabels, dnsLabels, dnsIPs, linkLocal, scopedSecret *string
 	routerURL, routerTokenFile, domainsEngine                *string
+	nodeAgentToken                                           *string
+	nodeAgentPort                                            *int
 	qps                                                      *float64
 	burst                                                    *int
 	webhook                                                  *webhookFlags
@@ -93,6 +96,8 @@ func bindFlags(fs *flag.FlagSet, opts *manager.Options) *flagValues {
 		domainsEngine:   fs.String("egress-domains-engine", string(fqdnpolicy.EngineAuto), "How domain allow-lists (agents.x-k8s.io/egress-domains) are enforced: auto (a CiliumNetworkPolicy per list when the API serves cilium.io/v2 CiliumNetworkPolicy at start), cilium (the same; refuse to start without it), none (never: Sandboxes that list domains get no pod unless they fail open; for a Cilium whose DNS proxy is off)."),
 		routerURL:       fs.String("router-url", "", "The sandbox router's URL (e.g. http://sandbox-router-svc.agent-sandbox-system.svc:8080), through which the idle pause asks sandboxd about activity; empty: Sandboxes with agents.x-k8s.io/idle-timeout are never paused."),
 		routerTokenFile: fs.String("router-token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "Bearer token sent to the router with --router-url (read on every call); a missing file sends none."),
+		nodeAgentPort:   fs.Int("node-agent-port", 0, "Port of the node agent on each node's address (the DaemonSet of nodeAgent.enabled), which saves and restores the memory of Sandboxes annotated agents.x-k8s.io/pause-mode=KeepMemory; 0: off, their pauses delete the pod as every other."),
+		nodeAgentToken:  fs.String("node-agent-token-file", "/var/run/secrets/agent-sandbox/node-agent/token", "The controller's token for the node agent's audience ("+nodeagent.Audience+"), read on every call."),
 		scopedSecret:    fs.String("scoped-token-secret-file", "", "File holding the secret (at least 32 bytes, shared with the router's flag of the same name) that signs router tokens scoped to one Sandbox, minted into a Secret <claim>-router-token for claims annotated agents.x-k8s.io/router-token=true; empty: off."),
 		qps:             fs.Float64("kube-api-qps", 200, "Client-side limit of API requests per second (the server's priority and fairness still applies)."),
 		burst:           fs.Int("kube-api-burst", 400, "Client-side burst of API requests."),
@@ -124,6 +129,9 @@ func (fv *flagValues) apply(opts *manager.Options) error {
 		}
 		opts.Activity = &sandbox.RouterActivity{URL: *fv.routerURL, TokenFile: *fv.routerTokenFile,
 			Client: noredirect.Client(&http.Client{Timeout: 2 * time.Second})}
+	}
+	if *fv.nodeAgentPort > 0 {
+		opts.NodeAgents = nodeagent.NewClient(*fv.nodeAgentPort, *fv.nodeAgentToken)
 	}
 	if opts.ScopedTokens, err = loadScopedSigner(*fv.scopedSecret); err != nil {
 		return fmt.Errorf("--scoped-token-secret-file: %w", err)

@@ -12,15 +12,23 @@ import (
 )
 
 func (a *app) pauseCommand() *cobra.Command {
-	return &cobra.Command{
+	var keepMemory bool
+	cmd := &cobra.Command{
 		Use:   "pause NAME...",
 		Short: "Pause sandboxes: delete their pods, keep their volumes",
 		Long: `Pause scales each sandbox's Sandbox to zero replicas: the pod is deleted, the volumes
-and the Service stay. sbx resume brings a new pod up on the same volumes.`,
+and the Service stay. sbx resume brings a new pod up on the same volumes.
+--keep-memory (gVisor, with the node agent installed) saves the processes' memory first and
+restores it at the resume (the Sandbox's annotation agents.x-k8s.io/pause-mode: KeepMemory;
+its MemoryKept condition says what became of it).`,
 		Args: atLeastOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var opts []sdk.PauseOption
+			if keepMemory {
+				opts = append(opts, sdk.KeepMemory)
+			}
 			return a.eachName(args, func(c *sdk.Client, name string) error {
-				if err := c.Pause(cmd.Context(), name); err != nil {
+				if err := c.Pause(cmd.Context(), name, opts...); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.streams.Out, "sandbox %s paused\n", name)
@@ -28,6 +36,8 @@ and the Service stay. sbx resume brings a new pod up on the same volumes.`,
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&keepMemory, "keep-memory", false, "Keep the processes' memory across the pause (gVisor; agents.x-k8s.io/pause-mode: KeepMemory)")
+	return cmd
 }
 
 func (a *app) resumeCommand() *cobra.Command {

@@ -94,6 +94,9 @@ type Options struct {
 	// Activity, when set, is how the idle pause learns what sandboxd sees (through the router);
 	// nil: Sandboxes with agents.x-k8s.io/idle-timeout are never paused.
 	Activity sandbox.ActivitySource
+	// NodeAgents, when set, save and restore the memory of KeepMemory Sandboxes
+	// (docs/snapshots.md); nil: their pauses delete the pod as every other.
+	NodeAgents sandbox.NodeAgents
 	// ScopedTokens, when set, mints router tokens scoped to one Sandbox for claims that ask
 	// (annotation agents.x-k8s.io/router-token: "true"); the router verifies them with the same secret.
 	ScopedTokens *scopedtoken.Signer
@@ -233,6 +236,7 @@ func addReconcilers(mgr ctrl.Manager, opts Options, enforceDomains bool) error {
 		Peers:          &peers,
 		Activity:       opts.Activity,
 		EnforceDomains: enforceDomains,
+		NodeAgents:     opts.NodeAgents,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up sandbox controller: %w", err)
 	}

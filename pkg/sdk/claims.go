@@ -404,12 +404,12 @@ func (c *Client) waitGone(ctx context.Context, obj client.Object, wc waitConfig)
 
 // Pause scales the sandbox of the claim (or the Sandbox) called name to zero
 // replicas: its pod is deleted, its volumes and Service stay.
-func (c *Client) Pause(ctx context.Context, name string) error {
+func (c *Client) Pause(ctx context.Context, name string, opts ...PauseOption) error {
 	s, err := c.Get(ctx, name)
 	if err != nil {
 		return err
 	}
-	return s.Pause(ctx)
+	return s.Pause(ctx, opts...)
 }
 
 // Resume scales the sandbox of the claim (or the Sandbox) called name back

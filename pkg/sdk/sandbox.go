@@ -318,8 +318,9 @@ func (s *Sandbox) WaitReady(ctx context.Context, opts ...WaitOption) error {
 
 // Pause scales the Sandbox to zero replicas: the pod is deleted, volumes
 // and the Service are kept. Commands fail with ErrNotReady until Resume.
-func (s *Sandbox) Pause(ctx context.Context) error {
-	if err := s.patchReplicas(ctx, agentsv1alpha1.PausedReplicas); err != nil {
+// Pause(ctx, KeepMemory) keeps the processes' memory too (gVisor).
+func (s *Sandbox) Pause(ctx context.Context, opts ...PauseOption) error {
+	if err := s.patchSandbox(ctx, agentsv1alpha1.PausedReplicas, pausePatch(opts)); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -386,9 +387,14 @@ func (s *Sandbox) waitClaimShows(ctx context.Context, podIPs []string, wc waitCo
 }
 
 func (s *Sandbox) patchReplicas(ctx context.Context, n int32) error {
+	return s.patchSandbox(ctx, n, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))
+}
+
+// patchSandbox sends a merge patch that sets replicas to n (and maybe more) to the Sandbox.
+func (s *Sandbox) patchSandbox(ctx context.Context, n int32, mergePatch []byte) error {
 	name := s.sandboxObjectName()
 	sb := &agentsv1alpha1.Sandbox{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))
+	patch := client.RawPatch(types.MergePatchType, mergePatch)
 	if err := s.c.kube.Patch(ctx, sb, patch); err != nil {
 		if apierrors.IsNotFound(err) && !s.raw && s.SandboxName() == "" {
 			return fmt.Errorf("sandboxclaim %s/%s has no sandbox yet: %w", s.ns, s.name, ErrNotReady)

@@ -228,6 +228,13 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			}
 			return objs
 		}, nil},
+		{"helm chart with the node agent of the memory-keeping pause", "it-helm-node-agent", func(t *testing.T, ns string) []*unstructured.Unstructured {
+			objs, err := helmTemplate(t, ns, "nodeAgent.enabled=true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return objs
+		}, map[string]int{"DaemonSet": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1}},
 		{"helm chart with a router in a tenant namespace", "it-helm-tenant-router", func(t *testing.T, ns string) []*unstructured.Unstructured {
 			tenant := ns + "-tenant"
 			restrictedNamespace(t, tenant)
@@ -249,7 +256,7 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			objs := tc.render(t, tc.ns)
 			want := map[string]int{"CustomResourceDefinition": 4, "Deployment": 2, "ServiceAccount": 2, "ClusterRole": 7, "ClusterRoleBinding": 2, "Service": 4,
 				"Secret": 1, "Role": 1, "RoleBinding": 1, // the conversion webhook's Service, certificate Secret and its Role
-				"ValidatingAdmissionPolicy": 8, "ValidatingAdmissionPolicyBinding": 8,
+				"ValidatingAdmissionPolicy": 10, "ValidatingAdmissionPolicyBinding": 10,
 				"PodDisruptionBudget": 2} // controller and router run two replicas each, one kept through drains
 			for k, n := range tc.extra {
 				want[k] += n

@@ -65,6 +65,9 @@ type Options struct {
 	// controller found Cilium at start); off, a Sandbox that lists domains gets no pod unless it
 	// fails open.
 	EnforceDomains bool
+	// NodeAgents save and restore the memory of KeepMemory Sandboxes (nil: every pause deletes
+	// the pod, as without the annotation).
+	NodeAgents NodeAgents
 }
 
 // Reconciler drives one Sandbox: Pod (unless paused or expired), headless Service, PVCs, the
@@ -85,6 +88,7 @@ type Reconciler struct {
 	activity      ActivitySource
 	// enforceDomains: domain allow-lists become CiliumNetworkPolicies (domains.go).
 	enforceDomains bool
+	nodeAgents     NodeAgents
 	// watchedSince: when each Sandbox was first seen eligible for the idle pause (idle.go).
 	watchedSince sync.Map
 	// createdPods remember, per Sandbox (and its UID), the pod this process created until the
@@ -104,7 +108,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: opts.Recorder, clusterDomain: opts.ClusterDomain,
 		workers: opts.Workers, gate: opts.Gate, podRules: opts.PodRules, hardening: opts.Hardening, clock: opts.Clock, activity: opts.Activity,
-		enforceDomains: opts.EnforceDomains,
+		enforceDomains: opts.EnforceDomains, nodeAgents: opts.NodeAgents,
 	}
 	if r.recorder == nil {
 		r.recorder = &record.FakeRecorder{} // drops events (its channel is nil)
@@ -137,6 +141,7 @@ func New(c client.Client, apiReader client.Reader, opts Options) *Reconciler {
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile brings the children of one Sandbox in line with its spec and writes its status.

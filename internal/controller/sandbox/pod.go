@@ -54,6 +54,9 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 	if sb.DesiredReplicas() == agentsv1beta1.PausedReplicas {
 		r.createdPods.Forget(key)
 		if pod != nil && pod.DeletionTimestamp.IsZero() {
+			if err := r.saveMemory(ctx, sb, pod); err != nil {
+				return pod, false, 0, err
+			}
 			log.FromContext(ctx).V(2).Info("paused (replicas 0): deleting the pod", "pod", klog.KObj(pod), "idlePaused", idlePaused(sb) != "")
 			if err := r.deletePod(ctx, pod); err != nil {
 				return pod, false, 0, err
@@ -68,6 +71,9 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 			// its deletion event brings us back.
 			log.FromContext(ctx).V(2).Info("resuming: waiting for the old pod to go", "pod", klog.KObj(pod))
 			return pod, false, 0, nil
+		}
+		if err := r.finishRestore(ctx, sb, pod); err != nil {
+			return pod, false, 0, err
 		}
 		retryAfter, err = r.syncPodMetadata(ctx, sb, pod)
 		return pod, false, retryAfter, err
@@ -87,6 +93,9 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 		return nil, false, 0, err
 	}
 	r.warnRefused(sb, refused)
+	if err := r.restoreInto(ctx, sb, pod); err != nil {
+		return nil, false, 0, err
+	}
 	if err := r.client.Create(ctx, pod, agentsv1beta1.FieldOwner); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, false, 0, err
@@ -102,6 +111,9 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 	}
 	r.createdPods.Expect(key, sb.UID, pod.DeepCopy())
 	log.FromContext(ctx).V(2).Info("created the pod", "pod", klog.KObj(pod))
+	if err := r.restorePodMade(ctx, sb, pod); err != nil {
+		return pod, false, 0, err
+	}
 	return pod, false, 0, nil
 }
 

@@ -113,7 +113,8 @@ func ensureNodeDeps(ctx context.Context, e Env) error {
 // folder. Static, so that sandboxd and pause run in images with nothing but busybox.
 // devcluster runs the cluster's PV provisioner (devcluster hostpath-provisioner); cni-antispoof
 // is the pod network's anti-spoofing CNI plugin (linkCNIPlugins).
-var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd", "./internal/devcluster/images/pause", "./cmd/devcluster", "./cmd/cni-antispoof"}
+// node-agent is the node agent of the memory-keeping pause and the restoring runsc wrapper.
+var ourPackages = []string{"./cmd/controller", "./cmd/router", "./cmd/sandboxd", "./internal/devcluster/images/pause", "./cmd/devcluster", "./cmd/cni-antispoof", "./cmd/node-agent"}
 
 // buildOurs builds our binaries into bin/ in one go invocation (incremental: an unchanged tree
 // costs seconds). A binary that changed is renamed into place, so a running old one is not
@@ -123,7 +124,7 @@ func buildOurs(ctx context.Context, e Env) error {
 	if err := os.MkdirAll(newDir, 0o755); err != nil {
 		return err
 	}
-	e.Cfg.Progress("building controller, router, sandboxd, pause, devcluster and cni-antispoof from %s", e.Cfg.RepoRoot)
+	e.Cfg.Progress("building controller, router, sandboxd, pause, devcluster, cni-antispoof and node-agent from %s", e.Cfg.RepoRoot)
 	args := append([]string{"build", "-trimpath", "-o", newDir + "/"}, ourPackages...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = e.Cfg.RepoRoot

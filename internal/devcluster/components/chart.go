@@ -44,7 +44,8 @@ const (
 // or none for runc). Domain allow-lists are not enforced here (egress engine none): this Cilium,
 // chained after the bridge, runs with its L7 proxy off, so it would refuse the DNS rule every
 // CiliumNetworkPolicy for names needs, and the names would stay closed while the Sandbox
-// reported them open (docs/egress.md, "Domains").
+// reported them open (docs/egress.md, "Domains"). The node agent of the memory-keeping pause
+// works on the state dir's paths (docs/snapshots.md).
 func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	component := func(name, repo string) map[string]any {
 		return map[string]any{
@@ -62,7 +63,12 @@ func chartValues(e Env, imageIDs map[string]string) map[string]any {
 	router["service"] = map[string]any{"type": "NodePort", "nodePort": e.Cfg.Ports.RouterNodePort}
 	router["auth"] = map[string]any{"scopedTokenSecret": scopedTokenSecret}
 	router["e2b"] = map[string]any{"enabled": true, "nodePort": e.Cfg.Ports.RouterE2BNodePort}
-	return map[string]any{"controller": ctrl, "router": router}
+	agent := component("node-agent", strings.TrimSuffix(spec.NodeAgentImage, ":dev"))
+	agent["enabled"] = true
+	agent["imagesDir"] = nodeAgentImagesDir(e)
+	agent["containerdTasksDir"] = containerdTasksDir(e)
+	agent["shimRoot"] = e.Cfg.HibernateDir
+	return map[string]any{"controller": ctrl, "router": router, "nodeAgent": agent}
 }
 
 // scopedTokenSecret signs the tokens scoped to one Sandbox, which E2B's SDK receives as its
@@ -99,8 +105,8 @@ func installChart(ctx context.Context, e Env, helm string) error {
 	if err := removeUnmanaged(ctx, e, cl); err != nil {
 		return err
 	}
-	e.Cfg.Progress("importing images %s and %s into containerd", spec.ControllerImage, spec.RouterImage)
-	ids, err := importImageIDs(ctx, e, "controller", "router")
+	e.Cfg.Progress("importing images %s, %s and %s into containerd", spec.ControllerImage, spec.RouterImage, spec.NodeAgentImage)
+	ids, err := importImageIDs(ctx, e, "controller", "router", "node-agent")
 	if err != nil {
 		return err
 	}
@@ -127,6 +133,9 @@ func installChart(ctx context.Context, e Env, helm string) error {
 		if err := e.Proc.WaitUntil(ctx, "Deployment "+name, nil, 3*time.Minute, kube.DeploymentRolledOut(cl, name)); err != nil {
 			return err
 		}
+	}
+	if err := e.Proc.WaitUntil(ctx, "DaemonSet agent-sandbox-node-agent", nil, 3*time.Minute, kube.DaemonSetRolledOut(cl, "agent-sandbox-node-agent")); err != nil {
+		return err
 	}
 	// The controller writes its CA into the CRDs once it has its certificate: until then a
 	// v1beta1 read fails.

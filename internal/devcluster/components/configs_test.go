@@ -24,7 +24,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func testEnv(t *testing.T) Env {
 	t.Helper()
-	c, err := (&spec.Config{Dir: t.TempDir(), Out: io.Discard}).WithDefaults()
+	dir := t.TempDir()
+	c, err := (&spec.Config{Dir: dir, Out: io.Discard, HibernateDir: filepath.Join(dir, "hib")}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/images"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/proc"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent"
 )
 
 const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so the kubelet) uses
@@ -24,7 +26,9 @@ const ctrNamespace = "k8s.io" // the containerd namespace the CRI plugin (and so
 // without CAP_SYS_RESOURCE, where runc otherwise fails to set the sandbox's oom_score_adj.
 // runsc is the second runtime (RuntimeClass gvisor): its shim is found on containerd's PATH,
 // which starts with the shim's wrapper (shimWrapper; containerd 1.6.20 ignores runtime_path when
-// it starts a pod's shim: "binary not installed"), its options are in runsc.toml.
+// it starts a pod's shim: "binary not installed"), its options are in runsc.toml. CRI passes the
+// pod annotation that names a memory image into the OCI specs of runsc pods (pod_annotations),
+// where the restoring runsc wrapper reads it.
 func containerdConfig(e Env, gvisorDir string) string {
 	return fmt.Sprintf(`# runsc's shim: %s (first on containerd's PATH) runs %s
 version = 2
@@ -60,6 +64,7 @@ oom_score = 0
 
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%s]
       runtime_type = %q
+      pod_annotations = [%q]
 
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%s.options]
         TypeUrl = %q
@@ -71,7 +76,7 @@ oom_score = 0
     max_conf_num = 1
 `, filepath.Join(shimBinDir(e), runscShim), filepath.Join(gvisorDir, runscShim), e.Cfg.Path("containerd", "root"), e.Cfg.Path("containerd", "state"), e.Cfg.ContainerdSock(), e.Cfg.ContainerdSock()+".ttrpc",
 		e.Cfg.Path("containerd", "opt"), "docker.io/"+spec.PauseImage,
-		spec.RunscHandler, runscRuntimeType,
+		spec.RunscHandler, runscRuntimeType, agentsv1beta1.RestoreImageAnnotation,
 		spec.RunscHandler, runscOptionsType, runscConfigPath(e),
 		e.Cfg.CNIBinDir(), e.Cfg.Path("cni", "net.d"))
 }
@@ -139,8 +144,8 @@ func ctrOutput(ctx context.Context, e Env, args ...string) (string, error) {
 }
 
 // ourImages builds the images of our binaries: the sandbox runtime and pause images the
-// cluster needs, and the controller and router images of an in-cluster install (config/,
-// charts/). bin/ must hold fresh binaries (buildOurs).
+// cluster needs, and the controller, router and node agent images of an in-cluster install
+// (config/, charts/). bin/ must hold fresh binaries (buildOurs).
 func ourImages(e Env) (map[string]*images.Image, error) {
 	// python3 is a nicety (agents run `python3 file.py`); the image works without it.
 	python, err := images.Python()
@@ -156,6 +161,7 @@ func ourImages(e Env) (map[string]*images.Image, error) {
 		"pause":      images.Pause("docker.io/"+spec.PauseImage, e.Cfg.OurBin("pause")),
 		"controller": images.Server("docker.io/"+spec.ControllerImage, e.Cfg.OurBin("controller"), 8080, 8081),
 		"router":     images.Server("docker.io/"+spec.RouterImage, e.Cfg.OurBin("router"), 8080, 8081),
+		"node-agent": images.Server("docker.io/"+spec.NodeAgentImage, e.Cfg.OurBin("node-agent"), nodeagent.DefaultPort),
 	}, nil
 }
 

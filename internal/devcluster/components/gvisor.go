@@ -67,21 +67,29 @@ func runscRoot(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "root") }
 // runscConfigPath is the shim's options file, named by containerd's runtime options.
 func runscConfigPath(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "runsc.toml") }
 
-// runscConfig is the shim's options file: runsc from the cache, its root and logs in the state
+// runscConfig is the shim's options file. restore-spec-validation = "warning": a sandbox restored
+// into a new pod (the memory-keeping pause) has specs that name the new pod (the annotation
+// dev.gvisor.spec.cgroup-parent holds its UID), which runsc's default, enforce, refuses when the
+// pod's container joins its restored sandbox; the sandbox's config is fixed at its create, before
+// any restore, so the flag is every sandbox's. The rest: runsc from the cache behind the restoring wrapper
+// (runscWrapper), its root and logs in the state
 // dir, the systrap platform (kvm hangs on this nested-virtualisation VM; ptrace is slower). Each
 // shim logs to runsc-shim-<container>.log (a log_path ending in "/"; the shim replaces no %ID%),
 // runsc per sandbox and command (info level; add debug = "true" to runsc_config for a trace).
 func runscConfig(e Env, gvisorDir string) string {
 	logs := e.Cfg.Path("logs", "runsc")
-	return fmt.Sprintf(`binary_name = %q
+	return fmt.Sprintf(`# the wrapper's runsc (cleanupRunsc runs it directly):
+# runsc = %q
+binary_name = %q
 root = %q
 log_level = "info"
 log_path = %q
 
 [runsc_config]
   platform = "systrap"
+  restore-spec-validation = "warning"
   debug-log = %q
-`, filepath.Join(gvisorDir, "runsc"), runscRoot(e), logs+"/",
+`, filepath.Join(gvisorDir, "runsc"), runscWrapperPath(e), runscRoot(e), logs+"/",
 		filepath.Join(logs, "%ID%", "runsc.%COMMAND%.log"))
 }
 
@@ -92,25 +100,75 @@ func shimBinDir(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "bin") }
 // library, whose `start` prints its address as JSON ({"version":2,"address":"unix://…",
 // "protocol":"ttrpc"}) where containerd 1.6 reads the bare address. Every other command runs the
 // shim as it is; the shim's daemon runs the real binary (it re-executes itself).
-func shimWrapper(gvisorDir string) string {
+func shimWrapper(e Env, gvisorDir string) string {
 	return fmt.Sprintf(`#!/bin/sh
 shim=%q
 for last; do :; done
 if [ "$last" != start ]; then exec "$shim" "$@"; fi
+cp %q ./config.toml || exit 1
 out="$("$shim" "$@")" || { printf '%%s' "$out"; exit 1; }
 printf '%%s' "$out" | sed -n 's/^{.*"address":"\([^"]*\)".*}$/\1/p;t;p' | tr -d '\n'
-`, filepath.Join(gvisorDir, runscShim))
+`, filepath.Join(gvisorDir, runscShim), shimOwnConfigPath(e))
 }
 
-// writeRunscConfig writes runsc.toml and the shim's wrapper, and makes runsc's root.
+// The memory-keeping pause (docs/snapshots.md). The shim reads its own config.toml at start
+// from /run/containerd/runsc, /etc/containerd/runsc or its working directory, the bundle: the
+// wrapper copies ours into the bundle, so the system paths stay untouched (another containerd's
+// shims on this machine would read them). It turns the hibernate server on: each pod's shim serves
+// <Cfg.HibernateDir>/<id>_sandbox.sock, the node agent's way to checkpoint (the one folder outside
+// the state dir, for the socket path's length). runsc is the node agent's restoring wrapper.
+
+// shimOwnConfigPath is the shim's own config.toml, which shimWrapper puts in each bundle.
+func shimOwnConfigPath(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "shim-config.toml") }
+
+func shimOwnConfig(e Env) string {
+	return fmt.Sprintf("root = %q\nenable_hibernate_server = true\n", e.Cfg.HibernateDir)
+}
+
+// runscWrapperPath is the runsc the shim runs (runsc.toml's binary_name).
+func runscWrapperPath(e Env) string { return filepath.Join(shimBinDir(e), "runsc") }
+
+// runscWrapper runs the node agent's restoring wrapper on the cached runsc, restoring only images
+// of the node agent's directory (restorewrap).
+func runscWrapper(e Env, gvisorDir string) string {
+	return fmt.Sprintf("#!/bin/sh\nexec %q runsc-wrapper --runsc=%q --images-dir=%q -- \"$@\"\n",
+		e.Cfg.OurBin("node-agent"), filepath.Join(gvisorDir, "runsc"), nodeAgentImagesDir(e))
+}
+
+// nodeAgentImagesDir is where the node agent keeps images (its DaemonSet mounts it at the same path).
+func nodeAgentImagesDir(e Env) string { return e.Cfg.Path("node-agent", "images") }
+
+// containerdTasksDir is containerd's task bundles of the CRI namespace, where the node agent finds
+// a pod's sandbox.
+func containerdTasksDir(e Env) string {
+	return filepath.Join(e.Cfg.Path("containerd", "state"), "io.containerd.runtime.v2.task", ctrNamespace)
+}
+
+// writeRunscConfig writes runsc.toml, the shim's wrapper and own config, the runsc wrapper, and
+// makes runsc's root and the node agent's images directory.
 func writeRunscConfig(e Env, gvisorDir string) error {
 	for _, d := range []string{runscRoot(e), shimBinDir(e)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(shimBinDir(e), runscShim), []byte(shimWrapper(gvisorDir)), 0o755); err != nil {
-		return err
+	for _, d := range []string{nodeAgentImagesDir(e), e.Cfg.HibernateDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	files := []struct {
+		path, data string
+		mode       os.FileMode
+	}{
+		{filepath.Join(shimBinDir(e), runscShim), shimWrapper(e, gvisorDir), 0o755},
+		{shimOwnConfigPath(e), shimOwnConfig(e), 0o644},
+		{runscWrapperPath(e), runscWrapper(e, gvisorDir), 0o755},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(f.path, []byte(f.data), f.mode); err != nil {
+			return err
+		}
 	}
 	return os.WriteFile(runscConfigPath(e), []byte(runscConfig(e, gvisorDir)), 0o644)
 }
@@ -137,17 +195,21 @@ func cleanupRunsc(e Env) error {
 		e.Cfg.Log.Info("killing leftover runsc process", "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// The shims that served hibernate sockets are gone; their folder goes too, and the node
+	// agent's images with the cluster.
+	errs = append(errs, os.RemoveAll(e.Cfg.HibernateDir), os.RemoveAll(e.Cfg.Path("node-agent")))
 	return errors.Join(errs...)
 }
 
-// runscBinary is the runsc runsc.toml names (the build dir may have moved since).
+// runscBinary is the runsc behind the wrapper that runsc.toml names (the build dir may have moved
+// since).
 func runscBinary(e Env) (string, error) {
 	data, err := e.Host.ReadFile(runscConfigPath(e))
 	if err != nil {
 		return "", err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "binary_name = "); ok {
+		if v, ok := strings.CutPrefix(line, "# runsc = "); ok {
 			return strconv.Unquote(v)
 		}
 	}

@@ -25,9 +25,11 @@ func TestContainerdRunsGVisorFromTheBuildCacheWithEverythingInTheStateDir(t *tes
 		{"the shim's options are read as runsc options", containerd, `TypeUrl = "io.containerd.runsc.v1.options"`},
 		{"the shim's options file is in the state dir", containerd, `ConfigPath = "` + c.Cfg.Path("runsc", "runsc.toml") + `"`},
 		{"runc stays the default runtime", containerd, `default_runtime_name = "runc"`},
-		{"runsc comes from the build cache", runsc, `binary_name = "/cache/gvisor/runsc"`},
+		{"runsc is the restoring wrapper in the state dir", runsc, `binary_name = "` + c.Cfg.Path("runsc", "bin", "runsc") + `"`},
+		{"runsc pods' specs carry the restore annotation of their pod", containerd, `pod_annotations = ["dev.agent-sandbox.restore-image"]`},
 		{"runsc keeps its containers' state in the state dir", runsc, `root = "` + c.Cfg.Path("runsc", "root") + `"`},
 		{"systrap: kvm hangs on this nested VM", runsc, `platform = "systrap"`},
+		{"a restored sandbox may carry its new pod's cgroup parent", runsc, `restore-spec-validation = "warning"`},
 		{"each shim logs to a file of its own in the state dir's logs", runsc, `log_path = "` + c.Cfg.Path("logs", "runsc") + `/"`},
 		{"runsc logs per sandbox and command into the state dir's logs", runsc,
 			`debug-log = "` + c.Cfg.Path("logs", "runsc", "%ID%", "runsc.%COMMAND%.log") + `"`},
@@ -72,12 +74,16 @@ printf 'ran %s' "$*"
 `
 
 func TestTheShimsWrapperGivesContainerd16TheBareAddress(t *testing.T) {
+	c, _ := fakeCluster(t)
+	if err := writeRunscConfig(c, "/cache/gvisor"); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, runscShim), []byte(fakeShim), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	wrapper := filepath.Join(dir, "wrapper")
-	if err := os.WriteFile(wrapper, []byte(shimWrapper(dir)), 0o755); err != nil {
+	if err := os.WriteFile(wrapper, []byte(shimWrapper(c, dir)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -94,9 +100,14 @@ func TestTheShimsWrapperGivesContainerd16TheBareAddress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(wrapper, tc.args...)
 			cmd.Env = append(os.Environ(), tc.env)
+			cmd.Dir = t.TempDir() // the bundle
 			out, err := cmd.Output()
 			if string(out) != tc.want || (err != nil) != tc.wantErr {
 				t.Errorf("wrapper %v = %q, %v; want %q (error: %v)", tc.args, out, err, tc.want, tc.wantErr)
+			}
+			copied, _ := os.ReadFile(filepath.Join(cmd.Dir, "config.toml"))
+			if isStart := tc.args[len(tc.args)-1] == "start"; isStart != (string(copied) == shimOwnConfig(c)) {
+				t.Errorf("wrapper %v left config.toml %q in the bundle; want the shim's own config (with the hibernate server) on start only", tc.args, copied)
 			}
 		})
 	}

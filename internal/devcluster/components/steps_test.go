@@ -27,7 +27,7 @@ func fakeCluster(t *testing.T) (Env, *hosttest.Fake) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cfg, err := (&spec.Config{Dir: dir, Out: io.Discard, StopTimeout: 5 * time.Second}).WithDefaults()
+	cfg, err := (&spec.Config{Dir: dir, Out: io.Discard, StopTimeout: 5 * time.Second, HibernateDir: filepath.Join(dir, "hib")}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

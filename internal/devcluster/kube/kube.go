@@ -174,3 +174,19 @@ func DeploymentRolledOut(cl client.Client, name string) func(context.Context) er
 		return nil
 	}
 }
+
+// DaemonSetRolledOut is true when every node it is scheduled on runs its newest pod template, ready.
+func DaemonSetRolledOut(cl client.Client, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var d appsv1.DaemonSet
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: spec.SystemNS, Name: name}, &d); err != nil {
+			return err
+		}
+		st := d.Status
+		if st.ObservedGeneration < d.Generation || st.DesiredNumberScheduled == 0 ||
+			st.UpdatedNumberScheduled < st.DesiredNumberScheduled || st.NumberReady < st.DesiredNumberScheduled {
+			return fmt.Errorf("%d/%d updated, %d ready", st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady)
+		}
+		return nil
+	}
+}

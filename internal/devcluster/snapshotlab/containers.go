@@ -33,6 +33,8 @@ type Container struct {
 	Sandbox string
 	// Args replaces the image's command ("/workload", "sleep" makes a pause container).
 	Args []string
+	// Annotations are added to the spec (as gVisor's shim adds some that name the pod).
+	Annotations map[string]string
 }
 
 // Run creates and starts c (ctr run -d) and returns when containerd has started (or restored) it.
@@ -61,6 +63,9 @@ func (l *Lab) Run(ctx context.Context, c Container) error {
 	}
 	if c.RestoreImage != "" {
 		args = append(args, "--annotation", RestoreAnnotation+"="+c.RestoreImage)
+	}
+	for k, v := range c.Annotations {
+		args = append(args, "--annotation", k+"="+v)
 	}
 	_, err := l.ctr(ctx, append(append(args, ImageRef, c.ID), c.Args...)...)
 	return err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
 )
 
 // TestCheckpointRestoreCost measures cycles at each size in SNAPSHOT_LAB_SIZES (MiB, default
@@ -25,7 +27,7 @@ func TestCheckpointRestoreCost(t *testing.T) {
 		t.Fatalf("SNAPSHOT_LAB_RUNS must be a positive number, got %q", os.Getenv("SNAPSHOT_LAB_RUNS"))
 	}
 	l := startLab(t)
-	opts := CheckpointOptions{Compression: os.Getenv("SNAPSHOT_LAB_COMPRESSION")}
+	opts := hibernate.CheckpointOptions{Compression: os.Getenv("SNAPSHOT_LAB_COMPRESSION")}
 	var rows []string
 	for _, mib := range sizes {
 		var samples []Sample

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/snapshotlab/report"
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
 )
 
 // Sample is one cycle's measurements: a cold start, a checkpoint, a restore into a new container
@@ -31,7 +32,7 @@ type Sample struct {
 
 // Cycle runs one cycle with a workload of mib MiB; name keeps its containers, namespaces and
 // image apart from other cycles'. It removes all of them before returning.
-func (l *Lab) Cycle(ctx context.Context, name string, mib int, opts CheckpointOptions) (s Sample, err error) {
+func (l *Lab) Cycle(ctx context.Context, name string, mib int, opts hibernate.CheckpointOptions) (s Sample, err error) {
 	s.MiB = mib
 	first, second := name+"-a", name+"-b"
 	nsA, err := l.NewNetns(first, "10.231.0.1/24")
@@ -70,7 +71,7 @@ func (l *Lab) Cycle(ctx context.Context, name string, mib int, opts CheckpointOp
 	return s, nil
 }
 
-func (l *Lab) coldStartAndCheckpoint(ctx context.Context, s *Sample, c Container, opts CheckpointOptions) error {
+func (l *Lab) coldStartAndCheckpoint(ctx context.Context, s *Sample, c Container, opts hibernate.CheckpointOptions) error {
 	l.logf("%s: cold start with %d MiB", c.ID, c.MiB)
 	start := time.Now()
 	if err := l.Run(ctx, c); err != nil {
@@ -88,7 +89,7 @@ func (l *Lab) coldStartAndCheckpoint(ctx context.Context, s *Sample, c Container
 	s.RSSKiB = s.Before.RSSKiB
 	l.logf("%s: checkpoint into %s", c.ID, opts.ImagePath)
 	start = time.Now()
-	if err := Checkpoint(ctx, HibernateSocket(l.RunscRoot(), c.ID), c.ID, opts); err != nil {
+	if err := hibernate.Checkpoint(ctx, hibernate.Socket(l.RunscRoot(), c.ID), c.ID, opts); err != nil {
 		return err
 	}
 	s.Checkpoint = time.Since(start)

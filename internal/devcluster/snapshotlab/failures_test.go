@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
 )
 
 // TestRestoreOutcomes restores one checkpoint in the ways a controller could get wrong, and twice
@@ -92,7 +94,7 @@ func checkpointedWorkload(ctx context.Context, t *testing.T, l *Lab, id, token s
 	if err := os.MkdirAll(image, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := Checkpoint(ctx, HibernateSocket(l.RunscRoot(), id), id, CheckpointOptions{ImagePath: image}); err != nil {
+	if err := hibernate.Checkpoint(ctx, hibernate.Socket(l.RunscRoot(), id), id, hibernate.CheckpointOptions{ImagePath: image}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Remove(ctx, id); err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
 )
 
 // The lab's tests need root, containerd, ctr, ip and the cached gVisor build, and run only when
@@ -77,7 +79,7 @@ func TestCheckpointRestoreKeepsTheSandboxsState(t *testing.T) {
 	l := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := l.Cycle(ctx, "keep", 64, CheckpointOptions{})
+	s, err := l.Cycle(ctx, "keep", 64, hibernate.CheckpointOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

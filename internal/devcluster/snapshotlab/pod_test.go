@@ -6,11 +6,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
 )
 
 // TestPodCheckpointRestore does what a pod on gVisor needs: a sandbox whose root is a pause
 // container and whose workload is a second container in it, checkpointed through the root's shim
-// and restored as a new pair (the root restored first, then the workload container).
+// and restored as a new pair (the root restored first, then the workload container). Each pod's
+// specs carry a gVisor annotation of their own, as the shim's dev.gvisor.spec.cgroup-parent names
+// a Kubernetes pod's UID: runsc's default validation refuses the workload's restore for it.
 func TestPodCheckpointRestore(t *testing.T) {
 	l := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -32,8 +36,9 @@ func TestPodCheckpointRestore(t *testing.T) {
 			}
 		}
 	}
-	start(Container{ID: "pod-a", Name: "pause", MiB: 1, Netns: nsA, Args: pause},
-		Container{ID: "work-a", Name: "work", Sandbox: "pod-a", MiB: 32, Netns: nsA})
+	podA, podB := map[string]string{"dev.gvisor.lab.pod": "a"}, map[string]string{"dev.gvisor.lab.pod": "b"}
+	start(Container{ID: "pod-a", Name: "pause", MiB: 1, Netns: nsA, Args: pause, Annotations: podA},
+		Container{ID: "work-a", Name: "work", Sandbox: "pod-a", MiB: 32, Netns: nsA, Annotations: podA})
 	if _, err := l.WaitProbe(ctx, "work-a", time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +50,7 @@ func TestPodCheckpointRestore(t *testing.T) {
 	if err := os.MkdirAll(image, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := Checkpoint(ctx, HibernateSocket(l.RunscRoot(), "pod-a"), "pod-a", CheckpointOptions{ImagePath: image}); err != nil {
+	if err := hibernate.Checkpoint(ctx, hibernate.Socket(l.RunscRoot(), "pod-a"), "pod-a", hibernate.CheckpointOptions{ImagePath: image}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"work-a", "pod-a"} {
@@ -53,8 +58,8 @@ func TestPodCheckpointRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start(Container{ID: "pod-b", Name: "pause", MiB: 1, Netns: nsB, Args: pause, RestoreImage: image},
-		Container{ID: "work-b", Name: "work", Sandbox: "pod-b", MiB: 32, Netns: nsB, RestoreImage: image})
+	start(Container{ID: "pod-b", Name: "pause", MiB: 1, Netns: nsB, Args: pause, RestoreImage: image, Annotations: podB},
+		Container{ID: "work-b", Name: "work", Sandbox: "pod-b", MiB: 32, Netns: nsB, RestoreImage: image, Annotations: podB})
 	after, err := l.WaitProbe(ctx, "work-b", 30*time.Second)
 	if err != nil {
 		t.Fatalf("the restored pod's workload does not answer: %v", err)

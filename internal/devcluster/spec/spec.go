@@ -39,6 +39,7 @@ const (
 	PauseImage      = "agent-sandbox/pause:dev"
 	ControllerImage = "agent-sandbox/controller:dev"
 	RouterImage     = "agent-sandbox/router:dev"
+	NodeAgentImage  = "agent-sandbox/node-agent:dev"
 	ControllerUser  = "system:serviceaccount:" + SystemNS + ":agent-sandbox-controller"
 	RouterUser      = "system:serviceaccount:" + SystemNS + ":sandbox-router"
 	// HostPathProvisionerUser is the identity of devcluster's PV provisioner (a host process).
@@ -112,7 +113,15 @@ type Config struct {
 	// gives them RuntimeClass gvisor) or SandboxRuntimeRunc (no RuntimeClass). Default: $SANDBOX_RUNTIME,
 	// else gvisor.
 	SandboxRuntime string
+	// HibernateDir is where each pod's runsc shim serves its hibernate socket,
+	// <dir>/<64 hex>_sandbox.sock, for the node agent (docs/snapshots.md). A Unix socket's path has
+	// at most 107 bytes, which the state dir would pass, so it is outside it; made at up and
+	// removed at down. Default DefaultHibernateDir.
+	HibernateDir string
 }
+
+// DefaultHibernateDir is Config.HibernateDir's default.
+const DefaultHibernateDir = "/run/agent-sandbox-hib"
 
 // The sandboxes' runtimes. Both are always configured in containerd; this picks the default the
 // controller gives sandbox pods.
@@ -156,6 +165,9 @@ func (c *Config) WithDefaults() (*Config, error) {
 	}
 	if out.Log == nil {
 		out.Log = slog.New(slog.NewTextHandler(out.Out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if out.HibernateDir == "" {
+		out.HibernateDir = DefaultHibernateDir
 	}
 	if out.StopTimeout == 0 {
 		out.StopTimeout = 60 * time.Second

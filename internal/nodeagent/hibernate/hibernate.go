@@ -1,4 +1,6 @@
-package snapshotlab
+// Package hibernate is a client of the hibernate service of gVisor's containerd shim: its Checkpoint
+// saves a runsc sandbox to an image, which containerd's own task API cannot (docs/snapshots.md).
+package hibernate
 
 import (
 	"context"
@@ -19,7 +21,7 @@ import (
 // <runsc root>/<container id>_sandbox.sock (gvisor.dev/gvisor pkg/shim/v1/taskserver). Its
 // Checkpoint runs `runsc checkpoint` on the shim's own runsc root, as containerd's task API
 // cannot: the shim answers that one "not implemented". The messages are declared here from
-// their wire form (the fields the lab sets), so that the lab needs ttrpc and not gVisor's module.
+// their wire form (the fields we set), so that the caller needs ttrpc and not gVisor's module.
 
 const hibernateService = "gvisor.task.TaskService"
 
@@ -34,7 +36,7 @@ var hibernateMessages = func() protoreflect.FileDescriptor {
 		}
 	}
 	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
-		Name: proto.String("snapshotlab/gvisor_task.proto"), Package: proto.String("gvisor.task"),
+		Name: proto.String("nodeagent/hibernate/gvisor_task.proto"), Package: proto.String("gvisor.task"),
 		Syntax: proto.String("proto3"),
 		MessageType: []*descriptorpb.DescriptorProto{
 			{Name: proto.String("CheckpointRequest"), Field: []*descriptorpb.FieldDescriptorProto{
@@ -49,12 +51,12 @@ var hibernateMessages = func() protoreflect.FileDescriptor {
 	return fd
 }()
 
-// HibernateSocket is where the shim of container id serves gvisor.task.TaskService.
-func HibernateSocket(runscRoot, id string) string {
+// Socket is where the shim of container id serves gvisor.task.TaskService.
+func Socket(runscRoot, id string) string {
 	return filepath.Join(runscRoot, id+"_sandbox.sock")
 }
 
-// CheckpointOptions are the request's fields the lab sets.
+// CheckpointOptions are the request's fields we set.
 type CheckpointOptions struct {
 	ImagePath   string
 	Compression string // "" (runsc's default: none) or "flate-best-speed"

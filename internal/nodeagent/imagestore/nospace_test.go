@@ -1,0 +1,5 @@
+package imagestore
+
+import "syscall"
+
+func errNoSpace() error { return syscall.ENOSPC }

@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
+)
+
+// The memory-keeping pause's admission rules (config/admission/keep_memory.yaml).
+const (
+	keepMemoryPolicy   = "agent-sandbox-keep-memory"
+	restoreImagePolicy = "agent-sandbox-restore-image"
+	restoreRefusal     = "spec.podTemplate.metadata.annotations[dev.agent-sandbox.restore-image]: only the agent-sandbox " +
+		"controller names a memory image to restore (update on sandboxes/ownership, agents.x-k8s.io); ask for it with " +
+		"agents.x-k8s.io/pause-mode: KeepMemory"
+	memoryRecordRefusal = "metadata.annotations[agents.x-k8s.io/memory-image]: the record of a Sandbox's memory image is " +
+		"written only by the agent-sandbox controller (update on sandboxes/ownership, agents.x-k8s.io)"
+	podRestoreRefusal = "metadata.annotations[dev.agent-sandbox.restore-image]: only the agent-sandbox controller names a " +
+		"memory image to restore into a pod (update on sandboxes/ownership, agents.x-k8s.io)"
+)
+
+func pauseModeRefusal(fields ...string) string {
+	return strings.Join(fields, ", ") + ": the pause mode is KeepMemory (a pause saves the sandbox's memory, on gVisor) " +
+		"or Delete (the pod is deleted, the next starts cold)"
+}
+
+// A tenant asks for a pause that keeps memory with the pause-mode annotation (KeepMemory or
+// Delete, nothing else), but cannot name a memory image, in a pod template or in the Sandbox's
+// record: that is the controller's, which can.
+func TestOnlyTheControllerNamesAMemoryImage(t *testing.T) {
+	ns := newNamespace(t)
+	ids := identitiesIn(t, ns)
+	grantIdentitiesIn(t, ns)
+	ids[asTemplateWriter] = actAs(t, ns, asTemplateWriter)
+	mustCreateObj(t, testwrap.MakeSandbox(ns, "paused").Obj())
+	annotation := func(k, v string) string { return fmt.Sprintf("metadata: {annotations: {%s: %q}}", k, v) }
+	podAnnotation := func(k, v string) string {
+		return fmt.Sprintf("spec: {podTemplate: {metadata: {annotations: {%s: %q}}}}", k, v)
+	}
+	image := "/var/lib/agent-sandbox/images/0e0e0e0e-1111-2222-3333-444444444444"
+	cases := []admissionCase{
+		{name: "tenant asks a Sandbox to keep its memory", as: asTenant, create: annotation(agentsv1alpha1.PauseModeAnnotation, "KeepMemory")},
+		{name: "tenant asks for today's pause", as: asTenant, create: annotation(agentsv1alpha1.PauseModeAnnotation, "Delete")},
+		{name: "a template writer asks its pods to keep their memory", as: asTemplateWriter, kind: "SandboxTemplate",
+			create: podAnnotation(agentsv1alpha1.PauseModeAnnotation, "KeepMemory")},
+		{name: "tenant misspells the mode", as: asTenant, create: annotation(agentsv1alpha1.PauseModeAnnotation, "keepmemory"),
+			policy: keepMemoryPolicy, want: pauseModeRefusal("metadata.annotations[agents.x-k8s.io/pause-mode]"), invalid: true},
+		{name: "a template writer misspells the mode in v1beta1", as: asTemplateWriter, kind: "SandboxTemplate", version: "v1beta1",
+			create: podAnnotation(agentsv1alpha1.PauseModeAnnotation, "Forever"), policy: keepMemoryPolicy,
+			want: pauseModeRefusal("spec.podTemplate.metadata.annotations[agents.x-k8s.io/pause-mode]"), invalid: true},
+		{name: "tenant names an image in a Sandbox's pod template", as: asTenant, create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, image),
+			policy: keepMemoryPolicy, want: restoreRefusal},
+		{name: "tenant names an image in v1beta1", as: asTenant, version: "v1beta1", create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, "/etc"),
+			policy: keepMemoryPolicy, want: restoreRefusal},
+		{name: "a template writer names an image", as: asTemplateWriter, kind: "SandboxTemplate", create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, image),
+			policy: keepMemoryPolicy, want: restoreRefusal},
+		{name: "tenant adds an image to its Sandbox", as: asTenant, target: "paused",
+			patch:  `{"spec":{"podTemplate":{"metadata":{"annotations":{"` + agentsv1alpha1.RestoreImageAnnotation + `":"` + image + `"}}}}}`,
+			policy: keepMemoryPolicy, want: restoreRefusal},
+		{name: "tenant forges the record of a memory image", as: asTenant, target: "paused",
+			patch:  `{"metadata":{"annotations":{"` + agentsv1alpha1.MemoryImageAnnotation + `":"{\"node\":\"other\"}"}}}`,
+			policy: keepMemoryPolicy, want: memoryRecordRefusal},
+		{name: "controller names an image in a pod template", as: asController, create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, image)},
+		{name: "controller records a memory image", as: asController, target: "paused",
+			patch: `{"metadata":{"annotations":{"` + agentsv1alpha1.MemoryImageAnnotation + `":"{\"node\":\"n1\"}"}}}`},
+	}
+	runAdmissionCases(t, ns, ids, cases)
+}
+
+// A pod that names a memory image is refused to anyone but the controller, even to a tenant
+// allowed to create pods (a pod it made would restore whatever image it named), and a pod
+// without one is not judged at all.
+func TestAPodNamingAMemoryImageNeedsTheController(t *testing.T) {
+	ns := newNamespace(t)
+	ids := identitiesIn(t, ns)
+	mustCreateObj(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pods"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "update", "patch"},
+	}}})
+	bindRoles(t, ns, "pod-maker", "ClusterRole/agent-sandbox-user", "Role/pods")
+	podMaker := actAs(t, ns, "pod-maker")
+	pod := func(name, image string) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "runtime:1"}}},
+		}
+		if image != "" {
+			p.Annotations = map[string]string{agentsv1alpha1.RestoreImageAnnotation: image}
+		}
+		return p
+	}
+	testwrap.Eventually(t, "the pod maker may create pods", func() error {
+		return podMaker.Create(context.Background(), pod("plain", ""), client.DryRunAll)
+	})
+	image := "/var/lib/agent-sandbox/images/0e0e0e0e-1111-2222-3333-444444444444"
+	for _, tc := range []struct {
+		name    string
+		as      client.Client
+		image   string
+		refused bool
+	}{
+		{name: "a tenant's pod without an image", as: podMaker},
+		{name: "a tenant's pod naming an image", as: podMaker, image: image, refused: true},
+		{name: "a tenant's pod naming any file", as: podMaker, image: "/etc/shadow", refused: true},
+		{name: "the controller's pod naming an image", as: ids[asController], image: image},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.as.Create(context.Background(), pod("p", tc.image), client.DryRunAll)
+			want := fmt.Sprintf("pods %q is forbidden: ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s",
+				"p", restoreImagePolicy, restoreImagePolicy, podRestoreRefusal)
+			switch {
+			case tc.refused && (err == nil || err.Error() != want):
+				t.Fatalf("got %v; want %q", err, want)
+			case !tc.refused && err != nil:
+				t.Fatalf("got %v; want it allowed", err)
+			}
+		})
+	}
+	// A pod the controller made with an image: a tenant allowed to patch pods cannot repoint it.
+	made := pod("restoring", image)
+	if err := ids[asController].Create(context.Background(), made); err != nil {
+		t.Fatalf("the controller creating a restoring pod: %v", err)
+	}
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"`+agentsv1alpha1.RestoreImageAnnotation+`":"/etc"}}}`))
+	if err := podMaker.Patch(context.Background(), made, patch, client.DryRunAll); err == nil || !strings.Contains(err.Error(), podRestoreRefusal) {
+		t.Errorf("a tenant repointing a restoring pod's image: %v; want refused with %q", err, podRestoreRefusal)
+	}
+	if err := podMaker.Patch(context.Background(), made, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"x":"y"}}}`)), client.DryRunAll); err != nil {
+		t.Errorf("a tenant labelling a restoring pod (its image untouched): %v; want it allowed", err)
+	}
+}
