@@ -3,6 +3,8 @@ package main
 import (
 	"slices"
 	"testing"
+
+	"github.com/agent-sandbox/agent-sandbox/test/bench"
 )
 
 func TestAComparisonPassesOnEveryFlagButItsOwn(t *testing.T) {
@@ -26,5 +28,21 @@ func TestComparedBuildsTakeTurnsGoingFirst(t *testing.T) {
 	want := []string{"base", "head", "head", "base", "base", "head"}
 	if !slices.Equal(got, want) {
 		t.Errorf("alternate = %q, want %q", got, want)
+	}
+}
+
+// A run the machine sampler warned about is left out of the quiet runs' medians; one from a
+// harness without the sampler counts as quiet (it cannot say otherwise).
+func TestQuietRunsLeaveOutTheRunsThatSharedTheMachine(t *testing.T) {
+	loud := &bench.Report{Scenario: "loud", Machine: &bench.Machine{Warnings: []string{"0.5 cores went to work outside the bench"}}}
+	quiet := &bench.Report{Scenario: "quiet", Machine: &bench.Machine{}}
+	old := &bench.Report{Scenario: "old"}
+	got := quietRuns([]*bench.Report{loud, quiet, old})
+	if len(got) != 2 || got[0] != quiet || got[1] != old {
+		names := []string{}
+		for _, r := range got {
+			names = append(names, r.Scenario)
+		}
+		t.Errorf("quiet runs %q, want [quiet old]", names)
 	}
 }

@@ -190,6 +190,35 @@ var comparedFigures = []struct {
 
 // printComparison prints the medians of two sets of runs side by side, with b/a.
 func printComparison(aName, bName string, a, b []*bench.Report) {
+	printComparedMedians(aName, bName, a, b, "")
+	for _, rs := range [][]*bench.Report{a, b} {
+		for _, r := range rs {
+			if r.Machine != nil && len(r.Machine.Warnings) > 0 {
+				fmt.Printf("WARNING (%s run): %s\n", r.Scenario, strings.Join(r.Machine.Warnings, "; "))
+			}
+		}
+	}
+	// A run that shared the machine says more about the machine than the build: when both
+	// builds have runs that did not, their medians alone are the fairer comparison.
+	if ca, cb := quietRuns(a), quietRuns(b); len(ca)+len(cb) < len(a)+len(b) && len(ca) > 0 && len(cb) > 0 {
+		fmt.Println()
+		printComparedMedians(aName, bName, ca, cb, ", only runs with nothing outside the bench")
+	}
+}
+
+// quietRuns are the runs the machine sampler raised no warning for.
+func quietRuns(rs []*bench.Report) []*bench.Report {
+	var out []*bench.Report
+	for _, r := range rs {
+		if r.Machine == nil || len(r.Machine.Warnings) == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// printComparedMedians prints each compared figure's median for both builds and their ratio.
+func printComparedMedians(aName, bName string, a, b []*bench.Report, note string) {
 	median := func(rs []*bench.Report, f func(*bench.Report) float64) float64 {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
@@ -198,7 +227,7 @@ func printComparison(aName, bName string, a, b []*bench.Report) {
 		sort.Float64s(v)
 		return v[len(v)/2]
 	}
-	fmt.Printf("%-40s %12s %12s %8s  (median of %d and %d runs)\n", "", aName, bName, "ratio", len(a), len(b))
+	fmt.Printf("%-40s %12s %12s %8s  (median of %d and %d runs%s)\n", "", aName, bName, "ratio", len(a), len(b), note)
 	for _, m := range comparedFigures {
 		ma, mb := median(a, m.f), median(b, m.f)
 		ratio := "n/a" // a build whose harness did not measure it
@@ -206,13 +235,6 @@ func printComparison(aName, bName string, a, b []*bench.Report) {
 			ratio = fmt.Sprintf("%.2f", mb/ma)
 		}
 		fmt.Printf("%-40s %12.2f %12.2f %8s\n", m.name, ma, mb, ratio)
-	}
-	for _, rs := range [][]*bench.Report{a, b} {
-		for _, r := range rs {
-			if r.Machine != nil && len(r.Machine.Warnings) > 0 {
-				fmt.Printf("WARNING (%s run): %s\n", r.Scenario, strings.Join(r.Machine.Warnings, "; "))
-			}
-		}
 	}
 }
 

@@ -69,6 +69,7 @@ type Reconciler struct {
 
 	expect     *memberWrites
 	autoscaled poolMemory // autoscaled pools' recent sizes wanted and status refreshes
+	low        lowWaterMemo
 }
 
 // New returns a pool reconciler reading and writing through c.
@@ -109,6 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expect.forget(req.NamespacedName)
+			r.low.forget(req.NamespacedName)
 			r.autoscaled.forget(req.NamespacedName)
 			r.demand.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
