@@ -146,7 +146,9 @@ func pauseAndWake(t *testing.T, sb *sdk.Sandbox, ns, name string) (time.Duration
 		return err
 	})
 	if s, _ := sandboxOf(ctx, ns, name); s.Annotations[agentsv1alpha1.PauseModeAnnotation] == agentsv1beta1.PauseModeKeepMemory {
-		mustf(t, memoryKept(ctx, ns, name, agentsv1beta1.ReasonMemorySaved), "after the pause")
+		slow.EventuallyContext(t, "MemoryKept says the memory was saved", func(ctx context.Context) error {
+			return memoryKept(ctx, ns, name, agentsv1beta1.ReasonMemorySaved)
+		})
 	}
 	time.Sleep(time.Second) // the routers' caches see the pause
 	start := time.Now()

@@ -117,9 +117,21 @@ func (r *Reconciler) saveMemory(ctx context.Context, sb *agentsv1beta1.Sandbox, 
 	if err := r.setMemoryImage(ctx, sb, img); err != nil {
 		return fmt.Errorf("recording the memory image: %w", err)
 	}
-	setMemoryCondition(sb, true, agentsv1beta1.ReasonMemorySaved, "memory saved on node %s: %d bytes in %.2fs", img.Node, img.Bytes, img.CheckpointSeconds)
+	saidSaved(sb)
 	log.FromContext(ctx).V(2).Info("memory saved", "pod", klog.KObj(pod), "node", img.Node, "bytes", img.Bytes, "seconds", img.CheckpointSeconds)
 	return nil
+}
+
+// saidSaved sets MemoryKept=True/MemorySaved while the Sandbox's record names an image not yet
+// restored. It is said from the record on every paused reconcile, not only by the one that
+// saved: that one's status write may fail after the pod is gone, and no later pass would
+// checkpoint again to say it.
+func saidSaved(sb *agentsv1beta1.Sandbox) {
+	img := imageOf(sb)
+	if img == nil || img.Image == "" || img.RestorePodUID != "" {
+		return
+	}
+	setMemoryCondition(sb, true, agentsv1beta1.ReasonMemorySaved, "memory saved on node %s: %d bytes in %.2fs", img.Node, img.Bytes, img.CheckpointSeconds)
 }
 
 // restoreInto makes the new pod restore the saved memory: on the image's node, with the restore

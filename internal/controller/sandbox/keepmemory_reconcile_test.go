@@ -112,6 +112,28 @@ func TestAKeepMemoryPauseSavesThePodAndTheResumeRestoresIt(t *testing.T) {
 	}
 }
 
+// The pass that saved the memory may lose its status write after the pod is gone; no later pass
+// saves again, so the condition is said from the Sandbox's record of the image.
+func TestASavedMemoryIsSaidEvenWhenTheSavingPassLostItsStatus(t *testing.T) {
+	agents := &fakeAgents{}
+	g := keepMemoryRig(t, agents, agentsv1beta1.PauseModeKeepMemory)
+	sb := g.sandbox()
+	g.update(sb, func() { sb.Spec.OperatingMode = agentsv1beta1.SandboxOperatingModeSuspended })
+	g.refuse("status", "Sandbox", conflict("Sandbox"))
+	if _, err := g.reconcileErr(); err == nil {
+		t.Fatal("the saving pass reported no error; want its status write's conflict")
+	}
+	g.heal()
+	if c := g.condition(agentsv1beta1.SandboxConditionMemoryKept); c != nil && c.Reason == agentsv1beta1.ReasonMemorySaved {
+		t.Fatalf("MemoryKept = %+v before the next pass; the refused status write should not have landed", c)
+	}
+	g.reconcile() // brought by the pod's deletion
+	g.wantMemoryKept(metav1.ConditionTrue, agentsv1beta1.ReasonMemorySaved, "memory saved on node n1")
+	if len(agents.calls) != 1 {
+		t.Errorf("agent calls %q; want the one checkpoint", agents.calls)
+	}
+}
+
 // Every way the memory cannot be kept ends in today's pause or a cold resume, and the condition
 // says which and why.
 func TestWhenTheMemoryCannotBeKeptThePauseAndResumeGoOnAsToday(t *testing.T) {

@@ -62,6 +62,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 				return pod, false, 0, err
 			}
 		}
+		saidSaved(sb)
 		return pod, false, 0, nil
 	}
 
