@@ -124,14 +124,11 @@ func autoscaleRun(ctx context.Context, cfg AutoscaleConfig, autoscaled bool) (*A
 	if err != nil {
 		return nil, err
 	}
-	rec := newRecorder()
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	defer stopCache()
-	go func() { _ = cc.Start(cacheCtx) }()
-	if err := watchClaims(ctx, cc, rec); err != nil {
+	rec, stopCache, err := recordClaims(ctx, cc)
+	if err != nil {
 		return nil, err
 	}
-	cc.WaitForCacheSync(ctx)
+	defer stopCache()
 	return autoscaleSteps(ctx, cfg, c, cc, rec, name)
 }
 

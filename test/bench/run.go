@@ -91,14 +91,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
-	rec := newRecorder()
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	defer stopCache()
-	go func() { _ = cc.Start(cacheCtx) }()
-	if err := watchClaims(ctx, cc, rec); err != nil {
+	rec, stopCache, err := recordClaims(ctx, cc)
+	if err != nil {
 		return nil, err
 	}
-	cc.WaitForCacheSync(ctx)
+	defer stopCache()
 	if err := burst(ctx, cfg, env, c, ctrlProc, rec, report); err != nil {
 		return nil, err
 	}
@@ -302,6 +299,20 @@ func loadgenClient(env *testenv.Env) (client.Client, cache.Cache, error) {
 }
 
 // createNamespaceAndTemplate makes the benchmark's namespace and the template its claims use.
+// recordClaims starts the load generator's claim cache with the recorder watching it; stop
+// ends the cache.
+func recordClaims(ctx context.Context, cc cache.Cache) (rec *recorder, stop func(), err error) {
+	rec = newRecorder()
+	cacheCtx, stop := context.WithCancel(ctx)
+	go func() { _ = cc.Start(cacheCtx) }()
+	if err := watchClaims(ctx, cc, rec); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	cc.WaitForCacheSync(ctx)
+	return rec, stop, nil
+}
+
 func createNamespaceAndTemplate(ctx context.Context, c client.Client) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		return err
