@@ -66,9 +66,10 @@ func memoryKept(ctx context.Context, ns, name, reason string) error {
 // A gVisor Sandbox annotated pause-mode KeepMemory: a pause deletes its pod after the node agent
 // saved it, and a request through the router wakes it with the same processes, the counter where
 // it was and the server on its port. Each wake is timed against a Sandbox paused as today (cold),
-// E2E_KEEPMEM_WAKES times each (default 5).
+// E2E_KEEPMEM_WAKES times each (default 5), each on a Sandbox of its own. A restored sandbox's
+// second pause and wake (docs/snapshots.md: its restore is not yet kept) must still answer, from
+// its memory or cold with the condition saying so.
 func TestAPauseThatKeepsMemoryWakesTheSameProcesses(t *testing.T) {
-	ctx := t.Context()
 	ns := newNamespace(t, "keepmem")
 	dumpKeepMemoryOnFailure(t, ns)
 	cli := sdkClient(t, ns)
@@ -78,47 +79,14 @@ func TestAPauseThatKeepsMemoryWakesTheSameProcesses(t *testing.T) {
 	}
 	lat := map[string][]time.Duration{}
 	for _, mode := range []string{agentsv1beta1.PauseModeKeepMemory, agentsv1beta1.PauseModeDelete} {
-		name := strings.ToLower(mode)
-		sandbox := testwrap.MakeSandbox(ns, name).Containers(runtimeContainer()).TerminationGracePeriod(1).
-			RuntimeClass(ptr.To(spec.GVisorRuntimeClass)).
-			Annotation(agentsv1alpha1.WakeOnRequestAnnotation, "true").Annotation(agentsv1alpha1.PauseModeAnnotation, mode)
-		sb, err := cli.CreateSandbox(ctx, sandbox.Obj())
-		mustf(t, err, "creating the %s sandbox", mode)
 		for i := range wakes {
-			if mode == agentsv1beta1.PauseModeDelete || i == 0 {
-				// A cold start has lost both; a restored sandbox still runs them.
-				_, err := sb.Start(ctx, sdk.Shell(counterScript))
-				mustf(t, err, "starting the counter")
-				_, err = sb.Start(ctx, sdk.Shell(serverScript))
-				mustf(t, err, "starting the server")
-			}
-			var before string
-			slow.EventuallyContext(t, "the server answers with the counter", func(ctx context.Context) error {
-				res, err := sb.Run(ctx, sdk.Shell(askServer))
-				if err == nil && len(strings.Fields(res.Stdout)) != 2 {
-					err = fmt.Errorf("answer %q", res.Stdout)
-				}
-				if err == nil {
-					before = res.Stdout
-				}
-				return err
-			})
-			pod, err := podOf(ctx, ns, name)
-			mustf(t, err, "reading the pod")
-			d, body := pauseAndWake(t, sb, ns, name)
+			name := fmt.Sprintf("%s-%d", strings.ToLower(mode), i)
+			sb := startCounter(t, cli, ns, name, mode)
+			d := keepMemoryCycle(t, sb, ns, name, mode, i)
 			lat[mode] = append(lat[mode], d)
-			if mode == agentsv1beta1.PauseModeDelete {
-				continue
+			if mode == agentsv1beta1.PauseModeKeepMemory && i == 0 {
+				secondCycle(t, sb, ns, name)
 			}
-			checkSameProcess(t, i, before, body)
-			after, err := podOf(ctx, ns, name)
-			mustf(t, err, "reading the woken pod")
-			if after.UID == pod.UID || after.Annotations[agentsv1alpha1.RestoreImageAnnotation] == "" {
-				t.Fatalf("wake %d: pod %s (restore annotation %q); want a new pod restored from the image", i, after.UID, after.Annotations[agentsv1alpha1.RestoreImageAnnotation])
-			}
-			slow.EventuallyContext(t, "MemoryKept says the memory came back", func(ctx context.Context) error {
-				return memoryKept(ctx, ns, name, agentsv1beta1.ReasonMemoryRestored)
-			})
 		}
 	}
 	for _, mode := range []string{agentsv1beta1.PauseModeKeepMemory, agentsv1beta1.PauseModeDelete} {
@@ -127,6 +95,86 @@ func TestAPauseThatKeepsMemoryWakesTheSameProcesses(t *testing.T) {
 		t.Logf("wake to first answer, pause-mode %s, %d wakes: min %s, median %s, max %s (all %v)", mode, len(l),
 			l[0].Round(time.Millisecond), l[len(l)/2].Round(time.Millisecond), l[len(l)-1].Round(time.Millisecond), l)
 	}
+}
+
+// startCounter creates a gVisor Sandbox that wakes on request, with pause-mode mode, and starts
+// the counter and its server in it.
+func startCounter(t *testing.T, cli *sdk.Client, ns, name, mode string) *sdk.Sandbox {
+	t.Helper()
+	ctx := t.Context()
+	sandbox := testwrap.MakeSandbox(ns, name).Containers(runtimeContainer()).TerminationGracePeriod(1).
+		RuntimeClass(ptr.To(spec.GVisorRuntimeClass)).
+		Annotation(agentsv1alpha1.WakeOnRequestAnnotation, "true").Annotation(agentsv1alpha1.PauseModeAnnotation, mode)
+	sb, err := cli.CreateSandbox(ctx, sandbox.Obj())
+	mustf(t, err, "creating the %s sandbox %s", mode, name)
+	_, err = sb.Start(ctx, sdk.Shell(counterScript))
+	mustf(t, err, "starting the counter")
+	_, err = sb.Start(ctx, sdk.Shell(serverScript))
+	mustf(t, err, "starting the server")
+	return sb
+}
+
+// keepMemoryCycle pauses and wakes the Sandbox once, timed; with KeepMemory the same counter
+// answers after the wake, from a new pod restored from the image.
+func keepMemoryCycle(t *testing.T, sb *sdk.Sandbox, ns, name, mode string, i int) time.Duration {
+	t.Helper()
+	ctx := t.Context()
+	before := counterNow(t, sb)
+	pod, err := podOf(ctx, ns, name)
+	mustf(t, err, "reading the pod")
+	d, body := pauseAndWake(t, sb, ns, name)
+	if mode == agentsv1beta1.PauseModeDelete {
+		return d
+	}
+	checkSameProcess(t, i, before, body)
+	after, err := podOf(ctx, ns, name)
+	mustf(t, err, "reading the woken pod")
+	if after.UID == pod.UID || after.Annotations[agentsv1alpha1.RestoreImageAnnotation] == "" {
+		t.Fatalf("wake %d: pod %s (restore annotation %q); want a new pod restored from the image", i, after.UID, after.Annotations[agentsv1alpha1.RestoreImageAnnotation])
+	}
+	slow.EventuallyContext(t, "MemoryKept says the memory came back", func(ctx context.Context) error {
+		return memoryKept(ctx, ns, name, agentsv1beta1.ReasonMemoryRestored)
+	})
+	return d
+}
+
+// secondCycle pauses and wakes a restored Sandbox again: the memory is saved again, and the
+// wake answers, with the same counter or cold with MemoryKept=False/RestoreFailed saying so.
+func secondCycle(t *testing.T, sb *sdk.Sandbox, ns, name string) {
+	t.Helper()
+	counterNow(t, sb)
+	_, body := pauseAndWake(t, sb, ns, name)
+	var reason string
+	slow.EventuallyContext(t, "MemoryKept says what became of the second restore", func(ctx context.Context) error {
+		s, err := sandboxOf(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(s.Status.Conditions, agentsv1beta1.SandboxConditionMemoryKept)
+		if c == nil || (c.Reason != agentsv1beta1.ReasonMemoryRestored && c.Reason != agentsv1beta1.ReasonRestoreFailed) {
+			return fmt.Errorf("MemoryKept %+v; want MemoryRestored or RestoreFailed", c)
+		}
+		reason = c.Reason + ": " + c.Message
+		return nil
+	})
+	t.Logf("the second wake of a restored sandbox answered %s; MemoryKept %s", body, reason)
+}
+
+// counterNow waits until the server answers with the counter and returns that answer.
+func counterNow(t *testing.T, sb *sdk.Sandbox) string {
+	t.Helper()
+	var now string
+	slow.EventuallyContext(t, "the server answers with the counter", func(ctx context.Context) error {
+		res, err := sb.Run(ctx, sdk.Shell(askServer))
+		if err == nil && len(strings.Fields(res.Stdout)) != 2 {
+			err = fmt.Errorf("answer %q", res.Stdout)
+		}
+		if err == nil {
+			now = res.Stdout
+		}
+		return err
+	})
+	return now
 }
 
 // pauseAndWake pauses the Sandbox, waits for its pod to go, and times a request through the
