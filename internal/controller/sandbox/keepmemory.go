@@ -41,6 +41,17 @@ type memoryImage struct {
 	// PodUID is the pod saved; RestorePodUID the pod made to restore it, once made.
 	PodUID        string `json:"podUID"`
 	RestorePodUID string `json:"restorePodUID,omitempty"`
+	// Done is what became of the restore, once the image is deleted. It stays in the record
+	// (until the next pause writes a new one) so that every pass says it in MemoryKept: the pass
+	// that learned it may lose its status write, and the node agent cannot be asked twice.
+	Done *restoreDone `json:"done,omitempty"`
+}
+
+// restoreDone is the MemoryKept condition a finished restore left.
+type restoreDone struct {
+	Restored bool   `json:"restored"`
+	Reason   string `json:"reason"`
+	Message  string `json:"message"`
 }
 
 func imageOf(sb *agentsv1beta1.Sandbox) *memoryImage {
@@ -138,8 +149,8 @@ func saidSaved(sb *agentsv1beta1.Sandbox) {
 // annotation. When that cannot be, the image is given up and the pod starts cold.
 func (r *Reconciler) restoreInto(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) error {
 	img := imageOf(sb)
-	if img == nil || r.nodeAgents == nil {
-		return nil
+	if img == nil || img.Done != nil || r.nodeAgents == nil {
+		return nil // nothing to restore: a restore done already leaves a later pod cold
 	}
 	why := ""
 	switch {
@@ -203,6 +214,10 @@ func (r *Reconciler) restorePodMade(ctx context.Context, sb *agentsv1beta1.Sandb
 // whether the wrapper restored it or started the pod cold.
 func (r *Reconciler) finishRestore(ctx context.Context, sb *agentsv1beta1.Sandbox, pod *corev1.Pod) error {
 	img := imageOf(sb)
+	if img != nil && img.Done != nil {
+		setMemoryCondition(sb, img.Done.Restored, img.Done.Reason, "%s", img.Done.Message)
+		return nil
+	}
 	if img == nil || r.nodeAgents == nil || pod.Annotations[agentsv1beta1.RestoreImageAnnotation] == "" || !podReady(pod) {
 		return nil
 	}
@@ -210,19 +225,22 @@ func (r *Reconciler) finishRestore(ctx context.Context, sb *agentsv1beta1.Sandbo
 	if err != nil {
 		return fmt.Errorf("deleting the memory image on node %s: %w", img.Node, err)
 	}
-	if err := r.setMemoryImage(ctx, sb, nil); err != nil {
-		return err
-	}
+	done := &restoreDone{Reason: agentsv1beta1.ReasonRestoreFailed,
+		Message: "resumed cold: the node's runtime did not restore the image (not gVisor, or no restoring runsc)"}
 	switch out := res.Outcome; {
 	case res.Tried && out.Restored:
 		restoreSeconds.Observe(out.Seconds)
 		restoreBytes.Observe(float64(img.Bytes))
-		setMemoryCondition(sb, true, agentsv1beta1.ReasonMemoryRestored, "memory restored on node %s from %d bytes in %.2fs", img.Node, img.Bytes, out.Seconds)
+		done = &restoreDone{Restored: true, Reason: agentsv1beta1.ReasonMemoryRestored,
+			Message: fmt.Sprintf("memory restored on node %s from %d bytes in %.2fs", img.Node, img.Bytes, out.Seconds)}
 	case res.Tried:
-		setMemoryCondition(sb, false, agentsv1beta1.ReasonRestoreFailed, "resumed cold: the restore on node %s failed (%s): %s", img.Node, out.Reason, out.Message)
-	default:
-		setMemoryCondition(sb, false, agentsv1beta1.ReasonRestoreFailed, "resumed cold: the node's runtime did not restore the image (not gVisor, or no restoring runsc)")
+		done.Message = fmt.Sprintf("resumed cold: the restore on node %s failed (%s): %s", img.Node, out.Reason, out.Message)
 	}
+	img.Done = done
+	if err := r.setMemoryImage(ctx, sb, img); err != nil {
+		return err
+	}
+	setMemoryCondition(sb, done.Restored, done.Reason, "%s", done.Message)
 	log.FromContext(ctx).V(2).Info("restore finished", "pod", klog.KObj(pod), "restored", res.Outcome.Restored, "reason", res.Outcome.Reason)
 	return nil
 }

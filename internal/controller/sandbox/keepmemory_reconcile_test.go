@@ -107,8 +107,31 @@ func TestAKeepMemoryPauseSavesThePodAndTheResumeRestoresIt(t *testing.T) {
 		t.Fatalf("last agent call %q; want the image deleted once the pod is ready", last)
 	}
 	g.wantMemoryKept(metav1.ConditionTrue, agentsv1beta1.ReasonMemoryRestored, "memory restored on node n1")
-	if _, ok := g.sandbox().Annotations[agentsv1beta1.MemoryImageAnnotation]; ok {
-		t.Error("the memory-image record stays after the restore; want it gone")
+	if img := imageOf(g.sandbox()); img == nil || img.Done == nil || !img.Done.Restored {
+		t.Errorf("the memory-image record after the restore %+v; want it done, restored", img)
+	}
+}
+
+// The pass that finished the restore may lose its status write; the node agent has deleted the
+// image and cannot be asked again, so the next passes say the outcome from the record.
+func TestARestoresOutcomeIsSaidEvenWhenItsPassLostItsStatus(t *testing.T) {
+	agents := &fakeAgents{deleted: nodeagent.DeleteResult{Tried: true, Outcome: imagestore.Outcome{Restored: true, Seconds: 0.4}}}
+	g := keepMemoryRig(t, agents, agentsv1beta1.PauseModeKeepMemory)
+	g.setMode(agentsv1beta1.SandboxOperatingModeSuspended)
+	g.setMode(agentsv1beta1.SandboxOperatingModeRunning)
+	pod := g.pod()
+	g.podRunsReady()
+	g.updateStatus(pod, func() { pod.Status.HostIP = testHostIP })
+	g.refuse("status", "Sandbox", conflict("Sandbox"))
+	if _, err := g.reconcileErr(); err == nil {
+		t.Fatal("the finishing pass reported no error; want its status write's conflict")
+	}
+	g.heal()
+	calls := len(agents.calls)
+	g.reconcile()
+	g.wantMemoryKept(metav1.ConditionTrue, agentsv1beta1.ReasonMemoryRestored, "memory restored on node n1")
+	if len(agents.calls) != calls {
+		t.Errorf("agent calls %q after the lost status; want none more", agents.calls[calls:])
 	}
 }
 
@@ -180,8 +203,8 @@ func TestWhenTheMemoryCannotBeKeptThePauseAndResumeGoOnAsToday(t *testing.T) {
 			g.updateStatus(pod, func() { pod.Status.HostIP = testHostIP })
 			g.reconcile()
 			g.wantMemoryKept(metav1.ConditionFalse, tc.wantReason, tc.wantMessage)
-			if _, ok := g.sandbox().Annotations[agentsv1beta1.MemoryImageAnnotation]; ok {
-				t.Error("a memory-image record stays; want none")
+			if img := imageOf(g.sandbox()); img != nil && img.Done == nil {
+				t.Errorf("the memory-image record %+v still names an image to restore; want none, or the restore done", img)
 			}
 		})
 	}
