@@ -535,8 +535,8 @@ func TestAdmissionPoliciesAreTheSameInTheChartAndKustomize(t *testing.T) {
 	for _, o := range kustomize(t, "config/admission") {
 		want[o.GetKind()+"/"+o.GetName()] = o
 	}
-	if len(want) != 16 {
-		t.Fatalf("config/admission has %d objects, want 8 policies and 8 bindings", len(want))
+	if len(want) != 20 {
+		t.Fatalf("config/admission has %d objects, want 10 policies and 10 bindings", len(want))
 	}
 	objs, err := helmTemplate(t, "agent-sandbox-system")
 	if err != nil {
