@@ -77,20 +77,8 @@ func runscConfigPath(e Env) string { return filepath.Join(e.Cfg.RunscDir(), "run
 // shim logs to runsc-shim-<container>.log (a log_path ending in "/"; the shim replaces no %ID%),
 // runsc per sandbox and command (info level; add debug = "true" to runsc_config for a trace).
 func runscConfig(e Env, gvisorDir string) string {
-	logs := e.Cfg.Path("logs", "runsc")
-	return fmt.Sprintf(`# the wrapper's runsc (cleanupRunsc runs it directly):
-# runsc = %q
-binary_name = %q
-root = %q
-log_level = "info"
-log_path = %q
-
-[runsc_config]
-  platform = "systrap"
-  restore-spec-validation = "warning"
-  debug-log = %q
-`, filepath.Join(gvisorDir, "runsc"), runscWrapperPath(e), runscRoot(e), logs+"/",
-		filepath.Join(logs, "%ID%", "runsc.%COMMAND%.log"))
+	header := fmt.Sprintf("the wrapper's runsc (cleanupRunsc runs it directly):\n# runsc = %q", filepath.Join(gvisorDir, "runsc"))
+	return spec.RunscOptions(header, runscWrapperPath(e), runscRoot(e), "info", e.Cfg.Path("logs", "runsc"))
 }
 
 // shimBinDir is first on containerd's PATH: it holds the shim as containerd 1.6 can start it.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
 )
 
 // containerdConfig: no CRI (the lab drives containerd's own API with ctr), everything under Dir.
@@ -33,16 +35,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 // spec validation as a warning, as the local cluster has it (a new pod's specs differ in gVisor
 // annotations that name the pod).
 func (l *Lab) runscConfig() string {
-	return fmt.Sprintf(`binary_name = %q
-root = %q
-log_level = "debug"
-log_path = %q
-
-[runsc_config]
-  platform = "systrap"
-  restore-spec-validation = "warning"
-  debug-log = %q
-`, l.path("bin", "runsc"), l.RunscRoot(), l.path("logs")+"/", l.path("logs", "%ID%", "runsc.%COMMAND%.log"))
+	return spec.RunscOptions("", l.path("bin", "runsc"), l.RunscRoot(), "debug", l.path("logs"))
 }
 
 // shimConfig is read by the shim's daemon at start from its working directory (the bundle;
