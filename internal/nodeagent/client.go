@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/imagestore"
+	"github.com/agent-sandbox/agent-sandbox/internal/noredirect"
 )
 
 // DefaultPort is where the agent listens on each node's address (host network).
@@ -26,9 +27,11 @@ type Client struct {
 	HTTP      *http.Client
 }
 
-// NewClient is a client with a bounded HTTP client: a checkpoint of a large sandbox takes seconds.
+// NewClient is a client with a bounded HTTP client (a checkpoint of a large sandbox takes
+// seconds) that never follows a redirect: whatever answers at a node's port gets no second
+// request carrying the controller's token elsewhere.
 func NewClient(port int, tokenFile string) *Client {
-	return &Client{Port: port, TokenFile: tokenFile, HTTP: &http.Client{Timeout: 2 * time.Minute}}
+	return &Client{Port: port, TokenFile: tokenFile, HTTP: noredirect.Client(&http.Client{Timeout: 2 * time.Minute})}
 }
 
 // Checkpoint asks the agent at hostIP to save the pod.

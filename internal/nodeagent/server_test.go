@@ -92,6 +92,26 @@ func TestTheClientCarriesTheAgentsReasons(t *testing.T) {
 	}
 }
 
+// The controller's client takes a redirect for an answer: the place it points to gets nothing,
+// least of all the controller's token.
+func TestTheClientNeverFollowsARedirect(t *testing.T) {
+	elsewhere := 0
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere++ }))
+	defer target.Close()
+	redirecting := httptest.NewServer(http.RedirectHandler(target.URL+DeletePath, http.StatusTemporaryRedirect))
+	defer redirecting.Close()
+	u, _ := url.Parse(redirecting.URL)
+	port, _ := strconv.Atoi(u.Port())
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("controller"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewClient(port, tokenFile).Delete(t.Context(), u.Hostname(), "uid")
+	if err == nil || elsewhere != 0 {
+		t.Errorf("Delete through a 307: err %v, requests to its target %d; want an error and none", err, elsewhere)
+	}
+}
+
 func TestMatchingASandboxsProcesses(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
