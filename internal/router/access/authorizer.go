@@ -125,9 +125,20 @@ func (a *sandboxAuthorizer) allowedNamespaceWide(ctx context.Context, id *Identi
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
 		allowed, err := a.reviewer.Review(rctx, id.User, namespace, "")
+		if err != nil {
+			// Unanswered: a recent namespace-wide allow stands, as a Sandbox's own does (the
+			// Sandboxes it covered were never asked about one by one, so they have none).
+			if v, ok := a.lastAllowed.recall(key); ok {
+				return v, nil
+			}
+		}
 		ttl := a.denyTTL
-		if err == nil && allowed {
+		switch {
+		case err == nil && allowed:
 			ttl = a.allowTTL
+			a.lastAllowed.remember(key, true)
+		case err == nil:
+			a.lastAllowed.forget(key)
 		}
 		if ttl > 0 {
 			a.cache.Add(key, err == nil && allowed, ttl)

@@ -153,6 +153,25 @@ func TestAFailedNamespaceWideReviewFallsBackToTheSandboxsOwn(t *testing.T) {
 	}
 }
 
+// While the API server cannot answer, a recent namespace-wide allow stands for the Sandboxes it
+// covered, as a Sandbox's own allow does: they were never asked about one by one.
+func TestARecentNamespaceWideAllowOutlivesAnOutage(t *testing.T) {
+	access := &accesstest.SandboxReviewer{Grants: map[string]bool{"bob@ns/": true}}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	a := newSandboxAuthorizer(access, 10*time.Second, 2*time.Second, time.Minute, 16, clk)
+	a.retryBudget = 0
+	AskNamespaceWideFirst()(a)
+	bob := &Identity{User: authnv1.UserInfo{Username: "bob"}}
+	if ok, err := a.Authorize(context.Background(), bob, "ns", "a"); !ok || err != nil {
+		t.Fatalf("before the outage: allowed=%v err=%v, want allowed", ok, err)
+	}
+	clk.Step(11 * time.Second) // the cached allow has expired
+	access.SetErr(errors.New("connection refused"))
+	if ok, err := a.Authorize(context.Background(), bob, "ns", "b"); !ok || err != nil {
+		t.Fatalf("during the outage: allowed=%v err=%v; want the namespace's recent allow to stand", ok, err)
+	}
+}
+
 // Without the option every Sandbox is its own question, as before.
 func TestWithoutNamespaceWideEachSandboxIsAsked(t *testing.T) {
 	access := &accesstest.SandboxReviewer{Grants: map[string]bool{"bob@ns/": true}}
