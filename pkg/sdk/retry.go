@@ -77,7 +77,28 @@ func retryableAPIError(err error, write bool) bool {
 		return false
 	}
 	return isTransportError(err) || isBodyCut(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) ||
-		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || isEtcdTransient(err)
+		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || isEtcdTransient(err) ||
+		isConversionConnectionLost(err)
+}
+
+// isConversionConnectionLost: the API server's 500 for a conversion webhook call that lost its
+// connection, as when the webhook process holding it was killed (kube-apiserver never retries a
+// conversion; docs/availability.md). The read did not happen; the webhook's other processes
+// answer the next one.
+func isConversionConnectionLost(err error) bool {
+	if !apierrors.IsInternalError(err) {
+		return false
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "conversion webhook for") {
+		return false
+	}
+	for _, lost := range []string{"broken pipe", "connection reset by peer", "connection refused", "EOF", "http2: client connection lost"} {
+		if strings.Contains(msg, lost) {
+			return true
+		}
+	}
+	return false
 }
 
 // isTransportError: the request failed on its way (client-go wraps every such failure in a

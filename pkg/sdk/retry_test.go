@@ -219,6 +219,10 @@ func TestRetryableAPIError(t *testing.T) {
 		{"etcd request timed out", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true, false},
 		{"etcd leader changed", apierrors.NewInternalError(errors.New("etcdserver: leader changed")), true, false},
 		{"another internal error", apierrors.NewInternalError(errors.New("conversion webhook failed")), false, false},
+		{"the conversion webhook's connection lost (its process killed): a write may have been applied", apierrors.NewInternalError(errors.New(
+			`conversion webhook for agents.x-k8s.io/v1beta1, Kind=Sandbox failed: Post "https://agent-sandbox-webhook-service.agent-sandbox-system.svc:443/convert?timeout=30s": write tcp 10.244.0.1:54076->10.96.139.119:443: write: broken pipe`)), true, false},
+		{"the conversion webhook refused the object: not sent again", apierrors.NewInternalError(errors.New(
+			`conversion webhook for agents.x-k8s.io/v1beta1, Kind=Sandbox failed: conversion request failed with status Failure: unknown field`)), false, false},
 		{"not found", apierrors.NewNotFound(claimsGR, "x"), false, false},
 		{"forbidden", apierrors.NewForbidden(claimsGR, "x", errors.New("no")), false, false},
 		{"conflict", apierrors.NewConflict(claimsGR, "x", errors.New("changed")), false, false},

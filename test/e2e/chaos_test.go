@@ -234,6 +234,7 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 	t.Cleanup(func() { stopLoad(); load.Wait() }) // also when a wait below fails the test
 	time.Sleep(2 * time.Second)                   // calls before the first fault
 	var recovery []time.Duration
+	var killedAt []time.Time
 	for i := range kills {
 		// In turn: pod 0's controller, pod 0's webhook, pod 1's controller, pod 1's webhook…
 		victim, process, which := controllerPods(t)[(i/2)%2], theController, "controller"
@@ -243,6 +244,7 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 		before := restarts(&victim)
 		pid := killContainer(t, &victim, controllerExe, process)
 		killed := time.Now()
+		killedAt = append(killedAt, killed)
 		slow.EventuallyContext(t, "controller "+victim.Name+" back after kill "+strconv.Itoa(i+1), func(ctx context.Context) error {
 			p := &corev1.Pod{}
 			if err := kube.Get(ctx, client.ObjectKeyFromObject(&victim), p); err != nil {
@@ -265,8 +267,54 @@ func TestClientsLoseNoCallWhileControllersAreKilled(t *testing.T) {
 	load.Wait()
 
 	t.Logf("%d kills of controller and webhook containers", kills)
-	log.expectNoFailure(t)
+	log.expectNoFailureButTheConversionRace(t, killedAt)
 	expectOneSandboxPerAcknowledgedClaim(t, ns, log)
+}
+
+// conversionRaceWindow bounds how long after a kill the API server may still send a conversion
+// request on its connection to the killed process: the moment it takes to read that connection's
+// close. Seen: once, 2026-11-28, in CI, some milliseconds after a kill.
+const conversionRaceWindow = time.Second
+
+// expectNoFailureButTheConversionRace is expectNoFailure, but for the one failure no server can
+// prevent (docs/availability.md, "The one call a kill may cost"): kube-apiserver keeps one HTTP/2
+// connection to the conversion webhook and never retries a conversion, so a v1alpha1 call it sends
+// on that connection between the death of the process holding it and its reading of the close
+// fails with the connection's error. It is allowed once per kill, within conversionRaceWindow of
+// it, and only with that error; anything else fails the test.
+func (l *callLog) expectNoFailureButTheConversionRace(t *testing.T, kills []time.Time) {
+	t.Helper()
+	l.mu.Lock()
+	var others []failedCall
+	raced := map[int]bool{} // kills that cost a call
+	for _, f := range l.failures {
+		if k := conversionRaceOf(f, kills); k >= 0 && !raced[k] {
+			raced[k] = true
+			t.Logf("lost to the conversion race of kill %d (%s after it): %s", k+1, f.at.Sub(kills[k]).Round(time.Millisecond), f)
+			continue
+		}
+		others = append(others, f)
+	}
+	l.failures = others
+	l.mu.Unlock()
+	l.expectNoFailure(t)
+}
+
+// conversionRaceOf is the index of the kill whose conversion race f is, or -1: a v1alpha1 call
+// whose conversion webhook call lost its connection, within conversionRaceWindow after that kill.
+func conversionRaceOf(f failedCall, kills []time.Time) int {
+	msg := f.err.Error()
+	lost := strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer") ||
+		strings.Contains(msg, "EOF") || strings.Contains(msg, "http2: client connection lost")
+	if !strings.Contains(f.what, "v1alpha1") || !strings.Contains(msg, "conversion webhook for") || !lost {
+		return -1
+	}
+	for i, k := range kills {
+		if !f.at.Before(k) && f.at.Sub(k) <= conversionRaceWindow {
+			return i
+		}
+	}
+	return -1
 }
 
 // expectOneSandboxPerAcknowledgedClaim waits until every claim whose create was acknowledged

@@ -194,7 +194,7 @@ func mountSecret(ctx context.Context, t *testing.T, ns, name, dir string) {
 
 // writeIssuedCerts writes a CA and a serving certificate for dnsName as cert-manager lays them
 // out in its Secret (ca.crt, tls.crt, tls.key).
-func writeIssuedCerts(t *testing.T, dir, dnsName string) {
+func writeIssuedCerts(t testing.TB, dir, dnsName string) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, IsCA: true,
@@ -222,7 +222,7 @@ func writeIssuedCerts(t *testing.T, dir, dnsName string) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
