@@ -73,7 +73,12 @@ func serveConversionStub(b *testing.B, dir string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()
-	b.Cleanup(func() { cancel(); _ = <-done })
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("the webhook ended with %v", err)
+		}
+	})
 	testwrap.Wait{Timeout: 10 * time.Second, Interval: 10 * time.Millisecond}.Eventually(b, "the webhook serving",
 		func() error { return srv.Ready(nil) })
 	return "https://127.0.0.1:" + strconv.Itoa(port) + conversion.Path
