@@ -30,6 +30,7 @@ const (
 	sandboxIDAnnotation        = "io.kubernetes.cri.sandbox-id"
 	sandboxNamespaceAnnotation = "io.kubernetes.cri.sandbox-namespace"
 	sandboxNameAnnotation      = "io.kubernetes.cri.sandbox-name"
+	podUIDAnnotation           = "io.kubernetes.cri.sandbox-uid"
 	containerTypeSandbox       = "sandbox"
 )
 
@@ -76,11 +77,17 @@ func Decide(images imagestore.Store, ann map[string]string) Decision {
 	refuse := func(reason, msg string) Decision {
 		return Decision{Image: image, Outcome: &imagestore.Outcome{SandboxID: sandboxID, Reason: reason, Message: msg}}
 	}
-	_, err = images.Verify(image, ann[sandboxNamespaceAnnotation], ann[sandboxNameAnnotation])
+	owner, err := images.Verify(image, ann[sandboxNamespaceAnnotation], ann[sandboxNameAnnotation])
 	switch reason := imagestore.ReasonOf(err); {
 	case err != nil && (reason == imagestore.ReasonNotOwner || reason == imagestore.ReasonNoImage):
 		// Not this pod's image (or none): it starts cold and leaves the image as it was, so
 		// another pod naming it cannot spoil its owner's restore.
+		return Decision{}
+	case err == nil && owner.PodUID != "" && owner.PodUID == ann[podUIDAnnotation]:
+		// The pod the image was saved from: a checkpoint ends its sandbox, and the kubelet makes
+		// it another before the pause deletes the pod. A restored pod still names the image its
+		// restore used, now holding this new save; restoring it here would spend it on a pod
+		// about to go. It starts cold and leaves the image to the pod the wake makes.
 		return Decision{}
 	case tried:
 		// A second sandbox for the pod (the kubelet retries after a failed restore, or replaces

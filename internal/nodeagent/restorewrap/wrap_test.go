@@ -17,13 +17,17 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/imagestore"
 )
 
-const uid = "0e0e0e0e-1111-2222-3333-444444444444"
+const (
+	uid = "0e0e0e0e-1111-2222-3333-444444444444"
+	// savedFromPod is the UID of the pod the image was saved from; podSpec's pods are later ones.
+	savedFromPod = "5a5a5a5a-1111-2222-3333-444444444444"
+)
 
 // withImage is a store holding a complete image of uid saved from pod ns/pod.
 func withImage(t *testing.T) imagestore.Store {
 	t.Helper()
 	s := imagestore.Store{Dir: t.TempDir()}
-	dir, err := s.Prepare(imagestore.Owner{SandboxUID: uid, Namespace: "ns", PodName: "pod"})
+	dir, err := s.Prepare(imagestore.Owner{SandboxUID: uid, Namespace: "ns", PodName: "pod", PodUID: savedFromPod})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +43,7 @@ func withImage(t *testing.T) imagestore.Store {
 // podSpec is the annotations CRI gives a pod's sandbox (or, with container true, its container).
 func podSpec(image, ns, pod string, container bool) map[string]string {
 	ann := map[string]string{sandboxIDAnnotation: "sb1", sandboxNamespaceAnnotation: ns, sandboxNameAnnotation: pod,
-		containerTypeAnnotation: containerTypeSandbox}
+		podUIDAnnotation: "7b7b7b7b-1111-2222-3333-444444444444", containerTypeAnnotation: containerTypeSandbox}
 	if container {
 		ann[containerTypeAnnotation] = "container"
 	}
@@ -74,6 +78,12 @@ func TestOnlyThePodsOwnCompleteImageIsRestored(t *testing.T) {
 		{name: "a pod of the image's own after another's refused try", wantRestore: true,
 			prior: nil,
 			ann:   func(s imagestore.Store) map[string]string { return podSpec(s.Path(uid), "ns", "pod", false) }},
+		{name: "the kubelet's new sandbox for the pod the image was saved from: cold, the image left for the wake",
+			ann: func(s imagestore.Store) map[string]string {
+				ann := podSpec(s.Path(uid), "ns", "pod", false)
+				ann[podUIDAnnotation] = savedFromPod
+				return ann
+			}},
 		{name: "a truncated image is recorded as such", wantReason: imagestore.ReasonCorrupt, spoil: true,
 			ann: func(s imagestore.Store) map[string]string { return podSpec(s.Path(uid), "ns", "pod", false) }},
 		{name: "a second sandbox after a failed restore starts cold", wantReason: imagestore.ReasonFailed,
