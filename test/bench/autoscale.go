@@ -95,24 +95,13 @@ func autoscaleRun(ctx context.Context, cfg AutoscaleConfig, autoscaled bool) (*A
 		return nil, err
 	}
 	logf("autoscale: %s: starting the control plane with %d kwok nodes (logs in %s)", name, cfg.Nodes, dir)
-	env, err := testenv.Start(testenv.Options{ControllerManager: true, Scheduler: true, KwokNodes: cfg.Nodes, DataDir: dir})
+	bc, err := startBenchCluster(ctx, testenv.Options{ControllerManager: true, Scheduler: true, KwokNodes: cfg.Nodes, DataDir: dir},
+		cfg.RepoRoot, "")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = env.Stop() }()
-	kubeconfig, err := env.Kubeconfig("agent-sandbox-controller")
-	if err != nil {
-		return nil, err
-	}
-	ctrlProc, err := startController(ctx, cfg.RepoRoot, dir, kubeconfig, "")
-	if err != nil {
-		return nil, err
-	}
-	defer ctrlProc.stop()
-	c, cc, err := loadgenClient(env)
-	if err != nil {
-		return nil, err
-	}
+	defer bc.stop()
+	c, cc := bc.c, bc.cc
 	if err := createNamespaceAndTemplate(ctx, c); err != nil {
 		return nil, err
 	}

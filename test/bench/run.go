@@ -64,27 +64,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	auditPath := filepath.Join(cfg.Dir, "audit.log")
 	logf("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with %d nodes (logs in %s)", cfg.Nodes, cfg.Dir)
-	env, err := testenv.Start(testenv.Options{ControllerManager: true, Scheduler: true, KwokNodes: cfg.Nodes, AuditLogPath: auditPath, DataDir: cfg.Dir})
+	bc, err := startBenchCluster(ctx, testenv.Options{ControllerManager: true, Scheduler: true, KwokNodes: cfg.Nodes,
+		AuditLogPath: auditPath, DataDir: cfg.Dir}, cfg.RepoRoot, cfg.ControllerMemoryLimit)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = env.Stop() }()
-
-	ctrlKubeconfig, err := env.Kubeconfig("agent-sandbox-controller")
-	if err != nil {
-		return nil, err
-	}
-	logf("building and starting the controller")
-	ctrlProc, err := startController(ctx, cfg.RepoRoot, cfg.Dir, ctrlKubeconfig, cfg.ControllerMemoryLimit)
-	if err != nil {
-		return nil, err
-	}
-	defer ctrlProc.stop()
-
-	c, cc, err := loadgenClient(env)
-	if err != nil {
-		return nil, err
-	}
+	defer bc.stop()
+	env, ctrlProc, c, cc := bc.env, bc.ctrl, bc.c, bc.cc
 	report := &Report{Scenario: cfg.Scenario, Rate: cfg.Rate, Duration: cfg.Duration.String(), Pool: cfg.Pool, Nodes: cfg.Nodes,
 		ClaimEnv: cfg.ClaimEnv, WritesPerClaim: map[string]float64{}}
 	if err := prepareLoad(ctx, c, ctrlProc, cfg.Pool, report); err != nil {
