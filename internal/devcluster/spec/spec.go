@@ -83,8 +83,11 @@ var DefaultPorts = Ports{
 	ControllerWebhook: 38443,
 	Router:            18080,
 	RouterProbe:       18081,
-	RouterNodePort:    31880,
-	RouterE2BNodePort: 31881,
+	// The fixed NodePorts sit in the range's static band (30000–30085 of 30000–32767), which
+	// kube-apiserver leaves to ports asked for by number: in the upper band a port the chart's
+	// own Service got at random (its other ports) could already hold one of them.
+	RouterNodePort:    30080,
+	RouterE2BNodePort: 30081,
 	KubeProxyHealthz:  30256,
 	KubeProxyMetrics:  30249,
 	CiliumHealth:      39879,
