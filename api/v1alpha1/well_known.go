@@ -53,6 +53,7 @@ const (
 	PauseModeKeepMemory     = agentsv1beta1.PauseModeKeepMemory
 	MemoryImageAnnotation   = agentsv1beta1.MemoryImageAnnotation
 	RestoreImageAnnotation  = agentsv1beta1.RestoreImageAnnotation
+	ForkOfAnnotation        = agentsv1beta1.ForkOfAnnotation
 	RouterPodLabel          = agentsv1beta1.RouterPodLabel
 	RouterPodLabelValue     = agentsv1beta1.RouterPodLabelValue
 )

@@ -20,6 +20,13 @@ const (
 	// controller may set it (admission); containerd passes it to the runsc wrapper, which accepts
 	// only an image under the node agent's directory named for the pod's Sandbox.
 	RestoreImageAnnotation = "dev.agent-sandbox.restore-image"
+	// ForkOfAnnotation, set when a Sandbox is created, names a running Sandbox of the same
+	// namespace to fork: the controller saves that Sandbox's memory without stopping it, and this
+	// Sandbox's first pod is restored from the save on the parent's node, so it starts with the
+	// parent's processes and memory under its own name, address and policies. Its author must
+	// hold create on the parent's sandboxes/proxy (the right to run code in it); admission
+	// checks that and refuses the annotation on any later write.
+	ForkOfAnnotation = "agents.x-k8s.io/fork-of"
 	// SandboxConditionMemoryKept says what became of the memory of a KeepMemory pause: True once
 	// saved or restored, False with the reason the Sandbox paused or resumed cold instead.
 	SandboxConditionMemoryKept = "MemoryKept"
@@ -32,6 +39,9 @@ const (
 	ReasonCheckpointFailed = "CheckpointFailed"
 	ReasonRestoreFailed    = "RestoreFailed"
 	ReasonImageUnusable    = "ImageUnusable"
+	// ReasonForkFailed: the parent could not be saved (gone, not running, not gVisor); the fork
+	// started cold.
+	ReasonForkFailed = "ForkFailed"
 )
 
 // KeepsMemory says whether a pause of the Sandbox saves its memory: the pause-mode annotation on
@@ -42,3 +52,6 @@ func (s *Sandbox) KeepsMemory() bool {
 	}
 	return s.Spec.PodTemplate.ObjectMeta.Annotations[PauseModeAnnotation] == PauseModeKeepMemory
 }
+
+// ForkOf is the Sandbox this one forks ("" for none).
+func (s *Sandbox) ForkOf() string { return s.Annotations[ForkOfAnnotation] }

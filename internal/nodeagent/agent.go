@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
@@ -21,12 +22,15 @@ import (
 // maxSocketPath is the longest path a Unix socket may have (sun_path less its NUL).
 const maxSocketPath = 107
 
-// CheckpointRequest names the pod to save and the Sandbox whose image it becomes.
+// CheckpointRequest names the pod to save and the Sandbox whose image it becomes: the pod's own
+// (a pause), or a fork's child, whose namespace and pod name the image then carries.
 type CheckpointRequest struct {
 	PodUID     string `json:"podUID"`
 	SandboxUID string `json:"sandboxUID"`
 	Namespace  string `json:"namespace"`
 	PodName    string `json:"podName"`
+	// LeaveRunning keeps the pod's sandbox running once saved: a fork's parent carries on.
+	LeaveRunning bool `json:"leaveRunning,omitempty"`
 }
 
 // CheckpointResult is the saved image.
@@ -59,18 +63,23 @@ type Agent struct {
 	// ShimRoot is the runsc root of the shim's own config, where each pod's shim serves its
 	// hibernate socket.
 	ShimRoot string
-	// Checkpoint saves sandbox id through the shim's socket into image (default hibernate's).
-	Checkpoint func(ctx context.Context, socket, id, image string) error
+	// Checkpoint saves sandbox id through the shim's socket (default hibernate's).
+	Checkpoint func(ctx context.Context, socket, id string, opts hibernate.CheckpointOptions) error
 	Procs      Processes
 	Now        func() time.Time
 	Log        *slog.Logger
+
+	// saving holds one lock per pod sandbox: the forks of one parent are saved one at a time.
+	saving sync.Map
+	// once fills the defaults before the first call: the server's calls run concurrently.
+	once sync.Once
 }
 
-func (a *Agent) defaults() {
+func (a *Agent) defaults() { a.once.Do(a.fillDefaults) }
+
+func (a *Agent) fillDefaults() {
 	if a.Checkpoint == nil {
-		a.Checkpoint = func(ctx context.Context, socket, id, image string) error {
-			return hibernate.Checkpoint(ctx, socket, id, hibernate.CheckpointOptions{ImagePath: image})
-		}
+		a.Checkpoint = hibernate.Checkpoint
 	}
 	if a.Procs == nil {
 		a.Procs = HostProcesses{}
@@ -83,8 +92,9 @@ func (a *Agent) defaults() {
 	}
 }
 
-// Save checkpoints the pod's sandbox into the Sandbox's image. The sandbox stops once saved.
-// Each way it can fail has its reason: no sandbox of the pod here, not gVisor, a full disk.
+// Save checkpoints the pod's sandbox into the Sandbox's image. The sandbox stops once saved,
+// unless the request leaves it running (a fork). Each way it can fail has its reason: no sandbox
+// of the pod here, not gVisor, a full disk.
 func (a *Agent) Save(ctx context.Context, req CheckpointRequest) (CheckpointResult, error) {
 	a.defaults()
 	id, err := a.podSandbox(req.PodUID)
@@ -104,8 +114,11 @@ func (a *Agent) Save(ctx context.Context, req CheckpointRequest) (CheckpointResu
 	if err != nil {
 		return CheckpointResult{}, err
 	}
+	lock, _ := a.saving.LoadOrStore(id, &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
 	start := a.Now()
-	if err := a.Checkpoint(ctx, socket, id, dir); err != nil {
+	if err := a.Checkpoint(ctx, socket, id, hibernate.CheckpointOptions{ImagePath: dir, LeaveRunning: req.LeaveRunning}); err != nil {
 		_ = a.Images.Delete(req.SandboxUID)
 		if imagestore.IsNoSpace(err) {
 			return CheckpointResult{}, imagestore.Errorf(imagestore.ReasonNoSpace, "checkpoint of pod %s: %v", req.PodUID, err)
@@ -118,7 +131,7 @@ func (a *Agent) Save(ctx context.Context, req CheckpointRequest) (CheckpointResu
 		_ = a.Images.Delete(req.SandboxUID)
 		return CheckpointResult{}, err
 	}
-	a.Log.Info("saved a sandbox", "pod", req.Namespace+"/"+req.PodName, "sandbox", id, "image", dir, "bytes", size, "seconds", seconds)
+	a.Log.Info("saved a sandbox", "pod", req.Namespace+"/"+req.PodName, "sandbox", id, "image", dir, "bytes", size, "seconds", seconds, "leftRunning", req.LeaveRunning)
 	return CheckpointResult{Node: a.Node, Image: dir, Bytes: size, Seconds: seconds}, nil
 }
 

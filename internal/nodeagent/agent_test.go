@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/hibernate"
 	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/imagestore"
@@ -58,7 +60,8 @@ func node(t *testing.T, runc bool, checkpointErr error) (*Agent, *fakeProcs) {
 	if !runc {
 		write(hibernate.Socket(a.ShimRoot, sandboxID), "")
 	}
-	a.Checkpoint = func(_ context.Context, socket, id, image string) error {
+	a.Checkpoint = func(_ context.Context, socket, id string, opts hibernate.CheckpointOptions) error {
+		image := opts.ImagePath
 		if socket != hibernate.Socket(a.ShimRoot, sandboxID) || id != sandboxID {
 			return fmt.Errorf("checkpoint of %s through %s; want the pod's sandbox %s", id, socket, sandboxID)
 		}
@@ -188,5 +191,49 @@ func TestTheSweepDeletesOnlyImagesOfSandboxesThatAreGone(t *testing.T) {
 				t.Errorf("image present %t; want %t", err == nil, tc.wantImage)
 			}
 		})
+	}
+}
+
+func TestAForkSavesTheParentRunningIntoEachChildsImage(t *testing.T) {
+	a, _ := node(t, false, nil)
+	save := a.Checkpoint
+	var (
+		mu             sync.Mutex
+		inFlight, most int
+		leftRunning    []bool
+	)
+	a.Checkpoint = func(ctx context.Context, socket, id string, opts hibernate.CheckpointOptions) error {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		leftRunning = append(leftRunning, opts.LeaveRunning)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // long enough for a second save to overlap, were they not one at a time
+		defer func() { mu.Lock(); inFlight--; mu.Unlock() }()
+		return save(ctx, socket, id, opts)
+	}
+	children := []string{"1e0e0e0e-1111-2222-3333-444444444444", "2e0e0e0e-1111-2222-3333-444444444444", "3e0e0e0e-1111-2222-3333-444444444444"}
+	var wg sync.WaitGroup
+	errs := make([]error, len(children))
+	for i, uid := range children {
+		wg.Go(func() {
+			_, errs[i] = a.Save(t.Context(), CheckpointRequest{PodUID: podUID, SandboxUID: uid, Namespace: "ns", PodName: fmt.Sprintf("child-%d", i), LeaveRunning: true})
+		})
+	}
+	wg.Wait()
+	for i, uid := range children {
+		if errs[i] != nil {
+			t.Fatalf("saving child %d: %v", i, errs[i])
+		}
+		o, err := a.Images.Verify(a.Images.Path(uid), "ns", fmt.Sprintf("child-%d", i))
+		if err != nil || o.PodUID != podUID {
+			t.Errorf("child %d's image = %+v, %v; want one the child may restore, saved from the parent's pod %s", i, o, err, podUID)
+		}
+	}
+	if most != 1 {
+		t.Errorf("%d saves of one sandbox ran at once; want one at a time", most)
+	}
+	if !slices.Equal(leftRunning, []bool{true, true, true}) {
+		t.Errorf("LeaveRunning per save = %v; want the parent left running by each", leftRunning)
 	}
 }

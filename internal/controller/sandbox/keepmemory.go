@@ -39,7 +39,9 @@ type memoryImage struct {
 	Bytes             int64   `json:"bytes"`
 	CheckpointSeconds float64 `json:"checkpointSeconds"`
 	// PodUID is the pod saved; RestorePodUID the pod made to restore it, once made.
-	PodUID        string `json:"podUID"`
+	PodUID string `json:"podUID"`
+	// ForkOf is the parent Sandbox whose running pod was saved, for a fork.
+	ForkOf        string `json:"forkOf,omitempty"`
 	RestorePodUID string `json:"restorePodUID,omitempty"`
 	// Done is what became of the restore, once the image is deleted. It stays in the record
 	// (until the next pause writes a new one) so that every pass says it in MemoryKept: the pass
@@ -233,6 +235,9 @@ func (r *Reconciler) finishRestore(ctx context.Context, sb *agentsv1beta1.Sandbo
 		restoreBytes.Observe(float64(img.Bytes))
 		done = &restoreDone{Restored: true, Reason: agentsv1beta1.ReasonMemoryRestored,
 			Message: fmt.Sprintf("memory restored on node %s from %d bytes in %.2fs", img.Node, img.Bytes, out.Seconds)}
+		if img.ForkOf != "" {
+			done.Message = fmt.Sprintf("forked from %s: its %s", img.ForkOf, done.Message)
+		}
 	case res.Tried:
 		done.Message = fmt.Sprintf("resumed cold: the restore on node %s failed (%s): %s", img.Node, out.Reason, out.Message)
 	}

@@ -25,10 +25,12 @@ type fakeAgents struct {
 	checkpointErr error
 	deleted       nodeagent.DeleteResult
 	calls         []string
+	leftRunning   []bool // per checkpoint
 }
 
 func (f *fakeAgents) Checkpoint(_ context.Context, hostIP string, req nodeagent.CheckpointRequest) (nodeagent.CheckpointResult, error) {
 	f.calls = append(f.calls, "checkpoint "+hostIP+" "+req.PodUID+" "+req.SandboxUID+" "+req.Namespace+"/"+req.PodName)
+	f.leftRunning = append(f.leftRunning, req.LeaveRunning)
 	if f.checkpointErr != nil {
 		return nodeagent.CheckpointResult{}, f.checkpointErr
 	}

@@ -94,6 +94,9 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 		return nil, false, 0, err
 	}
 	r.warnRefused(sb, refused)
+	if err := r.saveParent(ctx, sb); err != nil {
+		return nil, false, 0, err
+	}
 	if err := r.restoreInto(ctx, sb, pod); err != nil {
 		return nil, false, 0, err
 	}

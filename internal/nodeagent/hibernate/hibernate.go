@@ -26,21 +26,22 @@ import (
 const hibernateService = "gvisor.task.TaskService"
 
 // hibernateMessages describes gvisor.task.CheckpointRequest (id = 1, image_path = 2,
-// compression = 6) and the empty CheckpointResponse.
+// leave_running = 4, compression = 6) and the empty CheckpointResponse.
 var hibernateMessages = func() protoreflect.FileDescriptor {
-	str := func(name string, n int32) *descriptorpb.FieldDescriptorProto {
+	field := func(name string, n int32, typ descriptorpb.FieldDescriptorProto_Type) *descriptorpb.FieldDescriptorProto {
 		return &descriptorpb.FieldDescriptorProto{
 			Name: proto.String(name), Number: proto.Int32(n), JsonName: proto.String(name),
-			Type:  descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
-			Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
+			Type: typ.Enum(), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
 		}
 	}
+	str, boolean := descriptorpb.FieldDescriptorProto_TYPE_STRING, descriptorpb.FieldDescriptorProto_TYPE_BOOL
 	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
 		Name: proto.String("nodeagent/hibernate/gvisor_task.proto"), Package: proto.String("gvisor.task"),
 		Syntax: proto.String("proto3"),
 		MessageType: []*descriptorpb.DescriptorProto{
 			{Name: proto.String("CheckpointRequest"), Field: []*descriptorpb.FieldDescriptorProto{
-				str("id", 1), str("image_path", 2), str("compression", 6),
+				field("id", 1, str), field("image_path", 2, str), field("leave_running", 4, boolean),
+				field("compression", 6, str),
 			}},
 			{Name: proto.String("CheckpointResponse")},
 		},
@@ -60,10 +61,13 @@ func Socket(runscRoot, id string) string {
 type CheckpointOptions struct {
 	ImagePath   string
 	Compression string // "" (runsc's default: none) or "flate-best-speed"
+	// LeaveRunning keeps the sandbox running once saved (runsc checkpoint --leave-running): a
+	// fork's parent carries on.
+	LeaveRunning bool
 }
 
 // Checkpoint asks the shim of container id to save its sandbox into opts.ImagePath. The sandbox
-// stops once saved; the call returns when runsc checkpoint has.
+// stops once saved unless opts.LeaveRunning; the call returns when runsc checkpoint has.
 func Checkpoint(ctx context.Context, socket, id string, opts CheckpointOptions) error {
 	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", socket)
 	if err != nil {
@@ -77,6 +81,7 @@ func Checkpoint(ctx context.Context, socket, id string, opts CheckpointOptions) 
 	req.Set(fields.ByName("id"), protoreflect.ValueOfString(id))
 	req.Set(fields.ByName("image_path"), protoreflect.ValueOfString(opts.ImagePath))
 	req.Set(fields.ByName("compression"), protoreflect.ValueOfString(opts.Compression))
+	req.Set(fields.ByName("leave_running"), protoreflect.ValueOfBool(opts.LeaveRunning))
 	resp := dynamicpb.NewMessage(msgs.ByName("CheckpointResponse"))
 	if err := client.Call(ctx, hibernateService, "Checkpoint", req, resp); err != nil {
 		return fmt.Errorf("checkpoint of %s: %w", id, err)
