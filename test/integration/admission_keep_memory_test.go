@@ -137,3 +137,49 @@ func TestAPodNamingAMemoryImageNeedsTheController(t *testing.T) {
 		t.Errorf("a tenant labelling a restoring pod (its image untouched): %v; want it allowed", err)
 	}
 }
+
+func forkRefusal(parent string) string {
+	return "metadata.annotations[agents.x-k8s.io/fork-of]: forking " + parent + " copies its memory, and needs the right to " +
+		"run code in it (create on sandboxes/proxy, agents.x-k8s.io, of " + parent + ")"
+}
+
+const (
+	forkNameRefusal  = "metadata.annotations[agents.x-k8s.io/fork-of]: the name of another Sandbox of this namespace"
+	forkLaterRefusal = "metadata.annotations[agents.x-k8s.io/fork-of]: a fork's parent is named only when the Sandbox is created"
+)
+
+// A fork copies its parent's memory (whatever secrets its processes hold), so its author must
+// hold the right to run code in that parent: create on its sandboxes/proxy. A tenant allowed
+// to create Sandboxes but to reach only its own cannot fork another's; it names a parent only
+// at creation, and only by a Sandbox name.
+func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
+	ns := newNamespace(t)
+	ids := identitiesIn(t, ns)
+	const reachesMine = "reaches-mine"
+	mustCreateObj(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sandboxes-reach-mine"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"create", "get", "list", "watch", "patch", "update"}},
+		{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes/proxy"}, Verbs: []string{"create"}, ResourceNames: []string{"mine"}},
+	}})
+	bindRoles(t, ns, reachesMine, "Role/sandboxes-reach-mine")
+	waitForRight(t, ns, reachesMine, "create", "proxy", "mine")
+	ids[reachesMine] = actAs(t, ns, reachesMine)
+	mustCreateObj(t, testwrap.MakeSandbox(ns, "mine").Obj())
+	mustCreateObj(t, testwrap.MakeSandbox(ns, "theirs").Obj())
+	forkOf := func(parent string) string { return fmt.Sprintf("metadata: {annotations: {%s: %q}}", agentsv1alpha1.ForkOfAnnotation, parent) }
+	cases := []admissionCase{
+		{name: "a tenant forks a Sandbox it may run code in", as: asTenant, create: forkOf("theirs")},
+		{name: "a tenant who reaches only its own forks its own", as: reachesMine, create: forkOf("mine")},
+		{name: "a tenant who reaches only its own forks another's", as: reachesMine, create: forkOf("theirs"),
+			policy: keepMemoryPolicy, want: forkRefusal("theirs")},
+		{name: "the same in v1beta1", as: reachesMine, version: "v1beta1", create: forkOf("theirs"),
+			policy: keepMemoryPolicy, want: forkRefusal("theirs")},
+		{name: "a parent named by a path", as: asTenant, create: forkOf("../other-namespace/theirs"),
+			policy: keepMemoryPolicy, want: forkNameRefusal, invalid: true},
+		{name: "a Sandbox forking itself", as: asTenant, createName: "self", create: forkOf("self"),
+			policy: keepMemoryPolicy, want: forkNameRefusal, invalid: true},
+		{name: "a tenant names a parent after the creation", as: asTenant, target: "mine",
+			patch:  `{"metadata":{"annotations":{"` + agentsv1alpha1.ForkOfAnnotation + `":"theirs"}}}`,
+			policy: keepMemoryPolicy, want: forkLaterRefusal, invalid: true},
+	}
+	runAdmissionCases(t, ns, ids, cases)
+}
