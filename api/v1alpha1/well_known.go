@@ -12,6 +12,15 @@ const (
 	// SandboxConditionFinished is True once the pod has run to completion (Succeeded or Failed).
 	SandboxConditionFinished  = "Finished"
 	SandboxConditionIdlePause = agentsv1beta1.SandboxConditionIdlePause
+	// SandboxConditionMemoryKept: what became of the memory of a KeepMemory pause or a fork.
+	SandboxConditionMemoryKept = agentsv1beta1.SandboxConditionMemoryKept
+)
+
+// Reasons of the MemoryKept condition.
+const (
+	ReasonMemorySaved    = agentsv1beta1.ReasonMemorySaved
+	ReasonMemoryRestored = agentsv1beta1.ReasonMemoryRestored
+	ReasonForkFailed     = agentsv1beta1.ReasonForkFailed
 )
 
 // Reasons of the Ready condition of a Sandbox. Every not-ready state has its own reason so that a

@@ -20,7 +20,7 @@ func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"create", "--help"}, {"ls", "--help"}, {"get", "--help"}, {"exec", "--help"},
 		{"cp", "--help"}, {"pause", "--help"}, {"resume", "--help"}, {"rm", "--help"},
-		{"keepalive", "--help"}, {"check", "--help"},
+		{"keepalive", "--help"}, {"check", "--help"}, {"fork", "--help"},
 	} {
 		r := offline(args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "Usage:") {
@@ -206,6 +206,17 @@ func TestCLIFlow(t *testing.T) {
 	r = c.mustRun("", "exec", "conv-1", "--", "echo", "back")
 	if r.stdout != "back\n" {
 		t.Errorf("exec after resume: %q", r.stdout)
+	}
+
+	// fork: the stand-in controller restores nothing, so both forks start cold and say so.
+	r = c.run("", "fork", "conv-1", "--count", "2")
+	if r.code != 1 || strings.Count(r.stdout, "forked from conv-1\n") != 2 || !strings.Contains(r.stderr, "some forks started without the memory of conv-1") {
+		t.Errorf("fork without a node agent: %+v; want two forks listed and exit 1 saying they started cold", r)
+	}
+	for line := range strings.Lines(r.stdout) {
+		if fork, ok := strings.CutPrefix(strings.TrimSuffix(line, " forked from conv-1\n"), "sandbox "); ok {
+			c.mustRun("", "rm", fork, "--wait")
+		}
 	}
 
 	// rm.
