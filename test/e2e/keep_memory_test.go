@@ -103,16 +103,20 @@ func TestAPauseThatKeepsMemoryWakesTheSameProcesses(t *testing.T) {
 func startCounter(t *testing.T, cli *sdk.Client, ns, name, mode string) *sdk.Sandbox {
 	t.Helper()
 	ctx := t.Context()
-	sandbox := testwrap.MakeSandbox(ns, name).Containers(runtimeContainer()).TerminationGracePeriod(1).
-		RuntimeClass(ptr.To(spec.GVisorRuntimeClass)).
-		Annotation(agentsv1alpha1.WakeOnRequestAnnotation, "true").Annotation(agentsv1alpha1.PauseModeAnnotation, mode)
-	sb, err := cli.CreateSandbox(ctx, sandbox.Obj())
+	sb, err := cli.CreateSandbox(ctx, counterSandbox(ns, name, mode).Obj())
 	mustf(t, err, "creating the %s sandbox %s", mode, name)
 	_, err = sb.Start(ctx, sdk.Shell(counterScript))
 	mustf(t, err, "starting the counter")
 	_, err = sb.Start(ctx, sdk.Shell(serverScript))
 	mustf(t, err, "starting the server")
 	return sb
+}
+
+// counterSandbox is the gVisor Sandbox the counter runs in: it wakes on request, with pause-mode mode.
+func counterSandbox(ns, name, mode string) *testwrap.SandboxWrapper {
+	return testwrap.MakeSandbox(ns, name).Containers(runtimeContainer()).TerminationGracePeriod(1).
+		RuntimeClass(ptr.To(spec.GVisorRuntimeClass)).
+		Annotation(agentsv1alpha1.WakeOnRequestAnnotation, "true").Annotation(agentsv1alpha1.PauseModeAnnotation, mode)
 }
 
 // keepMemoryCycle pauses and wakes the Sandbox once, timed; with KeepMemory the same counter

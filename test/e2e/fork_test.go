@@ -1,0 +1,91 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
+	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
+)
+
+// A tenant forks its running gVisor sandbox into 3: each fork answers from the parent's counter
+// process (same pid, the count carried on from where it was), from a pod of its own with its
+// own address and NetworkPolicy, and from then on has a state of its own; the parent carries
+// on. Another tenant naming that parent from its own namespace gets a cold fork, never the
+// parent's memory.
+func TestAForkStartsWithItsParentsProcessesAndIsItsOwn(t *testing.T) {
+	ns := newNamespace(t, "fork")
+	dumpKeepMemoryOnFailure(t, ns)
+	owner := sdkClientAs(t, ns, tenantConfig(t, ns))
+	parent := startCounter(t, owner, ns, "parent", agentsv1beta1.PauseModeDelete)
+	before := counterNow(t, parent)
+
+	start := time.Now()
+	forks, err := owner.Fork(t.Context(), "parent", 3)
+	took := time.Since(start)
+	mustf(t, err, "forking parent into 3 as its tenant")
+	t.Logf("3 forks ready with the parent's memory %s after the call", took.Round(time.Millisecond))
+
+	parentPod, err := podOf(t.Context(), ns, "parent")
+	mustf(t, err, "reading the parent's pod")
+	ips := map[string]string{parentPod.Status.PodIP: "parent"}
+	for i, f := range forks {
+		checkSameProcess(t, fmt.Sprintf("fork %d", i), before, runAnswer(t, f))
+		pod, err := podOf(t.Context(), ns, f.Name())
+		mustf(t, err, "reading fork %s's pod", f.Name())
+		if other, seen := ips[pod.Status.PodIP]; seen || pod.Spec.NodeName != parentPod.Spec.NodeName {
+			t.Errorf("fork %s: address %s (also %q's), node %s; want an address of its own on the parent's node %s",
+				f.Name(), pod.Status.PodIP, other, pod.Spec.NodeName, parentPod.Spec.NodeName)
+		}
+		ips[pod.Status.PodIP] = f.Name()
+		np := &networkingv1.NetworkPolicy{}
+		mustf(t, kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: sandbox.EgressPolicyName(f.Name())}, np),
+			"fork %s's own NetworkPolicy", f.Name())
+	}
+	checkSameProcess(t, "parent after the forks", before, runAnswer(t, parent))
+
+	// From the fork on, each has its own state: a file one writes is in no other.
+	_, err = forks[0].Run(t.Context(), sdk.Shell("echo mine > /tmp/only-fork-0"))
+	mustf(t, err, "writing in fork 0")
+	for _, s := range []*sdk.Sandbox{parent, forks[1], forks[2]} {
+		res, err := s.Run(t.Context(), sdk.Shell("cat /tmp/only-fork-0 2>/dev/null || echo absent"))
+		mustf(t, err, "reading in %s", s.Name())
+		if strings.TrimSpace(res.Stdout) != "absent" {
+			t.Errorf("%s sees fork 0's file (%q); want each fork its own files", s.Name(), res.Stdout)
+		}
+	}
+
+	// Another tenant, in its own namespace, cannot name that parent: not by a path (admission),
+	// and by its name only a Sandbox of its own namespace, of which there is none, so its fork
+	// starts cold and says why.
+	nsB := newNamespace(t, "fork-other")
+	cfgB := tenantConfig(t, nsB)
+	other := clientAs(t, cfgB)
+	refusedWith(t, "the other tenant naming the parent by its namespace",
+		other.Create(t.Context(), counterSandbox(nsB, "by-path", agentsv1beta1.PauseModeDelete).
+			Annotation(agentsv1beta1.ForkOfAnnotation, ns+"/parent").Obj()),
+		"the name of another Sandbox of this namespace")
+	stolen := counterSandbox(nsB, "stolen", agentsv1beta1.PauseModeDelete).Annotation(agentsv1beta1.ForkOfAnnotation, "parent").Obj()
+	mustf(t, other.Create(t.Context(), stolen), "the other tenant's fork naming parent")
+	slow.EventuallyContext(t, "the other tenant's fork says it started cold", func(ctx context.Context) error {
+		return memoryKept(ctx, nsB, "stolen", agentsv1beta1.ReasonForkFailed)
+	})
+	otherSDK := sdkClientAs(t, nsB, cfgB)
+	s, err := otherSDK.Get(t.Context(), "stolen")
+	mustf(t, err, "the other tenant's fork")
+	mustf(t, s.WaitReady(t.Context()), "the other tenant's fork ready")
+	res, err := s.Run(t.Context(), sdk.Shell(askServer))
+	mustf(t, err, "asking the other tenant's fork")
+	if strings.TrimSpace(res.Stdout) != "none" {
+		t.Errorf("the other tenant's fork answers %q; want no counter: the first tenant's parent is not reachable from its namespace", res.Stdout)
+	}
+}
