@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +67,8 @@ func TestAForkStartsWithItsParentsProcessesAndIsItsOwn(t *testing.T) {
 		}
 	}
 
+	timeForkAgainstColdCreate(t, owner, ns)
+
 	// Another tenant, in its own namespace, cannot name that parent: not by a path (admission),
 	// and by its name only a Sandbox of its own namespace, of which there is none, so its fork
 	// starts cold and says why.
@@ -88,4 +93,34 @@ func TestAForkStartsWithItsParentsProcessesAndIsItsOwn(t *testing.T) {
 	if strings.TrimSpace(res.Stdout) != "none" {
 		t.Errorf("the other tenant's fork answers %q; want no counter: the first tenant's parent is not reachable from its namespace", res.Stdout)
 	}
+}
+
+// timeForkAgainstColdCreate times, alternated, a fork of the parent (one, until ready) against
+// the creation of the same Sandbox cold, E2E_FORK_ROUNDS times each (default 3), and logs the
+// medians: what a fork costs beyond a cold start, before counting what the fork did not have to
+// rebuild.
+func timeForkAgainstColdCreate(t *testing.T, cli *sdk.Client, ns string) {
+	t.Helper()
+	rounds := 3
+	if v, err := strconv.Atoi(os.Getenv("E2E_FORK_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	var fork, cold []time.Duration
+	for i := range rounds {
+		start := time.Now()
+		forks, err := cli.Fork(t.Context(), "parent", 1)
+		fork = append(fork, time.Since(start))
+		mustf(t, err, "fork round %d", i)
+		start = time.Now()
+		fresh, err := cli.CreateSandbox(t.Context(), counterSandbox(ns, fmt.Sprintf("cold-%d", i), agentsv1beta1.PauseModeDelete).Obj())
+		cold = append(cold, time.Since(start))
+		mustf(t, err, "cold round %d", i)
+		for _, s := range []*sdk.Sandbox{forks[0], fresh} {
+			mustf(t, cli.Delete(t.Context(), s.Name()), "deleting %s", s.Name())
+		}
+	}
+	slices.Sort(fork)
+	slices.Sort(cold)
+	t.Logf("create to ready, %d rounds alternated: fork of parent median %s (%v); cold create median %s (%v)",
+		rounds, fork[rounds/2].Round(time.Millisecond), fork, cold[rounds/2].Round(time.Millisecond), cold)
 }

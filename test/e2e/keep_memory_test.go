@@ -233,5 +233,5 @@ func checkSameProcess(t *testing.T, wake, before, body string) {
 	if pid != pid0 || n < n0 {
 		t.Fatalf("wake %s: the counter answers pid %d count %d; before the pause pid %d count %d: want the same process, not reset", wake, pid, n, pid0, n0)
 	}
-	t.Logf("wake %s: pid %d, counter %d before the pause, %d at the first answer after it", wake, pid, n0, n)
+	t.Logf("%s: pid %d, counter %d before, %d at the first answer after", wake, pid, n0, n)
 }
