@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 )
@@ -182,4 +184,64 @@ func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
 			policy: keepMemoryPolicy, want: forkLaterRefusal, invalid: true},
 	}
 	runAdmissionCases(t, ns, ids, cases)
+}
+
+// A snapshot pool (agents.x-k8s.io/fork-of on a SandboxWarmPool) makes every member a fork of
+// the Sandbox it names, so its writer needs the right to run code in that Sandbox, when the pool
+// is written and whenever it is pointed elsewhere. The controller, which creates the members,
+// is not asked again.
+func TestASnapshotPoolNeedsTheRightToRunCodeInItsPreparedSandbox(t *testing.T) {
+	ns := newNamespace(t)
+	ids := identitiesIn(t, ns)
+	const poolWriter = "pool-writer"
+	mustCreateObj(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "writes-pools-reaches-mine"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxwarmpools"}, Verbs: []string{"create", "get", "update", "patch"}},
+		{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes/proxy"}, Verbs: []string{"create"}, ResourceNames: []string{"mine"}},
+	}})
+	bindRoles(t, ns, poolWriter, "Role/writes-pools-reaches-mine")
+	waitForRight(t, ns, poolWriter, "create", "proxy", "mine")
+	writer := actAs(t, ns, poolWriter)
+	pool := func(name, source string) *extv1alpha1.SandboxWarmPool {
+		p := testwrap.MakeWarmPool(ns, name).Template("python").Replicas(1).Obj()
+		if source != "" {
+			p.Annotations = map[string]string{agentsv1alpha1.ForkOfAnnotation: source}
+		}
+		return p
+	}
+	mustCreateObj(t, pool("plain", ""))
+	repoint := func(source string) client.Patch {
+		return client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+agentsv1alpha1.ForkOfAnnotation+`":"`+source+`"}}}`))
+	}
+	for _, tc := range []struct {
+		name string
+		do   func() error
+		want string // "" when allowed
+	}{
+		{"a writer makes a pool of forks of a Sandbox it may run code in", func() error {
+			return writer.Create(t.Context(), pool("of-mine", "mine"), client.DryRunAll)
+		}, ""},
+		{"a writer makes a pool of forks of a Sandbox it may not run code in", func() error {
+			return writer.Create(t.Context(), pool("of-theirs", "theirs"), client.DryRunAll)
+		}, forkRefusal("theirs")},
+		{"a writer points a pool at a Sandbox it may not run code in", func() error {
+			return writer.Patch(t.Context(), pool("plain", ""), repoint("theirs"), client.DryRunAll)
+		}, forkRefusal("theirs")},
+		{"a writer points a pool at its own Sandbox", func() error {
+			return writer.Patch(t.Context(), pool("plain", ""), repoint("mine"), client.DryRunAll)
+		}, ""},
+		{"the controller makes a snapshot pool's member", func() error {
+			member := testwrap.MakeSandbox(ns, "plain-x1").Annotation(agentsv1alpha1.ForkOfAnnotation, "theirs").Obj()
+			return ids[asController].Create(t.Context(), member, client.DryRunAll)
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.do()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("got %v; want it allowed", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v; want refused by %s with %q", err, keepMemoryPolicy, tc.want)
+			}
+		})
+	}
 }

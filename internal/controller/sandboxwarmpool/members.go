@@ -88,11 +88,17 @@ func isReady(sb *agentsv1beta1.Sandbox) bool {
 
 func poolHash(pool *extv1beta1.SandboxWarmPool) string { return agentsv1beta1.NameHash(pool.Name) }
 
-// NewMember builds an unnamed pool member from the template.
+// NewMember builds an unnamed pool member from the template, a fork of the pool's prepared
+// Sandbox when the pool names one.
 func NewMember(pool *extv1beta1.SandboxWarmPool, tmpl *extv1beta1.SandboxTemplate, b blueprint.Builder) *agentsv1beta1.Sandbox {
 	sb := b.NewSandbox(tmpl)
 	sb.GenerateName = pool.Name + "-"
 	sb.Labels[extv1beta1.WarmPoolLabel] = poolHash(pool)
+	// A snapshot pool (docs/snapshots.md): each member is a fork of the pool's prepared Sandbox,
+	// so a claim gets that sandbox's processes and memory already set up.
+	if source := pool.Annotations[agentsv1beta1.ForkOfAnnotation]; source != "" {
+		sb.Annotations[agentsv1beta1.ForkOfAnnotation] = source
+	}
 	return sb
 }
 

@@ -202,6 +202,18 @@ func TestNewMember(t *testing.T) {
 	}
 }
 
+// A snapshot pool's members are forks of its prepared Sandbox; a plain pool's are not.
+func TestAPoolNamingAPreparedSandboxMakesForksOfIt(t *testing.T) {
+	pool, tmpl := poolAndTemplate()
+	if sb := NewMember(pool, tmpl, blueprint.Builder{}); sb.Annotations[agentsv1beta1.ForkOfAnnotation] != "" {
+		t.Errorf("a plain pool's member forks %q; want no fork", sb.Annotations[agentsv1beta1.ForkOfAnnotation])
+	}
+	pool.Annotations = map[string]string{agentsv1beta1.ForkOfAnnotation: "prepared"}
+	if sb := NewMember(pool, tmpl, blueprint.Builder{}); sb.Annotations[agentsv1beta1.ForkOfAnnotation] != "prepared" {
+		t.Errorf("a snapshot pool's member annotations %v; want a fork of prepared", sb.Annotations)
+	}
+}
+
 func TestForEachParallel(t *testing.T) {
 	t.Run("runs every index once, at most 8 at a time", func(t *testing.T) {
 		var mu sync.Mutex
