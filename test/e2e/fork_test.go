@@ -13,10 +13,13 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
+	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
+	"github.com/agent-sandbox/agent-sandbox/internal/testwrap"
 	"github.com/agent-sandbox/agent-sandbox/pkg/sdk"
 )
 
@@ -123,4 +126,38 @@ func timeForkAgainstColdCreate(t *testing.T, cli *sdk.Client, ns string) {
 	slices.Sort(cold)
 	t.Logf("create to ready, %d rounds alternated: fork of parent median %s (%v); cold create median %s (%v)",
 		rounds, fork[rounds/2].Round(time.Millisecond), fork, cold[rounds/2].Round(time.Millisecond), cold)
+}
+
+// A snapshot pool: the namespace admin points a warm pool at a prepared sandbox of its
+// template (here, one running the counter), and a tenant's claim from that pool is handed a
+// member that already runs the prepared processes: the same pid, the count carried on.
+func TestASnapshotPoolHandsOutThePreparedProcesses(t *testing.T) {
+	ns := newNamespace(t, "snappool")
+	dumpKeepMemoryOnFailure(t, ns)
+	applyTemplate(t, templateFor(ns, "gvisor", false).RuntimeClass(ptr.To(spec.GVisorRuntimeClass)))
+	cli := sdkClientAs(t, ns, tenantConfig(t, ns))
+	prepared, err := cli.Create(t.Context(), "gvisor", sdk.WithName("prepared"), sdk.WithWarmPool("none"))
+	mustf(t, err, "claiming the sandbox to prepare")
+	for _, script := range []string{counterScript, serverScript} {
+		_, err = prepared.Start(t.Context(), sdk.Shell(script))
+		mustf(t, err, "preparing: %s", script)
+	}
+	before := counterNow(t, prepared)
+
+	pool := testwrap.MakeWarmPool(ns, "prepared-pool").Template("gvisor").Replicas(2).Obj()
+	pool.Annotations = map[string]string{agentsv1beta1.ForkOfAnnotation: prepared.SandboxName()}
+	mustf(t, kube.Create(t.Context(), pool), "the namespace admin's snapshot pool")
+	start := time.Now()
+	waitPoolReady(t, pool)
+	t.Logf("a snapshot pool of 2 members ready %s after it was made", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	claimed, err := cli.Create(t.Context(), "gvisor", sdk.WithWarmPool("prepared-pool"))
+	mustf(t, err, "claiming from the snapshot pool")
+	answer := runAnswer(t, claimed)
+	t.Logf("claim from the snapshot pool to the prepared counter's answer: %s", time.Since(start).Round(time.Millisecond))
+	checkSameProcess(t, "a claim from the snapshot pool", before, answer)
+	if err := memoryKept(t.Context(), ns, claimed.SandboxName(), agentsv1beta1.ReasonMemoryRestored); err != nil {
+		t.Errorf("the claimed member: %v", err)
+	}
 }
