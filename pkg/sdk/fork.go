@@ -13,7 +13,7 @@ import (
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
-// ErrForkedCold: a fork is ready but did not get its parent's memory (the parent is not on
+// ErrForkedCold is a fork that is ready but did not get its parent's memory (the parent is not on
 // gVisor, the node agent is not installed, the node's disk is full...). The Sandbox's
 // MemoryKept condition says why; the fork is left running.
 var ErrForkedCold = errors.New("forked without the parent's memory")

@@ -167,7 +167,9 @@ func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
 	ids[reachesMine] = actAs(t, ns, reachesMine)
 	mustCreateObj(t, testwrap.MakeSandbox(ns, "mine").Obj())
 	mustCreateObj(t, testwrap.MakeSandbox(ns, "theirs").Obj())
-	forkOf := func(parent string) string { return fmt.Sprintf("metadata: {annotations: {%s: %q}}", agentsv1alpha1.ForkOfAnnotation, parent) }
+	forkOf := func(parent string) string {
+		return fmt.Sprintf("metadata: {annotations: {%s: %q}}", agentsv1alpha1.ForkOfAnnotation, parent)
+	}
 	cases := []admissionCase{
 		{name: "a tenant forks a Sandbox it may run code in", as: asTenant, create: forkOf("theirs")},
 		{name: "a tenant who reaches only its own forks its own", as: reachesMine, create: forkOf("mine")},

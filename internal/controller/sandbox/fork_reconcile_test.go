@@ -95,7 +95,9 @@ func TestAForkThatCannotBeSavedStartsColdAndSaysWhy(t *testing.T) {
 			}),
 			wantMessage: "Sandbox parent is paused"},
 		{name: "the parent's pod is not running yet", agents: &fakeAgents{},
-			parent:      aParent(func(_ *agentsv1beta1.Sandbox, pod *corev1.Pod) { pod.Status = corev1.PodStatus{Phase: corev1.PodPending} }),
+			parent: aParent(func(_ *agentsv1beta1.Sandbox, pod *corev1.Pod) {
+				pod.Status = corev1.PodStatus{Phase: corev1.PodPending}
+			}),
 			wantMessage: "the pod of Sandbox parent is not running (Pending)"},
 		{name: "a same-named pod the parent does not control", agents: &fakeAgents{},
 			parent:      aParent(func(_ *agentsv1beta1.Sandbox, pod *corev1.Pod) { pod.OwnerReferences = nil }),
