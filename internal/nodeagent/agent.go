@@ -31,6 +31,10 @@ type CheckpointRequest struct {
 	PodName    string `json:"podName"`
 	// LeaveRunning keeps the pod's sandbox running once saved: a fork's parent carries on.
 	LeaveRunning bool `json:"leaveRunning,omitempty"`
+	// ShareSeconds, for a fork, lets this image come from a save of the same sandbox made at
+	// most that long ago for another fork, and keeps this save that long for the next ones (a
+	// snapshot pool's members: one save, hard-linked into each member's image).
+	ShareSeconds float64 `json:"shareSeconds,omitempty"`
 }
 
 // CheckpointResult is the saved image.
@@ -39,6 +43,8 @@ type CheckpointResult struct {
 	Image   string  `json:"image"`
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
+	// Shared: the image is a save made for an earlier fork (Seconds is 0: nothing was saved).
+	Shared bool `json:"shared,omitempty"`
 }
 
 // DeleteRequest names the Sandbox whose image goes.
@@ -117,6 +123,12 @@ func (a *Agent) Save(ctx context.Context, req CheckpointRequest) (CheckpointResu
 	lock, _ := a.saving.LoadOrStore(id, &sync.Mutex{})
 	lock.(*sync.Mutex).Lock()
 	defer lock.(*sync.Mutex).Unlock()
+	share := req.LeaveRunning && req.ShareSeconds > 0
+	if share {
+		if res, ok := a.linkShared(req, id, dir); ok {
+			return res, nil
+		}
+	}
 	start := a.Now()
 	if err := a.Checkpoint(ctx, socket, id, hibernate.CheckpointOptions{ImagePath: dir, LeaveRunning: req.LeaveRunning}); err != nil {
 		_ = a.Images.Delete(req.SandboxUID)
@@ -132,7 +144,30 @@ func (a *Agent) Save(ctx context.Context, req CheckpointRequest) (CheckpointResu
 		return CheckpointResult{}, err
 	}
 	a.Log.Info("saved a sandbox", "pod", req.Namespace+"/"+req.PodName, "sandbox", id, "image", dir, "bytes", size, "seconds", seconds, "leftRunning", req.LeaveRunning)
+	if share {
+		until := a.Now().Add(time.Duration(req.ShareSeconds * float64(time.Second)))
+		if err := a.Images.ShareSave(id, req.SandboxUID, until); err != nil {
+			a.Log.Warn("keeping a save for the next forks", "sandbox", id, "err", err) // the next fork saves again
+		}
+	}
 	return CheckpointResult{Node: a.Node, Image: dir, Bytes: size, Seconds: seconds}, nil
+}
+
+// linkShared makes the fork's image from a recent save of the same sandbox, when there is one.
+// Anything in the way (none, expired, removed meanwhile) leaves a fresh save to the caller.
+func (a *Agent) linkShared(req CheckpointRequest, id, dir string) (CheckpointResult, bool) {
+	size, ok, err := a.Images.LinkShared(id, req.SandboxUID, a.Now())
+	if ok {
+		a.Log.Info("a fork shares a save", "pod", req.Namespace+"/"+req.PodName, "sandbox", id, "image", dir, "bytes", size)
+		return CheckpointResult{Node: a.Node, Image: dir, Bytes: size, Shared: true}, true
+	}
+	if err != nil {
+		a.Log.Warn("linking a shared save; saving afresh", "sandbox", id, "err", err)
+		if _, err := a.Images.Prepare(imagestore.Owner{SandboxUID: req.SandboxUID, Namespace: req.Namespace, PodName: req.PodName, PodUID: req.PodUID}); err != nil {
+			a.Log.Warn("emptying the fork's image folder", "sandbox", id, "err", err)
+		}
+	}
+	return CheckpointResult{}, false
 }
 
 // podSandbox finds the CRI pod sandbox (its pause container, the runsc sandbox's root) of a pod
@@ -200,6 +235,9 @@ type Exists func(ctx context.Context, namespace, name, uid string) (bool, error)
 // paused.
 func (a *Agent) Sweep(ctx context.Context, exists Exists) {
 	a.defaults()
+	if n, err := a.Images.ExpireShared(a.Now()); err != nil || n > 0 {
+		a.Log.Info("expired shared saves", "count", n, "err", err)
+	}
 	uids, err := a.Images.List()
 	if err != nil {
 		a.Log.Warn("listing images", "err", err)

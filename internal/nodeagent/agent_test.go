@@ -237,3 +237,57 @@ func TestAForkSavesTheParentRunningIntoEachChildsImage(t *testing.T) {
 		t.Errorf("LeaveRunning per save = %v; want the parent left running by each", leftRunning)
 	}
 }
+
+// A snapshot pool's forks of one sandbox share a save while it is fresh: one checkpoint,
+// hard-linked into each fork's own image; past its window the next fork saves again, and the
+// sweep removes the shared save, not the forks' images.
+func TestForksThatMayShareASaveShareItWhileItIsFresh(t *testing.T) {
+	a, _ := node(t, false, nil)
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	a.Now = func() time.Time { return now }
+	save := a.Checkpoint
+	saves := 0
+	a.Checkpoint = func(ctx context.Context, socket, id string, opts hibernate.CheckpointOptions) error {
+		saves++
+		return save(ctx, socket, id, opts)
+	}
+	fork := func(uid string, shareSeconds float64) CheckpointResult {
+		t.Helper()
+		res, err := a.Save(t.Context(), CheckpointRequest{PodUID: podUID, SandboxUID: uid, Namespace: "ns", PodName: "m-" + uid[:1],
+			LeaveRunning: true, ShareSeconds: shareSeconds})
+		if err != nil {
+			t.Fatalf("fork %s: %v", uid, err)
+		}
+		if _, err := a.Images.Verify(res.Image, "ns", "m-"+uid[:1]); err != nil {
+			t.Fatalf("fork %s's image does not verify for its pod: %v", uid, err)
+		}
+		return res
+	}
+	first := fork("1e0e0e0e-1111-2222-3333-444444444444", 60)
+	now = now.Add(30 * time.Second)
+	second := fork("2e0e0e0e-1111-2222-3333-444444444444", 60)
+	if saves != 1 || first.Shared || !second.Shared || second.Bytes != first.Bytes {
+		t.Fatalf("saves %d, first %+v, second %+v; want one save, the second fork sharing it", saves, first, second)
+	}
+	a1, _ := os.Stat(filepath.Join(first.Image, "pages.img"))
+	a2, _ := os.Stat(filepath.Join(second.Image, "pages.img"))
+	if !os.SameFile(a1, a2) {
+		t.Error("the second fork's pages.img is a copy; want the shared save's file linked")
+	}
+	if unshared := fork("3e0e0e0e-1111-2222-3333-444444444444", 0); unshared.Shared || saves != 2 {
+		t.Errorf("a fork that may not share: %+v after %d saves; want a save of its own", unshared, saves)
+	}
+
+	now = now.Add(31 * time.Second) // past the first save's window
+	if third := fork("4e0e0e0e-1111-2222-3333-444444444444", 60); third.Shared || saves != 3 {
+		t.Errorf("a fork past the shared save's window: %+v after %d saves; want a fresh save", third, saves)
+	}
+	now = now.Add(61 * time.Second)
+	a.Sweep(t.Context(), func(context.Context, string, string, string) (bool, error) { return true, nil })
+	if entries, _ := os.ReadDir(filepath.Join(a.Images.Dir, ".shared")); len(entries) != 0 {
+		t.Errorf("shared saves left after their window: %v", entries)
+	}
+	if _, err := a.Images.Verify(second.Image, "ns", "m-2"); err != nil {
+		t.Errorf("a fork's image after its shared save expired: %v; want it whole", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/controller/sandbox"
 	"github.com/agent-sandbox/agent-sandbox/internal/devcluster/spec"
@@ -160,4 +161,20 @@ func TestASnapshotPoolHandsOutThePreparedProcesses(t *testing.T) {
 	if err := memoryKept(t.Context(), ns, claimed.SandboxName(), agentsv1beta1.ReasonMemoryRestored); err != nil {
 		t.Errorf("the claimed member: %v", err)
 	}
+	// The pool's members came from one save of the prepared sandbox, linked into each image.
+	var members agentsv1alpha1.SandboxList
+	mustf(t, kube.List(t.Context(), &members, client.InNamespace(ns)), "listing the Sandboxes")
+	saves, shared := 0, 0
+	for _, m := range members.Items {
+		switch rec := m.Annotations[agentsv1beta1.MemoryImageAnnotation]; {
+		case strings.Contains(rec, `"shared":true`):
+			shared++
+		case strings.Contains(rec, `"forkOf":"`):
+			saves++
+		}
+	}
+	if saves < 1 || shared < 1 {
+		t.Errorf("the pool's members: %d saved the prepared sandbox, %d shared a save; want the first to save and the next to share", saves, shared)
+	}
+	t.Logf("snapshot pool members: %d saves of the prepared sandbox, %d members sharing one", saves, shared)
 }

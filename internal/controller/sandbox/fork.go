@@ -41,22 +41,53 @@ func (r *Reconciler) saveParent(ctx context.Context, sb *agentsv1beta1.Sandbox) 
 	}
 	res, err := r.nodeAgents.Checkpoint(ctx, parentPod.Status.HostIP, nodeagent.CheckpointRequest{
 		PodUID: string(parentPod.UID), SandboxUID: string(sb.UID), Namespace: sb.Namespace, PodName: sb.Name,
-		LeaveRunning: true,
+		LeaveRunning: true, ShareSeconds: shareSeconds(sb),
 	})
 	if err != nil {
 		return r.forkFailed(ctx, sb, "saving %s failed (%s): %v", parentName, imagestore.ReasonOf(err), err)
 	}
-	checkpointSeconds.Observe(res.Seconds)
-	checkpointBytes.Observe(float64(res.Bytes))
+	if !res.Shared {
+		checkpointSeconds.Observe(res.Seconds)
+		checkpointBytes.Observe(float64(res.Bytes))
+	}
 	img := &memoryImage{Node: parentPod.Spec.NodeName, HostIP: parentPod.Status.HostIP, Image: res.Image, Bytes: res.Bytes,
-		CheckpointSeconds: res.Seconds, PodUID: string(parentPod.UID), ForkOf: parentName}
+		CheckpointSeconds: res.Seconds, PodUID: string(parentPod.UID), ForkOf: parentName, Shared: res.Shared}
 	if err := r.setMemoryImage(ctx, sb, img); err != nil {
 		return fmt.Errorf("recording the fork's image: %w", err)
 	}
-	setMemoryCondition(sb, true, agentsv1beta1.ReasonMemorySaved, "the memory of %s was saved for this fork on node %s: %d bytes in %.2fs",
-		parentName, img.Node, img.Bytes, img.CheckpointSeconds)
+	saidForkSaved(sb)
 	log.FromContext(ctx).V(2).Info("fork saved", "parent", klog.KObj(parentPod), "node", img.Node, "bytes", img.Bytes, "seconds", img.CheckpointSeconds)
 	return nil
+}
+
+// poolForkShareSeconds is how long a snapshot pool's members share one save of the prepared
+// Sandbox: a pool fills and refills in bursts, and one save per burst stops the prepared
+// sandbox once and keeps its memory on the node's disk once. A Fork the SDK asks for shares
+// nothing: each child starts from the parent as it is at that child's save.
+const poolForkShareSeconds = 60
+
+func shareSeconds(sb *agentsv1beta1.Sandbox) float64 {
+	if ref := metav1.GetControllerOf(sb); ref != nil && ref.Kind == "SandboxWarmPool" {
+		return poolForkShareSeconds
+	}
+	return 0
+}
+
+// saidForkSaved sets MemoryKept=True/MemorySaved while a fork's record names an image not yet
+// restored. It is said from the record on every pass until the restore is done, not only by
+// the pass that saved: that one's status write may be lost, or skipped (a new pool member's
+// first status waits for a scheduler to see its pod).
+func saidForkSaved(sb *agentsv1beta1.Sandbox) {
+	img := imageOf(sb)
+	if img == nil || img.ForkOf == "" || img.Image == "" || img.Done != nil {
+		return
+	}
+	saved := fmt.Sprintf("in %.2fs", img.CheckpointSeconds)
+	if img.Shared {
+		saved = "shared with the forks saved just before it"
+	}
+	setMemoryCondition(sb, true, agentsv1beta1.ReasonMemorySaved, "the memory of %s was saved for this fork on node %s: %d bytes, %s",
+		img.ForkOf, img.Node, img.Bytes, saved)
 }
 
 // runningParentPod is the parent's running pod on gVisor's node, or why there is none to save.

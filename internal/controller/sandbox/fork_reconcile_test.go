@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent"
 	"github.com/agent-sandbox/agent-sandbox/internal/nodeagent/imagestore"
@@ -39,7 +40,11 @@ func aParent(change func(sb *agentsv1beta1.Sandbox, pod *corev1.Pod)) []client.O
 // forkRig reconciles a fork of the parent once: its first pod is made.
 func forkRig(t *testing.T, agents *fakeAgents, parent []client.Object) *rig {
 	t.Helper()
-	fork := aSandbox().Annotation(agentsv1beta1.ForkOfAnnotation, parentName).Hub()
+	return forkRigOf(t, agents, parent, aSandbox().Annotation(agentsv1beta1.ForkOfAnnotation, parentName).Hub())
+}
+
+func forkRigOf(t *testing.T, agents *fakeAgents, parent []client.Object, fork *agentsv1beta1.Sandbox) *rig {
+	t.Helper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}
 	g := newRig(t, append([]client.Object{fork, node}, parent...), withNodeAgents(agents))
 	g.reconcile()
@@ -132,5 +137,42 @@ func TestASandboxWithoutForkOfSavesNothingAtItsStart(t *testing.T) {
 	g.reconcile()
 	if len(agents.calls) != 0 || g.condition(agentsv1beta1.SandboxConditionMemoryKept) != nil {
 		t.Errorf("agent calls %q, MemoryKept %+v; want neither", agents.calls, g.condition(agentsv1beta1.SandboxConditionMemoryKept))
+	}
+}
+
+// A snapshot pool's members may share a save of the prepared Sandbox made moments before for
+// another member; a fork asked for directly is always saved as the parent is at that moment.
+func TestOnlyASnapshotPoolsMembersShareASave(t *testing.T) {
+	pool := testwrap.MakeWarmPool(testNS, "pool").Hub()
+	pool.UID = "pool-uid"
+	poolKind := extv1beta1.GroupVersion.WithKind("SandboxWarmPool")
+	for _, tc := range []struct {
+		name      string
+		fork      *agentsv1beta1.Sandbox
+		shared    bool
+		wantShare float64
+		wantSaid  string
+	}{
+		{name: "a fork asked for directly", fork: aSandbox().Annotation(agentsv1beta1.ForkOfAnnotation, parentName).Hub(),
+			wantShare: 0, wantSaid: "in 0.20s"},
+		{name: "a pool's member, saved afresh", fork: aSandbox().Annotation(agentsv1beta1.ForkOfAnnotation, parentName).ControlledBy(pool, poolKind).Hub(),
+			wantShare: poolForkShareSeconds, wantSaid: "in 0.20s"},
+		{name: "a pool's member, from the last member's save", fork: aSandbox().Annotation(agentsv1beta1.ForkOfAnnotation, parentName).ControlledBy(pool, poolKind).Hub(),
+			shared: true, wantShare: poolForkShareSeconds, wantSaid: "shared with the forks saved just before it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agents := &fakeAgents{shared: tc.shared}
+			g := forkRigOf(t, agents, aParent(nil), tc.fork)
+			if len(agents.shareSeconds) != 1 || agents.shareSeconds[0] != tc.wantShare {
+				t.Fatalf("share seconds asked %v; want [%v]", agents.shareSeconds, tc.wantShare)
+			}
+			// A new pool member's first status waits until a scheduler has seen its pod.
+			pod := g.pod()
+			g.updateStatus(pod, func() {
+				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+			})
+			g.reconcile()
+			g.wantMemoryKept(metav1.ConditionTrue, agentsv1beta1.ReasonMemorySaved, tc.wantSaid)
+		})
 	}
 }

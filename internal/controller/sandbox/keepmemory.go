@@ -40,8 +40,10 @@ type memoryImage struct {
 	CheckpointSeconds float64 `json:"checkpointSeconds"`
 	// PodUID is the pod saved; RestorePodUID the pod made to restore it, once made.
 	PodUID string `json:"podUID"`
-	// ForkOf is the parent Sandbox whose running pod was saved, for a fork.
+	// ForkOf is the parent Sandbox whose running pod was saved, for a fork; Shared, that the
+	// image is a save made for an earlier fork (a snapshot pool's).
 	ForkOf        string `json:"forkOf,omitempty"`
+	Shared        bool   `json:"shared,omitempty"`
 	RestorePodUID string `json:"restorePodUID,omitempty"`
 	// Done is what became of the restore, once the image is deleted. It stays in the record
 	// (until the next pause writes a new one) so that every pass says it in MemoryKept: the pass

@@ -25,16 +25,19 @@ type fakeAgents struct {
 	checkpointErr error
 	deleted       nodeagent.DeleteResult
 	calls         []string
-	leftRunning   []bool // per checkpoint
+	leftRunning   []bool    // per checkpoint
+	shareSeconds  []float64 // per checkpoint
+	shared        bool      // the agent answers that the image is a shared save
 }
 
 func (f *fakeAgents) Checkpoint(_ context.Context, hostIP string, req nodeagent.CheckpointRequest) (nodeagent.CheckpointResult, error) {
 	f.calls = append(f.calls, "checkpoint "+hostIP+" "+req.PodUID+" "+req.SandboxUID+" "+req.Namespace+"/"+req.PodName)
 	f.leftRunning = append(f.leftRunning, req.LeaveRunning)
+	f.shareSeconds = append(f.shareSeconds, req.ShareSeconds)
 	if f.checkpointErr != nil {
 		return nodeagent.CheckpointResult{}, f.checkpointErr
 	}
-	return nodeagent.CheckpointResult{Node: testNode, Image: testImage, Bytes: 64 << 20, Seconds: 0.2}, nil
+	return nodeagent.CheckpointResult{Node: testNode, Image: testImage, Bytes: 64 << 20, Seconds: 0.2, Shared: f.shared}, nil
 }
 
 func (f *fakeAgents) Delete(_ context.Context, hostIP, sandboxUID string) (nodeagent.DeleteResult, error) {

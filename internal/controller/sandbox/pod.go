@@ -73,6 +73,7 @@ func (r *Reconciler) reconcilePod(ctx context.Context, sb *agentsv1beta1.Sandbox
 			log.FromContext(ctx).V(2).Info("resuming: waiting for the old pod to go", "pod", klog.KObj(pod))
 			return pod, false, 0, nil
 		}
+		saidForkSaved(sb)
 		if err := r.finishRestore(ctx, sb, pod); err != nil {
 			return pod, false, 0, err
 		}
