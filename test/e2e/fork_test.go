@@ -161,18 +161,31 @@ func TestASnapshotPoolHandsOutThePreparedProcesses(t *testing.T) {
 	if err := memoryKept(t.Context(), ns, claimed.SandboxName(), agentsv1beta1.ReasonMemoryRestored); err != nil {
 		t.Errorf("the claimed member: %v", err)
 	}
-	// The pool's members came from one save of the prepared sandbox, linked into each image.
-	var members agentsv1alpha1.SandboxList
-	mustf(t, kube.List(t.Context(), &members, client.InNamespace(ns)), "listing the Sandboxes")
+	// The pool's members came from one save of the prepared sandbox, linked into each image, and
+	// each was restored from it.
 	saves, shared := 0, 0
-	for _, m := range members.Items {
-		switch rec := m.Annotations[agentsv1beta1.MemoryImageAnnotation]; {
-		case strings.Contains(rec, `"shared":true`):
-			shared++
-		case strings.Contains(rec, `"forkOf":"`):
-			saves++
+	slow.EventuallyContext(t, "every member restored from the prepared sandbox", func(ctx context.Context) error {
+		var members agentsv1alpha1.SandboxList
+		if err := kube.List(ctx, &members, client.InNamespace(ns)); err != nil {
+			return err
 		}
-	}
+		saves, shared = 0, 0
+		for _, m := range members.Items {
+			rec := m.Annotations[agentsv1beta1.MemoryImageAnnotation]
+			if !strings.Contains(rec, `"forkOf":"`) {
+				continue
+			}
+			if strings.Contains(rec, `"shared":true`) {
+				shared++
+			} else {
+				saves++
+			}
+			if err := memoryKept(ctx, ns, m.Name, agentsv1beta1.ReasonMemoryRestored); err != nil {
+				return fmt.Errorf("member %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	})
 	if saves < 1 || shared < 1 {
 		t.Errorf("the pool's members: %d saved the prepared sandbox, %d shared a save; want the first to save and the next to share", saves, shared)
 	}
