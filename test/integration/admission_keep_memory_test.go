@@ -160,6 +160,7 @@ func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
 	const reachesMine = "reaches-mine"
 	mustCreateObj(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sandboxes-reach-mine"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes"}, Verbs: []string{"create", "get", "list", "watch", "patch", "update"}},
+		{APIGroups: []string{"extensions.agents.x-k8s.io"}, Resources: []string{"sandboxclaims"}, Verbs: []string{"create", "get", "patch", "update"}},
 		{APIGroups: []string{"agents.x-k8s.io"}, Resources: []string{"sandboxes/proxy"}, Verbs: []string{"create"}, ResourceNames: []string{"mine"}},
 	}})
 	bindRoles(t, ns, reachesMine, "Role/sandboxes-reach-mine")
@@ -186,6 +187,40 @@ func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
 			policy: keepMemoryPolicy, want: forkLaterRefusal, invalid: true},
 	}
 	runAdmissionCases(t, ns, ids, cases)
+
+	// A claim forks too (E2B's fork): the same right, named only at creation.
+	claim := func(parent string) *extv1alpha1.SandboxClaim {
+		c := testwrap.MakeClaim(ns, "fork-claim").Template("python").Obj()
+		c.Annotations = map[string]string{agentsv1alpha1.ForkOfAnnotation: parent}
+		return c
+	}
+	mustCreateObj(t, testwrap.MakeClaim(ns, "plain-claim").Template("python").Obj())
+	for _, tc := range []struct {
+		name string
+		do   func() error
+		want string
+	}{
+		{"a claim forking a Sandbox its author may run code in", func() error {
+			return ids[reachesMine].Create(t.Context(), claim("mine"), client.DryRunAll)
+		}, ""},
+		{"a claim forking a Sandbox its author may not run code in", func() error {
+			return ids[reachesMine].Create(t.Context(), claim("theirs"), client.DryRunAll)
+		}, forkRefusal("theirs")},
+		{"a claim given a parent after its creation", func() error {
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+agentsv1alpha1.ForkOfAnnotation+`":"mine"}}}`))
+			return ids[reachesMine].Patch(t.Context(), testwrap.MakeClaim(ns, "plain-claim").Obj(), patch, client.DryRunAll)
+		}, forkLaterRefusal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.do()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("got %v; want it allowed", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v; want refused by %s with %q", err, keepMemoryPolicy, tc.want)
+			}
+		})
+	}
 }
 
 // A snapshot pool (agents.x-k8s.io/fork-of on a SandboxWarmPool) makes every member a fork of

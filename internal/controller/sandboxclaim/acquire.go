@@ -48,6 +48,9 @@ func (r *Reconciler) acquire(ctx context.Context, p *pass) (*agentsv1beta1.Sandb
 	}
 	env, why := sessionEnv(tmpl, claim.Spec.Env)
 	switch {
+	case claim.Annotations[agentsv1beta1.ForkOfAnnotation] != "":
+		// A fork starts from its parent's memory, not from a pod already running.
+		why = "the claim forks Sandbox " + claim.Annotations[agentsv1beta1.ForkOfAnnotation]
 	case claim.EffectiveWarmPool() == extv1beta1.WarmPoolPolicyNone:
 		why = "the claim's warmpool is none"
 	case volumes != nil:
@@ -207,6 +210,11 @@ func (r *Reconciler) createCold(ctx context.Context, p *pass, tmpl *extv1beta1.S
 	}
 	sb.Name = claim.Name
 	stampClaim(sb, claim, extv1beta1.LaunchTypeCold)
+	if parent := claim.Annotations[agentsv1beta1.ForkOfAnnotation]; parent != "" {
+		// The one agents.x-k8s.io/ annotation a claim passes on; admission let its author name
+		// only a Sandbox it may run code in (docs/snapshots.md, "Fork").
+		sb.Annotations[agentsv1beta1.ForkOfAnnotation] = parent
+	}
 	if _, err := injectEnv(&sb.Spec.PodTemplate.Spec, tmpl.Spec.EnvVarsInjectionPolicy, claim.Spec.Env); err != nil {
 		return nil, err
 	}

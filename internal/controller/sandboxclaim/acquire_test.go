@@ -88,6 +88,11 @@ func TestReconcileServesAClaimWarmOrCold(t *testing.T) {
 			claim: claimOf("c").WarmPool("none").Hub(), members: []*agentsv1beta1.Sandbox{m1.Hub()}, queued: []*agentsv1beta1.Sandbox{m1.Hub()},
 			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
 			wantWrites: []string{"create Sandbox/c", "status SandboxClaim/c"}, wantEvents: []string{coldNone}},
+		{name: "a claim that forks a Sandbox starts cold though a member is ready",
+			claim: claimOf("c").Annotation(agentsv1beta1.ForkOfAnnotation, "parent").Hub(), members: []*agentsv1beta1.Sandbox{m1.Hub()}, queued: []*agentsv1beta1.Sandbox{m1.Hub()},
+			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
+			wantWrites: []string{"create Sandbox/c", "status SandboxClaim/c"},
+			wantEvents: []string{"Normal SandboxProvisioned Created Sandbox \"c\" from template \"python\" (cold: the claim forks Sandbox parent)"}},
 		{name: "no member queued: cold",
 			claim: claimOf("c").Hub(), members: []*agentsv1beta1.Sandbox{m1.Hub()},
 			wantSandbox: "c", wantLaunch: extv1beta1.LaunchTypeCold, wantReady: metav1.ConditionFalse,
@@ -281,4 +286,17 @@ func TestAdoptionAPIErrorKeepsTheMemberForTheRetry(t *testing.T) {
 	g.failWrites("patch", "Sandbox", nil)
 	g.mustReconcile("c")
 	assertServedBy(t, g, "c", "m1", extv1beta1.LaunchTypeWarm)
+}
+
+// A claim's fork-of is the one agents.x-k8s.io/ annotation its Sandbox takes on (admission
+// checked its author may run code in the parent); the others stay on the claim.
+func TestAForkClaimsSandboxNamesItsParent(t *testing.T) {
+	claim := claimOf("c").Annotation(agentsv1beta1.ForkOfAnnotation, "parent").
+		Annotation(agentsv1beta1.PauseModeAnnotation, agentsv1beta1.PauseModeKeepMemory).Hub()
+	g := newRig(t, pythonTemplate().Hub(), claim, warmPool("pool"))
+	g.mustReconcile("c")
+	ann := g.sandbox("c").Annotations
+	if ann[agentsv1beta1.ForkOfAnnotation] != "parent" || ann[agentsv1beta1.PauseModeAnnotation] != "" {
+		t.Errorf("the claim's Sandbox's annotations %v; want fork-of parent and no other agents.x-k8s.io/ key of the claim", ann)
+	}
 }

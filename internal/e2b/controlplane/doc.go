@@ -18,8 +18,10 @@
 //     so another namespace's answers 404 like one that does not exist.
 //   - envdAccessToken is a router token scoped to that Sandbox (namespace, name, UID) until the
 //     claim's shutdown time, at most a day: the router's E2B port takes it as X-Access-Token.
-//   - Pause is our pause (replicas 0: the pod goes, volumes stay; memory is not kept), connect
-//     resumes (replicas 1) and waits until the sandbox is ready. What E2B has and we do not
-//     (template builds, snapshots, fork, metrics, logs, network and volume updates) answers 501
-//     naming the alternative; errors are E2B's {"code", "message"}.
+//   - Pause is our pause (replicas 0: the pod goes, volumes stay), keeping memory as E2B's does
+//     unless memory is false (pause-mode KeepMemory); connect resumes (replicas 1) and waits
+//     until the sandbox is ready, by a Ready written since the resume. Fork makes claims whose
+//     Sandboxes the controller restores from a save of the parent (docs/snapshots.md). What
+//     E2B has and we do not (template builds, snapshots, metrics, logs, network and volume
+//     updates) answers 501 naming the alternative; errors are E2B's {"code", "message"}.
 package controlplane

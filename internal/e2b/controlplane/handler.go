@@ -138,6 +138,7 @@ func (s *server) routes() http.Handler {
 	handle("POST /sandboxes/{id}/pause", s.pause)
 	handle("POST /sandboxes/{id}/resume", s.connect(http.StatusCreated))
 	handle("POST /sandboxes/{id}/connect", s.connect(http.StatusOK))
+	handle("POST /sandboxes/{id}/fork", s.fork)
 	handle("POST /v2/sandboxes/{id}/connect", s.connect(http.StatusOK))
 	for pattern, instead := range unsupported {
 		handle(pattern, func(http.ResponseWriter, *http.Request, *caller) error {
@@ -158,7 +159,6 @@ var unsupported = map[string]string{
 	"/v3/templates":                  "templates are SandboxTemplates: create them with kubectl or the Helm chart",
 	"/v3/templates/":                 "templates are SandboxTemplates: create them with kubectl or the Helm chart",
 	"POST /sandboxes/{id}/snapshots": "snapshots: pause keeps the sandbox's volumes; connect resumes it",
-	"POST /sandboxes/{id}/fork":      "fork: create another sandbox from the template",
 	"GET /sandboxes/{id}/metrics":    "metrics: the cluster's own metrics (kubelet, cAdvisor) cover sandbox pods",
 	"GET /sandboxes/metrics":         "metrics: the cluster's own metrics (kubelet, cAdvisor) cover sandbox pods",
 	"GET /sandboxes/{id}/logs":       "logs: kubectl logs of the sandbox's pod",

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,7 +102,10 @@ func (s *server) shutdownIn(ctx context.Context, c *caller, e *e2bSandbox, secon
 	return c.kube.Patch(ctx, e.claim, patch)
 }
 
-// pause is our pause: the Sandbox scaled to nothing, its volumes kept. Memory is not kept.
+// pause is our pause: the Sandbox scaled to nothing, its volumes kept. As E2B's, it keeps the
+// sandbox's memory unless the body says memory: false (agents.x-k8s.io/pause-mode KeepMemory:
+// on gVisor with the node agent, its processes come back at the resume; elsewhere it resumes
+// cold and says why in its MemoryKept condition, docs/snapshots.md).
 func (s *server) pause(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body pauseBody
 	if err := decode(r, &body); err != nil {
@@ -114,7 +118,13 @@ func (s *server) pause(w http.ResponseWriter, r *http.Request, c *caller) error 
 	if state(e.sandbox) == statePaused {
 		return errorf(http.StatusConflict, "sandbox %q is already paused", e.sandbox.Name)
 	}
-	if err := s.setMode(r.Context(), c, e.sandbox, agentsv1beta1.SandboxOperatingModeSuspended); err != nil {
+	mode := agentsv1beta1.PauseModeKeepMemory
+	if body.Memory != nil && !*body.Memory {
+		mode = agentsv1beta1.PauseModeDelete
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+agentsv1beta1.PauseModeAnnotation+`":"`+mode+
+		`"}},"spec":{"operatingMode":"`+string(agentsv1beta1.SandboxOperatingModeSuspended)+`"}}`))
+	if err := c.kube.Patch(r.Context(), e.sandbox, patch); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -130,7 +140,7 @@ func (s *server) connect(runningCode int) handlerFunc {
 			return err
 		}
 		if body.Memory != nil && !*body.Memory {
-			return errorf(http.StatusBadRequest, "memory=false (resume from disk only) is what every resume does here; omit it")
+			return errorf(http.StatusBadRequest, "memory=false at the resume is not supported: what a resume keeps is chosen at the pause (pause with memory=false for a resume from disk only)")
 		}
 		e, err := s.find(r.Context(), c, r.PathValue("id"))
 		if err != nil {
@@ -181,11 +191,19 @@ func (s *server) resume(ctx context.Context, c *caller, e *e2bSandbox) (*e2bSand
 			if !ok {
 				return nil, errorf(http.StatusGatewayTimeout, "sandbox %q: the watch ended before it was ready", e.sandbox.Name)
 			}
-			if sb, isSandbox := ev.Object.(*agentsv1beta1.Sandbox); isSandbox && ready(sb) {
+			if sb, isSandbox := ev.Object.(*agentsv1beta1.Sandbox); isSandbox && readySinceResumed(sb) {
 				return &e2bSandbox{claim: e.claim, sandbox: sb}, nil
 			}
 		}
 	}
+}
+
+// readySinceResumed: Ready, as the controller found it once it had seen the resume. A Ready
+// written before (the pause not reconciled yet, or its memory still being saved) is the pod
+// that is about to go, and answering with it would send the caller's next command there.
+func readySinceResumed(sb *agentsv1beta1.Sandbox) bool {
+	c := meta.FindStatusCondition(sb.Status.Conditions, agentsv1beta1.SandboxConditionReady)
+	return ready(sb) && c != nil && c.ObservedGeneration >= sb.Generation
 }
 
 func (s *server) setMode(ctx context.Context, c *caller, sb *agentsv1beta1.Sandbox, mode agentsv1beta1.SandboxOperatingMode) error {

@@ -39,17 +39,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // writeError answers err in E2B's shape: ours as they are, the API server's by its status
 // (a Forbidden keeps its message: it names the right the key lacks), anything else as 500.
 func writeError(w http.ResponseWriter, err error) {
+	body := errorBody(err)
+	writeJSON(w, body.Code, body)
+}
+
+// errorBody is err in E2B's error shape (an answer, or one fork's entry).
+func errorBody(err error) *errorJSON {
 	var ae *apiError
 	var se apierrors.APIStatus
 	switch {
 	case errors.As(err, &ae):
-		writeJSON(w, ae.code, errorJSON{Code: ae.code, Message: ae.msg})
+		return &errorJSON{Code: ae.code, Message: ae.msg}
 	case errors.As(err, &se) && se.Status().Code >= 400:
-		code := int(se.Status().Code)
-		writeJSON(w, code, errorJSON{Code: code, Message: se.Status().Message})
-	default:
-		writeJSON(w, http.StatusInternalServerError, errorJSON{Code: http.StatusInternalServerError, Message: err.Error()})
+		return &errorJSON{Code: int(se.Status().Code), Message: se.Status().Message}
 	}
+	return &errorJSON{Code: http.StatusInternalServerError, Message: err.Error()}
 }
 
 // decode reads a JSON body into v: at most maxBody bytes, one object, no unknown fields. An

@@ -90,11 +90,29 @@ async function lifecycle(sbx) {
   check('list: by metadata', listed.length === 1 && listed[0].sandboxId === sbx.sandboxId && listed[0].metadata.flow === 'cluster', listed)
 
   await sbx.files.write('/home/keep.txt', 'kept across pause')
+  // E2B's pause keeps memory: a process started before the pause runs on after the resume.
+  const held = await sbx.commands.run('while :; do sleep 1; done', { background: true, timeoutMs: 0 })
   await sbx.pause()
   const paused = await Sandbox.getInfo(sbx.sandboxId)
   check('pause: the sandbox is paused', paused.state === 'paused', paused)
   const resumed = await Sandbox.connect(sbx.sandboxId)
   check('resume: the file on the volume is kept', (await resumed.files.read('/home/keep.txt')) === 'kept across pause', 'content differs')
+  const alive = await resumed.commands.run(`kill -0 ${held.pid} && echo alive`).catch((e) => e)
+  check('resume: the process started before the pause runs on (memory kept)', alive.stdout === 'alive\n', alive)
+  const procs = await resumed.commands.list()
+  check('resume: sandboxd still knows the process', procs.some((p) => p.pid === held.pid), procs)
+
+  // E2B's fork: two new sandboxes, each running the parent's process; another tenant cannot.
+  const forks = await Sandbox.fork(resumed.sandboxId, { count: 2 })
+  check('fork: two sandboxes', forks.length === 2 && forks.every((f) => f instanceof Sandbox), forks.map(String))
+  for (const f of forks.filter((f) => f instanceof Sandbox)) {
+    check('fork: an id of its own', f.sandboxId !== resumed.sandboxId, f.sandboxId)
+    const a = await f.commands.run(`kill -0 ${held.pid} && echo alive`).catch((e) => e)
+    check("fork: the parent's process runs in the fork", a.stdout === 'alive\n', a)
+    await f.kill()
+  }
+  await expectReject("another tenant's key cannot fork the sandbox", Sandbox.fork(resumed.sandboxId, { apiKey: env.OTHER_KEY }),
+    (e) => e instanceof NotFoundError)
   return resumed
 }
 
