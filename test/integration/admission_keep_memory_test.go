@@ -195,11 +195,7 @@ func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
 		return c
 	}
 	mustCreateObj(t, testwrap.MakeClaim(ns, "plain-claim").Template("python").Obj())
-	for _, tc := range []struct {
-		name string
-		do   func() error
-		want string
-	}{
+	runForkAttempts(t, []forkAttempt{
 		{"a claim forking a Sandbox its author may run code in", func() error {
 			return ids[reachesMine].Create(t.Context(), claim("mine"), client.DryRunAll)
 		}, ""},
@@ -210,17 +206,7 @@ func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
 			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+agentsv1alpha1.ForkOfAnnotation+`":"mine"}}}`))
 			return ids[reachesMine].Patch(t.Context(), testwrap.MakeClaim(ns, "plain-claim").Obj(), patch, client.DryRunAll)
 		}, forkLaterRefusal},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.do()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("got %v; want it allowed", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("got %v; want refused by %s with %q", err, keepMemoryPolicy, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // A snapshot pool (agents.x-k8s.io/fork-of on a SandboxWarmPool) makes every member a fork of
@@ -249,11 +235,7 @@ func TestASnapshotPoolNeedsTheRightToRunCodeInItsPreparedSandbox(t *testing.T) {
 	repoint := func(source string) client.Patch {
 		return client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+agentsv1alpha1.ForkOfAnnotation+`":"`+source+`"}}}`))
 	}
-	for _, tc := range []struct {
-		name string
-		do   func() error
-		want string // "" when allowed
-	}{
+	runForkAttempts(t, []forkAttempt{
 		{"a writer makes a pool of forks of a Sandbox it may run code in", func() error {
 			return writer.Create(t.Context(), pool("of-mine", "mine"), client.DryRunAll)
 		}, ""},
@@ -270,7 +252,20 @@ func TestASnapshotPoolNeedsTheRightToRunCodeInItsPreparedSandbox(t *testing.T) {
 			member := testwrap.MakeSandbox(ns, "plain-x1").Annotation(agentsv1alpha1.ForkOfAnnotation, "theirs").Obj()
 			return ids[asController].Create(t.Context(), member, client.DryRunAll)
 		}, ""},
-	} {
+	})
+}
+
+// forkAttempt is one write that names a parent to fork, and the refusal it must get ("" when
+// allowed).
+type forkAttempt struct {
+	name string
+	do   func() error
+	want string
+}
+
+func runForkAttempts(t *testing.T, attempts []forkAttempt) {
+	t.Helper()
+	for _, tc := range attempts {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.do()
 			switch {
