@@ -259,7 +259,10 @@ func TestE2BControlPlaneRefusesBadInput(t *testing.T) {
 		{"a bad list state", "GET", "/v2/sandboxes?state=sleeping", nil, 400, "state"},
 		{"a bad list limit", "GET", "/v2/sandboxes?limit=0", nil, 400, "limit"},
 		{"a template build", "POST", "/v3/templates", []byte(`{}`), 501, "SandboxTemplates"},
-		{"a fork", "POST", "/sandboxes/x/fork", nil, 501, "fork"},
+		{"a fork of an unknown sandbox", "POST", "/sandboxes/nope/fork", nil, 404, `sandbox "nope" not found`},
+		{"a fork of none", "POST", "/sandboxes/nope/fork", []byte(`{"count":0}`), 400, "count must be 1..32, not 0"},
+		{"more forks than a node should hold", "POST", "/sandboxes/nope/fork", []byte(`{"count":100}`), 400, "count must be 1..32"},
+		{"a snapshot", "POST", "/sandboxes/x/snapshots", nil, 501, "snapshots"},
 		{"an unknown path", "GET", "/nothing/here", nil, 404, "no such endpoint"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
