@@ -78,21 +78,28 @@ func (s *server) claimFor(req *newSandbox, ns string, defaultTimeout int64) (*ex
 	if err != nil {
 		return nil, err
 	}
-	claim := &extv1alpha1.SandboxClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "e2b-", Labels: map[string]string{sandboxLabel: "true"}},
-		Spec: extv1alpha1.SandboxClaimSpec{
-			TemplateRef: extv1alpha1.SandboxTemplateRef{Name: req.TemplateID},
-			Lifecycle: &extv1alpha1.Lifecycle{ShutdownPolicy: extv1alpha1.ShutdownPolicyDelete,
-				ShutdownTime: &metav1.Time{Time: s.clock.Now().Add(time.Duration(timeout) * time.Second).Truncate(time.Second)}},
-		},
-	}
+	claim := s.newClaim(ns, req.TemplateID, timeout)
 	if meta != "" {
-		claim.Annotations = map[string]string{metadataAnnotation: meta}
+		claim.Annotations[metadataAnnotation] = meta
 	}
 	for _, k := range sortedKeys(req.EnvVars) {
 		claim.Spec.Env = append(claim.Spec.Env, extv1alpha1.EnvVar{Name: k, Value: req.EnvVars[k]})
 	}
 	return claim, nil
+}
+
+// newClaim is an E2B sandbox's claim of template: labelled as E2B's, deleted timeout seconds
+// from now.
+func (s *server) newClaim(ns, template string, timeout int64) *extv1alpha1.SandboxClaim {
+	return &extv1alpha1.SandboxClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "e2b-", Labels: map[string]string{sandboxLabel: "true"},
+			Annotations: map[string]string{}},
+		Spec: extv1alpha1.SandboxClaimSpec{
+			TemplateRef: extv1alpha1.SandboxTemplateRef{Name: template},
+			Lifecycle: &extv1alpha1.Lifecycle{ShutdownPolicy: extv1alpha1.ShutdownPolicyDelete,
+				ShutdownTime: &metav1.Time{Time: s.clock.Now().Add(time.Duration(timeout) * time.Second).Truncate(time.Second)}},
+		},
+	}
 }
 
 // unsupportedFields refuses what E2B offers and a claim cannot do, naming the alternative.

@@ -4,11 +4,9 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
@@ -90,16 +88,8 @@ func (s *server) fork(w http.ResponseWriter, r *http.Request, c *caller) error {
 
 // forkClaim is a claim of the parent's template, with its metadata, that forks its Sandbox.
 func (s *server) forkClaim(parent *e2bSandbox, timeout int64) *extv1alpha1.SandboxClaim {
-	claim := &extv1alpha1.SandboxClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: parent.sandbox.Namespace, GenerateName: "e2b-",
-			Labels:      map[string]string{sandboxLabel: "true"},
-			Annotations: map[string]string{agentsv1beta1.ForkOfAnnotation: parent.sandbox.Name}},
-		Spec: extv1alpha1.SandboxClaimSpec{
-			TemplateRef: extv1alpha1.SandboxTemplateRef{Name: parent.claim.Spec.TemplateRef.Name},
-			Lifecycle: &extv1alpha1.Lifecycle{ShutdownPolicy: extv1alpha1.ShutdownPolicyDelete,
-				ShutdownTime: &metav1.Time{Time: s.clock.Now().Add(time.Duration(timeout) * time.Second).Truncate(time.Second)}},
-		},
-	}
+	claim := s.newClaim(parent.sandbox.Namespace, parent.claim.Spec.TemplateRef.Name, timeout)
+	claim.Annotations[agentsv1beta1.ForkOfAnnotation] = parent.sandbox.Name
 	if meta, ok := parent.claim.Annotations[metadataAnnotation]; ok {
 		claim.Annotations[metadataAnnotation] = meta
 	}

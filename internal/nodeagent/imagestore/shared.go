@@ -35,9 +35,8 @@ func (s Store) sharedPath(sandboxID string) string {
 // is usable at now, and seals it. ok false: none (a fresh save is needed).
 func (s Store) LinkShared(sandboxID, sandboxUID string, now time.Time) (total int64, ok bool, err error) {
 	dir := s.sharedPath(sandboxID)
-	var meta sharedSave
-	data, err := os.ReadFile(filepath.Join(dir, sharedMeta))
-	if err != nil || json.Unmarshal(data, &meta) != nil || !now.Before(meta.Until) || len(meta.Files) == 0 {
+	meta, err := readShared(dir)
+	if err != nil || !now.Before(meta.Until) || len(meta.Files) == 0 {
 		return 0, false, nil
 	}
 	for name := range meta.Files {
@@ -82,12 +81,11 @@ func (s Store) ExpireShared(now time.Time) (int, error) {
 	gone := 0
 	for _, e := range entries {
 		dir := filepath.Join(s.Dir, sharedDir, e.Name())
-		var meta sharedSave
-		data, rerr := os.ReadFile(filepath.Join(dir, sharedMeta))
-		if rerr == nil && json.Unmarshal(data, &meta) == nil && now.Before(meta.Until) {
+		meta, rerr := readShared(dir)
+		if rerr == nil && now.Before(meta.Until) {
 			continue
 		}
-		if rerr != nil && errors.Is(rerr, os.ErrNotExist) {
+		if errors.Is(rerr, os.ErrNotExist) {
 			// Being written by ShareSave right now, or left by a crash: judged by its age.
 			if info, ierr := e.Info(); ierr == nil && now.Sub(info.ModTime()) < time.Minute {
 				continue
@@ -98,4 +96,14 @@ func (s Store) ExpireShared(now time.Time) (int, error) {
 		}
 	}
 	return gone, err
+}
+
+// readShared reads a shared save's shared.json (os.ErrNotExist while it is being written).
+func readShared(dir string) (sharedSave, error) {
+	var meta sharedSave
+	data, err := os.ReadFile(filepath.Join(dir, sharedMeta))
+	if err != nil {
+		return meta, err
+	}
+	return meta, json.Unmarshal(data, &meta)
 }
