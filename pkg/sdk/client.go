@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
 )
 
@@ -142,6 +143,10 @@ func Scheme() *runtime.Scheme {
 	if err := extv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
+	// The claims' wire form (storage_version.go).
+	if err := extv1beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
 	return s
 }
 
@@ -192,7 +197,9 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
-	c.kube = withAPIRetries(kube) // rides out an API server restart (retry.go)
+	// Rides out an API server restart (retry.go); claims travel in the storage version
+	// (storage_version.go).
+	c.kube = withAPIRetries(claimsInStorageVersion(kube))
 	if c.core, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("building Kubernetes clientset: %w", err)
 	}
