@@ -17,6 +17,7 @@ import (
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/v1alpha1"
+	"github.com/agent-sandbox/agent-sandbox/pkg/storageversion"
 )
 
 // Mode selects how the SDK reaches sandboxd inside a sandbox.
@@ -143,7 +144,7 @@ func Scheme() *runtime.Scheme {
 	if err := extv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
-	// The claims' wire form (storage_version.go).
+	// The claims' wire form (storageversion.Claims).
 	if err := extv1beta1.AddToScheme(s); err != nil {
 		panic(err)
 	}
@@ -197,9 +198,8 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building Kubernetes client: %w", err)
 	}
-	// Rides out an API server restart (retry.go); claims travel in the storage version
-	// (storage_version.go).
-	c.kube = withAPIRetries(claimsInStorageVersion(kube))
+	// Rides out an API server restart (retry.go); claims travel in the storage version.
+	c.kube = withAPIRetries(storageversion.Claims(kube))
 	if c.core, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("building Kubernetes clientset: %w", err)
 	}

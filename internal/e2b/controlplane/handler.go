@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	extv1alpha1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1alpha1"
+	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 	agentsv1beta1 "github.com/agent-sandbox/agent-sandbox/api/v1beta1"
 	"github.com/agent-sandbox/agent-sandbox/internal/e2b"
 	"github.com/agent-sandbox/agent-sandbox/internal/scopedtoken"
@@ -83,6 +84,10 @@ func New(o Options) (http.Handler, error) {
 func kinds() (*runtime.Scheme, meta.RESTMapper, error) {
 	scheme := runtime.NewScheme()
 	if err := extv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	// Claims travel as v1beta1 (storageversion.Claims).
+	if err := extv1beta1.AddToScheme(scheme); err != nil {
 		return nil, nil, err
 	}
 	if err := agentsv1beta1.AddToScheme(scheme); err != nil {

@@ -19,6 +19,8 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agent-sandbox/agent-sandbox/pkg/storageversion"
 )
 
 const (
@@ -117,5 +119,6 @@ func (k *keys) review(ctx context.Context, token string) (*caller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &caller{namespace: ns, user: user, kube: kube}, nil
+	// The way to Ready goes without conversion webhook calls (docs/api-versions.md).
+	return &caller{namespace: ns, user: user, kube: storageversion.Claims(kube)}, nil
 }

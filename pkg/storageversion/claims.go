@@ -1,4 +1,6 @@
-package sdk
+// Package storageversion lets a client of v1alpha1 SandboxClaims speak v1beta1, the version the
+// API server stores, on the wire: no conversion webhook call per request or watch event.
+package storageversion
 
 import (
 	"context"
@@ -14,17 +16,17 @@ import (
 	extv1beta1 "github.com/agent-sandbox/agent-sandbox/api/extensions/v1beta1"
 )
 
-// claimsInStorageVersion makes the SDK's v1alpha1 SandboxClaims travel as v1beta1, the version
-// the API server stores. Every v1alpha1 request and watch event of a claim is a call to the
-// conversion webhook (an HTTPS round trip from the API server to the controller, several per
-// claim, each on the way to Ready); the SDK runs the same conversion functions the webhook runs
-// (api/extensions/v1alpha1, ConvertTo and ConvertFrom) here instead, so what it writes and
-// reads is exactly what a v1alpha1 request would have been. A claim is created as v1beta1 only
-// when the conversion keeps nothing aside (no conversion annotation: the default warmpool of a
-// template, which v1beta1 names as its shadow pool); "none", or a template with a named pool,
-// is still sent as v1alpha1. Reads and watches always travel as v1beta1. Updates, patches and
-// deletes are left to the API server: they are not on the way to a ready sandbox.
-func claimsInStorageVersion(c client.WithWatch) client.WithWatch {
+// Claims makes c's v1alpha1 SandboxClaims travel as v1beta1, the version the API server
+// stores. Every v1alpha1 request and watch event of a claim is a call to the conversion webhook
+// (an HTTPS round trip from the API server to the controller, several per claim, each on the way
+// to Ready); Claims runs the functions the webhook runs (api/extensions/v1alpha1, ConvertTo and
+// ConvertFrom) in the client instead, so what goes to and comes from the API server is exactly
+// what a v1alpha1 request would have given. A claim is created as v1beta1 only when the
+// conversion keeps nothing aside (no conversion annotation: a template's default warmpool, which
+// v1beta1 names as its shadow pool); "none", or a template with a named pool, is still sent as
+// v1alpha1. Reads and watches always travel as v1beta1. Updates, patches and deletes are left to
+// the API server: they are not on the way to a ready sandbox. c's scheme must hold both versions.
+func Claims(c client.WithWatch) client.WithWatch {
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			claim, ok := obj.(*extv1alpha1.SandboxClaim)
