@@ -44,11 +44,15 @@ func TestOnlyTheControllerNamesAMemoryImage(t *testing.T) {
 	grantIdentitiesIn(t, ns)
 	ids[asTemplateWriter] = actAs(t, ns, asTemplateWriter)
 	mustCreateObj(t, testwrap.MakeSandbox(ns, "paused").Obj())
+	image := "/var/lib/agent-sandbox/images/0e0e0e0e-1111-2222-3333-444444444444"
+	// The controller's keys, each on a Sandbox of its own: the one it recorded a memory image
+	// of, and the one it restores an image into.
+	mustCreateObj(t, testwrap.MakeSandbox(ns, "recorded").Annotation(agentsv1alpha1.MemoryImageAnnotation, `{"node":"n1"}`).Obj())
+	mustCreateObj(t, testwrap.MakeSandbox(ns, "restoring").PodAnnotation(agentsv1alpha1.RestoreImageAnnotation, image).Obj())
 	annotation := func(k, v string) string { return fmt.Sprintf("metadata: {annotations: {%s: %q}}", k, v) }
 	podAnnotation := func(k, v string) string {
 		return fmt.Sprintf("spec: {podTemplate: {metadata: {annotations: {%s: %q}}}}", k, v)
 	}
-	image := "/var/lib/agent-sandbox/images/0e0e0e0e-1111-2222-3333-444444444444"
 	cases := []admissionCase{
 		{name: "tenant asks a Sandbox to keep its memory", as: asTenant, create: annotation(agentsv1alpha1.PauseModeAnnotation, "KeepMemory")},
 		{name: "tenant asks for today's pause", as: asTenant, create: annotation(agentsv1alpha1.PauseModeAnnotation, "Delete")},
@@ -71,6 +75,14 @@ func TestOnlyTheControllerNamesAMemoryImage(t *testing.T) {
 		{name: "tenant forges the record of a memory image", as: asTenant, target: "paused",
 			patch:  `{"metadata":{"annotations":{"` + agentsv1alpha1.MemoryImageAnnotation + `":"{\"node\":\"other\"}"}}}`,
 			policy: keepMemoryPolicy, want: memoryRecordRefusal},
+		{name: "tenant drops the record of a memory image", as: asTenant, target: "recorded",
+			patch:  `{"metadata":{"annotations":{"` + agentsv1alpha1.MemoryImageAnnotation + `":null}}}`,
+			policy: keepMemoryPolicy, want: memoryRecordRefusal},
+		{name: "tenant drops the image from a pod template", as: asTenant, target: "restoring",
+			patch:  `{"spec":{"podTemplate":{"metadata":{"annotations":{"` + agentsv1alpha1.RestoreImageAnnotation + `":null}}}}}`,
+			policy: keepMemoryPolicy, want: restoreRefusal},
+		{name: "controller drops a restored image", as: asController, target: "restoring",
+			patch: `{"spec":{"podTemplate":{"metadata":{"annotations":{"` + agentsv1alpha1.RestoreImageAnnotation + `":null}}}}}`},
 		{name: "controller names an image in a pod template", as: asController, create: podAnnotation(agentsv1alpha1.RestoreImageAnnotation, image)},
 		{name: "controller records a memory image", as: asController, target: "paused",
 			patch: `{"metadata":{"annotations":{"` + agentsv1alpha1.MemoryImageAnnotation + `":"{\"node\":\"n1\"}"}}}`},
@@ -168,6 +180,7 @@ func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
 	ids[reachesMine] = actAs(t, ns, reachesMine)
 	mustCreateObj(t, testwrap.MakeSandbox(ns, "mine").Obj())
 	mustCreateObj(t, testwrap.MakeSandbox(ns, "theirs").Obj())
+	mustCreateObj(t, testwrap.MakeSandbox(ns, "a-fork").Annotation(agentsv1alpha1.ForkOfAnnotation, "theirs").Obj())
 	forkOf := func(parent string) string {
 		return fmt.Sprintf("metadata: {annotations: {%s: %q}}", agentsv1alpha1.ForkOfAnnotation, parent)
 	}
@@ -184,6 +197,9 @@ func TestAForkNeedsTheRightToRunCodeInItsParent(t *testing.T) {
 			policy: keepMemoryPolicy, want: forkNameRefusal, invalid: true},
 		{name: "a tenant names a parent after the creation", as: asTenant, target: "mine",
 			patch:  `{"metadata":{"annotations":{"` + agentsv1alpha1.ForkOfAnnotation + `":"theirs"}}}`,
+			policy: keepMemoryPolicy, want: forkLaterRefusal, invalid: true},
+		{name: "a tenant unnames a fork's parent", as: asTenant, target: "a-fork",
+			patch:  `{"metadata":{"annotations":{"` + agentsv1alpha1.ForkOfAnnotation + `":null}}}`,
 			policy: keepMemoryPolicy, want: forkLaterRefusal, invalid: true},
 	}
 	runAdmissionCases(t, ns, ids, cases)
