@@ -366,13 +366,14 @@ func (s *Server) shutdown(hs *http.Server, cancelBase context.CancelFunc) {
 // GRPCListen) until the Server is closed.
 func (s *Server) ServeGRPC(ln net.Listener) error { return s.grpc.Serve(ln) }
 
-// Run creates a Server from cfg, listens on cfg.Listen and serves until ctx
-// is done.
+// Run creates a Server from cfg, warms its command path up (warmUp), listens on
+// cfg.Listen and serves until ctx is done.
 func Run(ctx context.Context, cfg Config) error {
 	s, err := New(cfg)
 	if err != nil {
 		return err
 	}
+	s.warmUp(ctx)
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		_ = s.Close()
