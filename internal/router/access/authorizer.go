@@ -59,6 +59,7 @@ type sandboxAuthorizer struct {
 	lastAllowed       *lastKnown // allowances, kept for when the API server cannot answer
 	retryBudget       time.Duration
 	flight            singleflight.Group
+	refresh           *refreshAhead // allows in use are asked again before they expire
 	// namespaceWide: ask first whether the caller may reach every Sandbox of the namespace
 	// (AskNamespaceWideFirst).
 	namespaceWide bool
@@ -92,7 +93,7 @@ func NewSandboxAuthorizer(reviewer SandboxReviewer, allowTTL, denyTTL, lastKnown
 func newSandboxAuthorizer(reviewer SandboxReviewer, allowTTL, denyTTL, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *sandboxAuthorizer {
 	return &sandboxAuthorizer{reviewer: reviewer, allowTTL: allowTTL, denyTTL: denyTTL,
 		cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk), lastAllowed: newLastKnown(lastKnownTTL, size, clk),
-		retryBudget: reviewRetryBudget}
+		retryBudget: reviewRetryBudget, refresh: newRefreshAhead(clk, allowTTL)}
 }
 
 func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, namespace, name string) (bool, error) {
@@ -105,8 +106,8 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, namespa
 		return true, nil
 	}
 	key := accessKey(id.User, namespace, name)
-	if v, hit := a.cache.Get(key); hit {
-		return v.(bool), nil
+	if allowed, hit := a.cached(key, func() { _, _ = a.review(context.Background(), id, key, namespace, name) }); hit {
+		return allowed, nil
 	}
 	if a.namespaceWide && a.allowedNamespaceWide(ctx, id, namespace) {
 		return true, nil
@@ -118,9 +119,29 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, namespa
 // one review without retries; an error counts as no.
 func (a *sandboxAuthorizer) allowedNamespaceWide(ctx context.Context, id *Identity, namespace string) bool {
 	key := accessKey(id.User, namespace, "")
-	if v, hit := a.cache.Get(key); hit {
-		return v.(bool)
+	if allowed, hit := a.cached(key, func() { a.reviewNamespaceWide(context.Background(), id, key, namespace) }); hit {
+		return allowed
 	}
+	return a.reviewNamespaceWide(ctx, id, key, namespace)
+}
+
+// cached is the remembered answer to key, if any; an allow that is getting old is asked
+// again in the background with ask.
+func (a *sandboxAuthorizer) cached(key [sha256.Size]byte, ask func()) (allowed, hit bool) {
+	v, hit := a.cache.Get(key)
+	if !hit {
+		return false, false
+	}
+	ans := v.(answered)
+	if allowed = ans.v.(bool); allowed {
+		a.refresh.hit(key, ans, ask)
+	}
+	return allowed, true
+}
+
+// reviewNamespaceWide asks once, without retries, whether id may reach every Sandbox of
+// namespace (key), and remembers the answer; an error counts as no.
+func (a *sandboxAuthorizer) reviewNamespaceWide(ctx context.Context, id *Identity, key [sha256.Size]byte, namespace string) bool {
 	v, err, _ := a.flight.Do(string(key[:]), func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
@@ -141,7 +162,7 @@ func (a *sandboxAuthorizer) allowedNamespaceWide(ctx context.Context, id *Identi
 			a.lastAllowed.forget(key)
 		}
 		if ttl > 0 {
-			a.cache.Add(key, err == nil && allowed, ttl)
+			a.cache.Add(key, a.refresh.stamp(err == nil && allowed), ttl)
 		}
 		return err == nil && allowed, nil
 	})
@@ -174,7 +195,7 @@ func (a *sandboxAuthorizer) review(ctx context.Context, id *Identity, key [sha25
 			a.lastAllowed.forget(key)
 		}
 		if ttl > 0 {
-			a.cache.Add(key, allowed, ttl)
+			a.cache.Add(key, a.refresh.stamp(allowed), ttl)
 		}
 		return allowed, nil
 	})

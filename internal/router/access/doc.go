@@ -28,7 +28,9 @@
 //     address, any of the rights the caller already holds that give as much (HeldRightsReviewer:
 //     patch or update on the Sandbox, create on pods/portforward of its pod), asked in order.
 //   - Answers are cached per (user, groups, extra, Sandbox): allowances briefly, refusals more
-//     briefly, so a new RoleBinding takes effect soon; token reviews by the token's SHA-256.
+//     briefly, so a new RoleBinding takes effect soon; token reviews by the token's SHA-256. A
+//     good answer in use past half its TTL is asked again in the background (refreshAhead), so a
+//     busy caller never waits for a review; none is used past its TTL.
 //   - It fails closed: a review the API server does not answer is an error (503), never an
 //     allow. Only a good answer given before (a user, an allowance) is reused while the API
 //     server cannot be asked, for a bounded time; a later refusal drops it.

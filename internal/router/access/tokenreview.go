@@ -61,6 +61,7 @@ type cachedReviewer struct {
 	// retryBudget bounds retryTransient for a token without a last known user.
 	retryBudget time.Duration
 	flight      singleflight.Group
+	refresh     *refreshAhead // users of tokens in use are asked again before they expire
 }
 
 // NewTokenReviewAuthenticator wraps r with a result cache of at most size entries kept for ttl.
@@ -72,7 +73,7 @@ func NewTokenReviewAuthenticator(r TokenReviewer, ttl, lastKnownTTL time.Duratio
 
 func newCachedReviewer(r TokenReviewer, ttl, lastKnownTTL time.Duration, size int, clk clock.PassiveClock) *cachedReviewer {
 	return &cachedReviewer{reviewer: r, ttl: ttl, cache: utilcache.NewLRUExpireCacheWithClock(max(size, 1), clk),
-		lastUsers: newLastKnown(lastKnownTTL, size, clk), retryBudget: reviewRetryBudget}
+		lastUsers: newLastKnown(lastKnownTTL, size, clk), retryBudget: reviewRetryBudget, refresh: newRefreshAhead(clk, ttl)}
 }
 
 func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Identity, error) {
@@ -81,8 +82,23 @@ func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Ident
 	}
 	key := sha256.Sum256([]byte(token))
 	if v, hit := c.cache.Get(key); hit {
-		return identityOf(v.(*authnv1.UserInfo))
+		ans := v.(answered)
+		user := ans.v.(*authnv1.UserInfo)
+		if user != nil {
+			c.refresh.hit(key, ans, func() { _, _ = c.review(context.Background(), token, key) })
+		}
+		return identityOf(user)
 	}
+	user, err := c.review(ctx, token, key)
+	if err != nil {
+		return nil, err
+	}
+	return identityOf(user)
+}
+
+// review asks who token (key) is, once at a time per token, and remembers the answer; while
+// the API server cannot answer, the token's last known user stands.
+func (c *cachedReviewer) review(ctx context.Context, token string, key [sha256.Size]byte) (*authnv1.UserInfo, error) {
 	v, err, _ := c.flight.Do(string(key[:]), func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
 		defer cancel()
@@ -102,14 +118,14 @@ func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Ident
 			c.lastUsers.forget(key)
 		}
 		if c.ttl > 0 {
-			c.cache.Add(key, user, c.ttl)
+			c.cache.Add(key, c.refresh.stamp(user), c.ttl)
 		}
 		return user, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return identityOf(v.(*authnv1.UserInfo))
+	return v.(*authnv1.UserInfo), nil
 }
 
 func identityOf(user *authnv1.UserInfo) (*Identity, error) {
