@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -165,6 +166,7 @@ type Server struct {
 	grpc      *grpc.Server // the ProcessService, on Listen and on GRPCListen
 	tracer    trace.Tracer // nil: tracing off
 	activity  *activity
+	warming   atomic.Bool  // the warm-up runs: its command is not counted
 	grpcLn    net.Listener // GRPCListen's listener; nil when off or not run by Run
 	restLn    net.Listener // RESTListen's listener; nil when unset or not run by Run
 	envdLn    net.Listener // EnvdListen's listener; nil when off or not run by Run
@@ -195,7 +197,11 @@ func New(cfg Config) (*Server, error) {
 	s.cfg.Root = root.Dir()
 	s.runner = process.NewRunner(root.Resolver(), process.Config{
 		Shell: cfg.Shell, AlwaysShell: cfg.AlwaysShell, MaxOutput: cfg.MaxOutput, KillGrace: cfg.KillGrace,
-		Observe: func(mode string, res process.Result) { s.metrics.observeExec(mode, res) },
+		Observe: func(mode string, res process.Result) {
+			if !s.warming.Load() {
+				s.metrics.observeExec(mode, res)
+			}
+		},
 	})
 	s.files = files.New(root, s.log)
 	s.exec = execapi.New(s.runner, execapi.Config{ExecTimeout: cfg.ExecTimeout, ProcessLogBytes: cfg.ProcessLogBytes, Logger: s.log})
