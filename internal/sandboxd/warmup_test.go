@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
+	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd/sandboxdtest"
 )
 
 // A fresh daemon runs one trivial command through its shell before it listens, so that the
@@ -26,7 +27,7 @@ while [ ! -e "`+marks+`/released" ]; do sleep 0.01; done`)
 	stop := runDaemon(t, sandboxd.Config{Root: t.TempDir(), Listen: addr, Shell: shell})
 	defer stop()
 
-	waitFor(t, "the warm-up to run the shell", func() bool { return exists(filepath.Join(marks, "started")) })
+	sandboxdtest.Eventually(t, "the warm-up to run the shell", func() bool { return exists(filepath.Join(marks, "started")) })
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()
 		t.Fatal("the daemon listens while its warm-up runs: want it to listen only after")
@@ -34,7 +35,7 @@ while [ ! -e "`+marks+`/released" ]; do sleep 0.01; done`)
 	if err := os.WriteFile(filepath.Join(marks, "released"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the daemon to serve after its warm-up", func() bool { return healthy(addr) })
+	sandboxdtest.Eventually(t, "the daemon to serve after its warm-up", func() bool { return healthy(addr) })
 	if m := get(t, "http://"+addr+"/metrics"); strings.Contains(m, "sandboxd_exec_total{") {
 		t.Fatalf("the warm-up was counted as a command; want no sandboxd_exec_total series, got:\n%s", m)
 	}
@@ -42,14 +43,15 @@ while [ ! -e "`+marks+`/released" ]; do sleep 0.01; done`)
 
 // A shell that never returns is cut at the warm-up's bound, and the daemon serves.
 func TestRunListensWhenTheWarmUpHangs(t *testing.T) {
-	defer sandboxd.SetWarmUpTimeout(200 * time.Millisecond)()
+	restore := sandboxd.SetWarmUpTimeout(200 * time.Millisecond)
+	defer restore()
 	marks := t.TempDir()
 	shell := fakeShell(t, `touch "`+marks+`/started"
 while :; do sleep 0.01; done`)
 	addr := freeAddr(t)
 	stop := runDaemon(t, sandboxd.Config{Root: t.TempDir(), Listen: addr, Shell: shell})
 	defer stop()
-	waitFor(t, "the daemon to serve after a warm-up that hangs", func() bool { return healthy(addr) })
+	sandboxdtest.Eventually(t, "the daemon to serve after a warm-up that hangs", func() bool { return healthy(addr) })
 	if !exists(filepath.Join(marks, "started")) {
 		t.Fatal("want the warm-up to have started the shell")
 	}
@@ -60,7 +62,7 @@ func TestRunServesWithoutAShell(t *testing.T) {
 	addr := freeAddr(t)
 	stop := runDaemon(t, sandboxd.Config{Root: t.TempDir(), Listen: addr, Shell: filepath.Join(t.TempDir(), "no-shell")})
 	defer stop()
-	waitFor(t, "the daemon to serve without a shell", func() bool { return healthy(addr) })
+	sandboxdtest.Eventually(t, "the daemon to serve without a shell", func() bool { return healthy(addr) })
 }
 
 // fakeShell writes an executable /bin/sh script with body; the warm-up runs it as "<it> -c :".
@@ -98,17 +100,6 @@ func runDaemon(t *testing.T, cfg sandboxd.Config) (stop func()) {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
