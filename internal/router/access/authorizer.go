@@ -106,7 +106,10 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, namespa
 		return true, nil
 	}
 	key := accessKey(id.User, namespace, name)
-	if allowed, hit := a.cached(key, func() { _, _ = a.review(context.Background(), id, key, namespace, name) }); hit {
+	if allowed, hit, stale := a.cached(key); hit {
+		if stale {
+			a.refresh.start(key, func() { _, _ = a.review(context.Background(), id, key, namespace, name) })
+		}
 		return allowed, nil
 	}
 	if a.namespaceWide && a.allowedNamespaceWide(ctx, id, namespace) {
@@ -119,24 +122,25 @@ func (a *sandboxAuthorizer) Authorize(ctx context.Context, id *Identity, namespa
 // one review without retries; an error counts as no.
 func (a *sandboxAuthorizer) allowedNamespaceWide(ctx context.Context, id *Identity, namespace string) bool {
 	key := accessKey(id.User, namespace, "")
-	if allowed, hit := a.cached(key, func() { a.reviewNamespaceWide(context.Background(), id, key, namespace) }); hit {
+	if allowed, hit, stale := a.cached(key); hit {
+		if stale {
+			a.refresh.start(key, func() { a.reviewNamespaceWide(context.Background(), id, key, namespace) })
+		}
 		return allowed
 	}
 	return a.reviewNamespaceWide(ctx, id, key, namespace)
 }
 
-// cached is the remembered answer to key, if any; an allow that is getting old is asked
-// again in the background with ask.
-func (a *sandboxAuthorizer) cached(key [sha256.Size]byte, ask func()) (allowed, hit bool) {
+// cached is the remembered answer to key, if any; stale: it is an allow old enough to be asked
+// again in the background.
+func (a *sandboxAuthorizer) cached(key [sha256.Size]byte) (allowed, hit, stale bool) {
 	v, hit := a.cache.Get(key)
 	if !hit {
-		return false, false
+		return false, false, false
 	}
 	ans := v.(answered)
-	if allowed = ans.v.(bool); allowed {
-		a.refresh.hit(key, ans, ask)
-	}
-	return allowed, true
+	allowed = ans.v.(bool)
+	return allowed, true, allowed && a.refresh.due(ans)
 }
 
 // reviewNamespaceWide asks once, without retries, whether id may reach every Sandbox of

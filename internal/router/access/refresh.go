@@ -34,12 +34,12 @@ type answered struct {
 // stamp is v as the cache keeps it.
 func (r *refreshAhead) stamp(v any) answered { return answered{v: v, at: r.clk.Now()} }
 
-// hit is called with a cached answer that is good; it starts ask in the background when the
-// answer is old enough and no refresh of key is under way. ask stores what it learns.
-func (r *refreshAhead) hit(key [32]byte, a answered, ask func()) {
-	if r.clk.Since(a.at) < r.after {
-		return
-	}
+// due reports whether a cached good answer has lived long enough to be asked again.
+func (r *refreshAhead) due(a answered) bool { return r.clk.Since(a.at) >= r.after }
+
+// start runs ask in the background unless a refresh of key is under way. ask stores what it
+// learns.
+func (r *refreshAhead) start(key [32]byte, ask func()) {
 	if _, running := r.busy.LoadOrStore(key, struct{}{}); running {
 		return
 	}

@@ -84,8 +84,8 @@ func (c *cachedReviewer) Authenticate(ctx context.Context, token string) (*Ident
 	if v, hit := c.cache.Get(key); hit {
 		ans := v.(answered)
 		user := ans.v.(*authnv1.UserInfo)
-		if user != nil {
-			c.refresh.hit(key, ans, func() { _, _ = c.review(context.Background(), token, key) })
+		if user != nil && c.refresh.due(ans) {
+			c.refresh.start(key, func() { _, _ = c.review(context.Background(), token, key) })
 		}
 		return identityOf(user)
 	}
