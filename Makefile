@@ -116,7 +116,7 @@ demo: ## Bring the local cluster up and run the demo: warm and cold claims, exec
 
 RUNTIME_ROUNDS ?= 5
 .PHONY: bench-runtimes
-bench-runtimes: ## gVisor against runc on the local cluster: each step of a sandbox's life, median of $(RUNTIME_ROUNDS) alternated rounds (docs/bench.md).
+bench-runtimes: ## gVisor against runc on the local cluster: each step of a sandbox's life, median of $(RUNTIME_ROUNDS) alternated rounds (docs/bench-runtimes.md).
 	go run ./cmd/demo --compare-rounds $(RUNTIME_ROUNDS)
 
 .PHONY: test-e2e
