@@ -19,7 +19,7 @@ var warmUpTimeout = 2 * time.Second
 // too: under gVisor the first command a fresh daemon ran took about 12 ms longer than the ones
 // after it (cold pages and the sentry's caches along the path: request decoding, the working
 // directory, process start, output, the answer), and this takes most of that away
-// (docs/bench.md). Clients never see it: it happens before anyone can connect, it is not
+// (docs/bench-runtimes.md). Clients never see it: it happens before anyone can connect, it is not
 // counted in the metrics and it is not activity. A shell that is missing or fails changes
 // nothing.
 func (s *Server) warmUp(ctx context.Context) {

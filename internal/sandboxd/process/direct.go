@@ -9,7 +9,7 @@ import (
 // A command string is run by the shell (Shell -c), which for a simple command execs the
 // program in its own place: the shell's only work is to be loaded and to split the words. Under
 // gVisor that load is most of a small command's cost (an execve there is ~10 ms on systrap,
-// docs/bench.md), so a command the shell would run exactly as its words say is exec'd directly.
+// docs/bench-runtimes.md), so a command the shell would run exactly as its words say is exec'd directly.
 // Anything the shell would interpret (quotes, expansions, redirections, operators, globs,
 // assignments, comments, builtins and keywords) still goes through the shell, and so does a
 // program that cannot be found or run, so its errors stay the shell's.
