@@ -200,7 +200,7 @@ func TestCLIFlow(t *testing.T) {
 		t.Errorf("replicas after pause = %d", sbObj.DesiredReplicas())
 	}
 	r = c.mustRun("", "resume", "conv-1")
-	if !strings.Contains(r.stdout, "sandbox conv-1 resumed (pod IP 127.0.0.1)") {
+	if !strings.Contains(r.stdout, "sandbox conv-1 resumed (pod IP 127.0.0.2)") {
 		t.Errorf("resume: %q", r.stdout)
 	}
 	r = c.mustRun("", "exec", "conv-1", "--", "echo", "back")

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,16 +24,22 @@ import (
 // tests that have an API server but no controllers and no nodes. For each
 // new claim in its namespace it creates a Sandbox named after the claim and
 // reports both ready with pod IP PodIP; it follows Sandbox replicas (0:
-// paused, no IP; 1: ready again). Claims whose Hold returns true are left
-// alone, for tests that drive the status themselves.
+// paused, no IP; 1: ready again, on a new pod with the other of PodIP and
+// ResumedPodIP, as a real cluster gives a new pod a new IP). Claims whose
+// Hold returns true are left alone, for tests that drive the status
+// themselves.
 type Controller struct {
 	Client    client.WithWatch
 	Namespace string
-	// PodIP is reported for every pod (default 127.0.0.1).
+	// PodIP is reported for a sandbox's first pod (default 127.0.0.1).
 	PodIP string
+	// ResumedPodIP is reported for the pod of a resume, in turn with PodIP
+	// (default 127.0.0.2, where NewSandboxd listens too).
+	ResumedPodIP string
 	// Hold, when set, is asked for each claim; true leaves it untouched.
 	Hold func(*extv1alpha1.SandboxClaim) bool
 
+	lastIP map[types.UID]string // the pod IP last reported per Sandbox
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -54,6 +61,10 @@ func (ctl *Controller) Start(ctx context.Context) error {
 	if ctl.PodIP == "" {
 		ctl.PodIP = "127.0.0.1"
 	}
+	if ctl.ResumedPodIP == "" {
+		ctl.ResumedPodIP = SecondLoopbackIP
+	}
+	ctl.lastIP = map[types.UID]string{}
 	ctx, ctl.cancel = context.WithCancel(ctx)
 	ctl.done = make(chan struct{})
 	claims, err := ctl.Client.Watch(ctx, &extv1alpha1.SandboxClaimList{}, client.InNamespace(ctl.Namespace))
@@ -175,24 +186,58 @@ func (ctl *Controller) onSandbox(ctx context.Context, sb *agentsv1alpha1.Sandbox
 		cond.ObservedGeneration == sb.Generation && egressReported(sb) {
 		return // already reported for this generation and these egress annotations
 	}
-	_ = MarkSandbox(ctx, ctl.Client, client.ObjectKeyFromObject(sb), ctl.PodIP)
-	if owner := metav1.GetControllerOf(sb); owner != nil && owner.Kind == "SandboxClaim" {
-		ips := []string{ctl.PodIP}
-		reason := agentsv1alpha1.ReasonReady
-		status := metav1.ConditionTrue
-		if sb.DesiredReplicas() == agentsv1alpha1.PausedReplicas {
-			ips, reason, status = nil, agentsv1alpha1.ReasonPaused, metav1.ConditionFalse
-		}
-		_ = MarkClaim(ctx, ctl.Client, client.ObjectKey{Namespace: sb.Namespace, Name: owner.Name}, sb.Name, ips, status, reason, "")
+	// The claim mirrors the Sandbox as written, never the event's copy: by the time this event is
+	// handled the Sandbox may have been paused or resumed again, and a claim marked from the old
+	// copy would stay wrong (the next event finds its generation already reported).
+	written, err := markSandbox(ctx, ctl.Client, client.ObjectKeyFromObject(sb), ctl.podIPFor)
+	if err != nil {
+		return
 	}
+	ips := written.Status.PodIPs
+	if len(ips) > 0 {
+		ctl.lastIP[written.UID] = ips[0]
+	}
+	if owner := metav1.GetControllerOf(written); owner != nil && owner.Kind == "SandboxClaim" {
+		ready := meta.FindStatusCondition(written.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
+		_ = MarkClaim(ctx, ctl.Client, client.ObjectKey{Namespace: sb.Namespace, Name: owner.Name}, sb.Name, ips,
+			ready.Status, ready.Reason, "")
+	}
+}
+
+// podIPFor picks the IP of sb's running pod: the one reported last, or the other one when the
+// Sandbox was reported paused since (its pod is a new one).
+func (ctl *Controller) podIPFor(sb *agentsv1alpha1.Sandbox) string {
+	last, ok := ctl.lastIP[sb.UID]
+	switch {
+	case !ok:
+		return ctl.PodIP
+	case !reportedPaused(sb):
+		return last
+	case last == ctl.PodIP:
+		return ctl.ResumedPodIP
+	}
+	return ctl.PodIP
+}
+
+func reportedPaused(sb *agentsv1alpha1.Sandbox) bool {
+	cond := meta.FindStatusCondition(sb.Status.Conditions, agentsv1alpha1.SandboxConditionReady)
+	return cond != nil && cond.Reason == agentsv1alpha1.ReasonPaused
 }
 
 // MarkSandbox writes the status a Sandbox controller would: ready with
 // podIP for replicas 1, paused without IPs for replicas 0, for the current
 // generation; and the EgressPolicy condition of its egress annotations.
 func MarkSandbox(ctx context.Context, c client.Client, key client.ObjectKey, podIP string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		sb := &agentsv1alpha1.Sandbox{}
+	_, err := markSandbox(ctx, c, key, func(*agentsv1alpha1.Sandbox) string { return podIP })
+	return err
+}
+
+// markSandbox is MarkSandbox returning the Sandbox it wrote, with the pod IP podIPFor picks for
+// the Sandbox as read.
+func markSandbox(ctx context.Context, c client.Client, key client.ObjectKey,
+	podIPFor func(*agentsv1alpha1.Sandbox) string) (*agentsv1alpha1.Sandbox, error) {
+	sb := &agentsv1alpha1.Sandbox{}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, key, sb); err != nil {
 			return err
 		}
@@ -201,13 +246,14 @@ func MarkSandbox(ctx context.Context, c client.Client, key client.ObjectKey, pod
 			sb.Status.PodIPs, sb.Status.Replicas = nil, 0
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, agentsv1alpha1.ReasonPaused, "the sandbox is paused"
 		} else {
-			sb.Status.PodIPs, sb.Status.Replicas = []string{podIP}, 1
+			sb.Status.PodIPs, sb.Status.Replicas = []string{podIPFor(sb)}, 1
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, agentsv1alpha1.ReasonReady, "pod is ready"
 		}
 		meta.SetStatusCondition(&sb.Status.Conditions, cond)
 		markEgress(sb)
 		return c.Status().Update(ctx, sb)
 	})
+	return sb, err
 }
 
 // egressReported reports whether the EgressPolicy condition reflects the egress annotations

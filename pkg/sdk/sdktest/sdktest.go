@@ -4,7 +4,7 @@
 // marks claims and sandboxes ready against a real (envtest) API server.
 //
 // Point a Client at them with Options{Mode: sdk.ModeDirect, SandboxPort:
-// d.Port} (pods get the IP 127.0.0.1) or Options{Mode: sdk.ModeRouter,
+// d.Port} (pods get the IP 127.0.0.1, resumed ones 127.0.0.2 in turn) or Options{Mode: sdk.ModeRouter,
 // RouterURL: r.URL, SandboxPort: d.Port}.
 //
 // It is the one package under pkg/ that imports internal ones, on purpose:
@@ -18,6 +18,7 @@
 package sdktest
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -34,7 +35,7 @@ import (
 	"github.com/agent-sandbox/agent-sandbox/internal/sandboxd"
 )
 
-// Sandboxd is a real sandboxd serving a temporary root on 127.0.0.1 over
+// Sandboxd is a real sandboxd serving a temporary root on 127.0.0.1 (and SecondLoopbackIP) over
 // HTTP/1.1 and h2c.
 type Sandboxd struct {
 	// URL is http://127.0.0.1:<Port>.
@@ -77,17 +78,48 @@ func NewSandboxd(t testing.TB, opts ...SandboxdOptions) *Sandboxd {
 	if err != nil {
 		t.Fatalf("sdktest: starting sandboxd: %v", err)
 	}
+	first, second, err := listenPair()
+	if err != nil {
+		t.Fatalf("sdktest: %v", err)
+	}
 	ts := httptest.NewUnstartedServer(srv)
+	ts.Listener.Close()
+	ts.Listener = first
 	ts.Config.Protocols = bothProtocols()
 	ts.Start()
+	// The resumed pods of Controller have the second address: the same server answers there.
+	resumed := &http.Server{Handler: srv, Protocols: bothProtocols()}
+	go func() { _ = resumed.Serve(second) }()
 	t.Cleanup(func() {
 		_ = srv.Close()             // kill commands first so no handler keeps Close waiting
 		ts.CloseClientConnections() // end streams (watches, log follows) a test left open
+		_ = resumed.Close()
 		ts.Close()
 	})
-	_, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
+	_, port, _ := net.SplitHostPort(first.Addr().String())
 	p, _ := strconv.Atoi(port)
 	return &Sandboxd{URL: ts.URL, Port: p, Root: root}
+}
+
+// SecondLoopbackIP is the address Controller gives resumed pods; NewSandboxd listens on it too.
+const SecondLoopbackIP = "127.0.0.2"
+
+// listenPair listens on the same free port of 127.0.0.1 and SecondLoopbackIP, trying a few
+// ports: one free on the first address may be taken on the second.
+func listenPair() (first, second net.Listener, err error) {
+	for range 20 {
+		first, err = net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, err
+		}
+		_, port, _ := net.SplitHostPort(first.Addr().String())
+		second, err = net.Listen("tcp", net.JoinHostPort(SecondLoopbackIP, port))
+		if err == nil {
+			return first, second, nil
+		}
+		first.Close()
+	}
+	return nil, nil, fmt.Errorf("no port free on both 127.0.0.1 and %s: %w", SecondLoopbackIP, err)
 }
 
 func bothProtocols() *http.Protocols {
