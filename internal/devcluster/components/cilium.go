@@ -81,7 +81,7 @@ func ciliumToolsDir(e Env) (string, error) {
 		return "", err
 	}
 	for link, target := range map[string]string{"clang": "/usr/bin/clang-19", "llc": "/usr/bin/llc-19"} {
-		if !spec.FileExists(target) {
+		if !e.Host.Exists(target) {
 			return "", fmt.Errorf("%s is missing: run hack/install-node-deps.sh", target)
 		}
 		p := filepath.Join(dir, link)

@@ -194,6 +194,8 @@ func TestDownStopsTheProcessesOfItsStep(t *testing.T) {
 func TestCiliumsDownRemovesItsDatapathWithCiliumDbg(t *testing.T) {
 	c, f := fakeCluster(t)
 	c.Cfg.RepoRoot = "/src"
+	f.SetFile("/usr/bin/clang-19", "") // hack/install-node-deps.sh's, which the agent compiles with
+	f.SetFile("/usr/bin/llc-19", "")
 	// What Up records before it starts the agent.
 	if _, err := ciliumAgentRecorded(c); err != nil {
 		t.Fatal(err)
@@ -259,5 +261,14 @@ func TestPKIStepKeepsItsCertificatesOnDown(t *testing.T) {
 	}
 	if _, err := os.Stat(c.Cfg.Path("pki", "ca.crt")); err != nil {
 		t.Errorf("Down removed the CA (kubeconfigs handed out would break): %v", err)
+	}
+}
+
+func TestCiliumAgentNeedsClang19(t *testing.T) {
+	c, f := fakeCluster(t)
+	f.SetFile("/usr/bin/llc-19", "")
+	_, err := ciliumAgent(c)
+	if err == nil || !strings.Contains(err.Error(), "/usr/bin/clang-19 is missing: run hack/install-node-deps.sh") {
+		t.Fatalf("ciliumAgent without clang-19: err = %v, want it to name clang-19 and the script that installs it", err)
 	}
 }
